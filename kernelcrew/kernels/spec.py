@@ -1,0 +1,281 @@
+"""The operator spec (op.yaml) model and the loader for operator folders."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from kernelcrew.errors import ExprError, InputError
+from kernelcrew.kernels.expr import evaluate, names_in
+
+LIBRARY = Path(__file__).parent / "library"
+
+DTYPES: dict[str, np.dtype] = {
+    "float32": np.dtype(np.float32),
+    "float64": np.dtype(np.float64),
+    "float16": np.dtype(np.float16),
+    "int32": np.dtype(np.int32),
+    "int64": np.dtype(np.int64),
+}
+DType = Literal["float32", "float64", "float16", "int32", "int64"]
+GROUPS = ("typical", "boundary", "unaligned")
+
+_FIX = {
+    "missing": "add it",
+    "literal_error": "use one of the listed values",
+    "extra_forbidden": "remove it or check its spelling",
+    "float_parsing": "write a number such as 1.0e-5",
+}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TensorSpec(_Strict):
+    dtype: DType
+    shape: list[str | int] = Field(description="size expressions, outermost first")
+
+
+class ScalarSpec(_Strict):
+    dtype: DType
+    value: float | int
+
+
+class Cost(_Strict):
+    bytes: str | int = Field(description="least bytes any version must move")
+    flops: str | int = Field(description="least floating-point operations")
+
+
+class Tolerance(_Strict):
+    rtol: float
+    atol: float
+
+    @field_validator("rtol", "atol", mode="before")
+    @classmethod
+    def _yaml_float(cls, v: Any) -> Any:
+        # YAML reads `1e-5` (no dot) as a string; accept it rather than fail later.
+        if isinstance(v, str):
+            try:
+                return float(v)
+            except ValueError:
+                return v
+        return v
+
+
+class ShapeGroup(_Strict):
+    weight: float = Field(gt=0)
+    cases: list[dict[str, int]] = Field(min_length=1)
+
+
+class OpSpec(_Strict):
+    name: str = Field(pattern=r"^[a-z0-9_]+$")
+    description: str = ""
+    family: str
+    sizes: list[str] = Field(min_length=1)
+    inputs: dict[str, TensorSpec] = Field(min_length=1)
+    outputs: dict[str, TensorSpec] = Field(min_length=1)
+    scalars: dict[str, ScalarSpec] = Field(default_factory=dict)
+    cost: Cost
+    tolerance: Tolerance
+    shapes: dict[str, ShapeGroup] = Field(min_length=1)
+    baselines: dict[Literal["cpu", "cuda"], str] = Field(default_factory=dict)
+    folder: Path | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="after")
+    def _check_symbols(self) -> OpSpec:
+        sizes = set(self.sizes)
+        names = list(self.inputs) + list(self.outputs) + list(self.scalars) + self.sizes
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"names used twice across inputs/outputs/scalars/sizes: {sorted(dup)}")
+        for kind, tensors in (("inputs", self.inputs), ("outputs", self.outputs)):
+            for tname, t in tensors.items():
+                for i, dim in enumerate(t.shape):
+                    _check_expr(dim, sizes, f"{kind}.{tname}.shape[{i}]")
+        _check_expr(self.cost.bytes, sizes, "cost.bytes")
+        _check_expr(self.cost.flops, sizes, "cost.flops")
+        for gname, g in self.shapes.items():
+            for i, case in enumerate(g.cases):
+                missing, extra = sizes - set(case), set(case) - sizes
+                if missing or extra:
+                    raise ValueError(
+                        f"shapes.{gname}.cases[{i}]: "
+                        + (f"missing sizes {sorted(missing)}" if missing else "")
+                        + (f" unknown sizes {sorted(extra)}" if extra else "")
+                        + f"; give exactly {self.sizes}"
+                    )
+                if any(v < 0 for v in case.values()):
+                    raise ValueError(f"shapes.{gname}.cases[{i}]: sizes must be >= 0")
+        return self
+
+    # -- derived views -------------------------------------------------------------
+    def signature(self) -> list[tuple[str, str]]:
+        """(name, kind) in kernel-argument order: inputs, outputs, scalars, sizes."""
+        return (
+            [(n, "input") for n in self.inputs]
+            + [(n, "output") for n in self.outputs]
+            + [(n, "scalar") for n in self.scalars]
+            + [(n, "size") for n in self.sizes]
+        )
+
+    def shape(self, tensor: str, sizes: dict[str, int]) -> tuple[int, ...]:
+        t = self.inputs.get(tensor) or self.outputs[tensor]
+        return tuple(evaluate(d, sizes) for d in t.shape)
+
+    def cases(self) -> Iterator[Case]:
+        for gname, g in self.shapes.items():
+            for i, c in enumerate(g.cases):
+                yield Case(gname, i, dict(c), g.weight)
+
+    def cost_bytes(self, sizes: dict[str, int]) -> int:
+        return evaluate(self.cost.bytes, sizes)
+
+    def cost_flops(self, sizes: dict[str, int]) -> int:
+        return evaluate(self.cost.flops, sizes)
+
+    def baseline_path(self, backend: str) -> Path:
+        if backend not in self.baselines or self.folder is None:
+            raise InputError(
+                f"no baseline for backend {backend!r}; add `baselines: {{{backend}: FILE}}`",
+                path=self._yaml_path(), field="baselines",
+            )
+        return self.folder / self.baselines[backend]
+
+    def _yaml_path(self) -> Path | None:
+        return self.folder / "op.yaml" if self.folder else None
+
+    @cached_property
+    def _module(self) -> Any:
+        return _load_module(self.folder / "reference.py", f"kernelcrew_ref_{self.name}")
+
+    def reference_fn(self) -> Callable[..., dict[str, np.ndarray]]:
+        fn = getattr(self._module, "reference", None)
+        if not callable(fn):
+            raise InputError("defines no function `reference(**kw)`; add one",
+                             path=self.folder / "reference.py")
+        return fn
+
+    def inputs_fn(self) -> Callable[..., dict[str, np.ndarray]] | None:
+        p = self.folder / "inputs.py" if self.folder else None
+        if p is None or not p.exists():
+            return None
+        mod = _load_module(p, f"kernelcrew_inputs_{self.name}")
+        fn = getattr(mod, "make_inputs", None)
+        if not callable(fn):
+            raise InputError("defines no function `make_inputs(rng, **sizes)`; add one", path=p)
+        return fn
+
+
+@dataclass(frozen=True)
+class Case:
+    group: str
+    index: int
+    sizes: dict[str, int]
+    weight: float
+
+    @property
+    def label(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in self.sizes.items())
+
+
+def _check_expr(expr: str | int, sizes: set[str], field: str) -> None:
+    if isinstance(expr, str) and re.fullmatch(r"\s*", expr):
+        raise ValueError(f"{field}: empty expression")
+    try:
+        unknown = names_in(expr) - sizes
+    except ExprError as e:
+        raise ValueError(f"{field}: {e}") from None
+    if unknown:
+        raise ValueError(
+            f"{field}: undefined size symbol(s) {sorted(unknown)} in {expr!r}; declare them in "
+            f"`sizes` (now {sorted(sizes)})"
+        )
+
+
+def _load_module(path: Path, name: str) -> Any:
+    if not path.exists():
+        raise InputError("file is missing; every operator folder needs it", path=path)
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    try:
+        spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    except Exception as e:  # user code: any failure is bad input
+        raise InputError(f"failed to import: {type(e).__name__}: {e}", path=path) from None
+    return mod
+
+
+def _format_validation(e: ValidationError) -> str:
+    err = e.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"])
+    msg = err["msg"].removeprefix("Value error, ")
+    fix = _FIX.get(err["type"], "")
+    if err["type"] == "literal_error" and "dtype" in loc:
+        fix = f"use one of {', '.join(DTYPES)}"
+    text = f"{loc}: {msg}" if loc else msg
+    more = f" (+{len(e.errors()) - 1} more)" if len(e.errors()) > 1 else ""
+    return text + (f"; {fix}" if fix else "") + more
+
+
+def resolve_op_folder(ref: str | Path) -> Path:
+    """A library name or a path to an operator folder -> the folder."""
+    p = Path(ref)
+    if p.is_dir():
+        return p.resolve()
+    if isinstance(ref, str) and re.fullmatch(r"[a-z0-9_]+", ref) and (LIBRARY / ref).is_dir():
+        return LIBRARY / ref
+    known = ", ".join(library_ops())
+    raise InputError(f"no such operator {str(ref)!r}: give a library name ({known}) or a folder")
+
+
+def library_ops() -> list[str]:
+    return sorted(p.name for p in LIBRARY.iterdir() if (p / "op.yaml").exists())
+
+
+def load_op(ref: str | Path | OpSpec) -> OpSpec:
+    """Load and validate an operator folder (or pass an OpSpec through)."""
+    if isinstance(ref, OpSpec):
+        return ref
+    folder = resolve_op_folder(ref)
+    yml = folder / "op.yaml"
+    if not yml.exists():
+        raise InputError("missing op.yaml; an operator folder needs one", path=folder)
+    try:
+        data = yaml.safe_load(yml.read_text())
+    except yaml.YAMLError as e:
+        raise InputError(f"invalid YAML: {str(e).splitlines()[0]}", path=yml) from None
+    if not isinstance(data, dict):
+        raise InputError("must be a YAML mapping of fields (name, sizes, inputs, ...)", path=yml)
+    _hint_split_expressions(data, yml)
+    try:
+        spec = OpSpec.model_validate({**data, "folder": folder})
+    except ValidationError as e:
+        raise InputError(_format_validation(e), path=yml) from None
+    for backend, fname in spec.baselines.items():
+        if not (folder / fname).exists():
+            raise InputError(f"baseline file {fname!r} does not exist; fix the name or add it",
+                             path=yml, field=f"baselines.{backend}")
+    if not (folder / "reference.py").exists():
+        raise InputError("missing reference.py with `def reference(**kw)`", path=folder)
+    return spec
+
+
+def _hint_split_expressions(data: dict, path: Path) -> None:
+    """YAML splits `[ceil_div(n, B)]` into two items; say so instead of a parse error."""
+    for kind in ("inputs", "outputs"):
+        for tname, t in (data.get(kind) or {}).items():
+            shape = t.get("shape") if isinstance(t, dict) else None
+            for dim in shape or []:
+                if isinstance(dim, str) and dim.count("(") != dim.count(")"):
+                    raise InputError(
+                        f"{dim!r} looks like an expression YAML split at a comma; quote it, "
+                        f'e.g. ["ceil_div(n, 4)"]', path=path, field=f"{kind}.{tname}.shape")

@@ -1,0 +1,92 @@
+"""The regression gate: is a correct candidate faster than the baseline, beyond noise?
+
+Method (also in the README):
+- per case, speedup = baseline median / candidate median, both timed in the same
+  process in alternating rounds;
+- the noise band is the larger of the minimum threshold (default 10%) and twice
+  the relative standard error of the two medians, from the measured spreads
+  (SE(median) ~ 1.25 sigma / sqrt(N), sigma ~ (P90 - P10) / 2.56), averaged over
+  cases with the groups' weights;
+- the overall speedup is the geometric mean of per-case speedups, averaged within
+  each shape group and weighted across groups by op.yaml's weights;
+- `faster` needs the overall speedup above 1 + band and no group below
+  1 / (1 + band); `slower` is an overall speedup below 1 / (1 + band); anything
+  else is `same`. Incorrect kernels are `rejected` before any timing counts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+
+from kernelcrew.tools.results import CaseRow, Verdict
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    verdict: Verdict
+    speedup: float
+    band: float
+    group_speedups: dict[str, float]
+    reason: str
+
+
+def relative_se(samples: list[float]) -> float:
+    """Relative standard error of the median of the samples."""
+    a = np.asarray(samples)
+    if len(a) < 3 or np.median(a) <= 0:
+        return 0.0
+    sigma = (np.percentile(a, 90) - np.percentile(a, 10)) / 2.56
+    return float(1.25 * sigma / np.sqrt(len(a)) / np.median(a))
+
+
+def noise_band(baseline: dict[str, list[float]], candidate: dict[str, list[float]],
+               weights: dict[str, float], min_speedup: float) -> float:
+    """max(min_speedup, 2 x combined relative SE of the medians, weighted over cases)."""
+    num = den = 0.0
+    for key, b in baseline.items():
+        c = candidate.get(key, [])
+        w = weights.get(key.split("[")[0], 1.0)
+        num += w * 2 * float(np.hypot(relative_se(b), relative_se(c)))
+        den += w
+    return max(min_speedup, num / den if den else 0.0)
+
+
+def weighted_speedup(rows: list[CaseRow], weights: dict[str, float]) -> tuple[float, dict]:
+    logs: dict[str, list[float]] = defaultdict(list)
+    for r in rows:
+        if r.speedup and r.speedup > 0:
+            logs[r.group].append(math.log(r.speedup))
+    groups = {g: math.exp(sum(v) / len(v)) for g, v in logs.items()}
+    wsum = sum(weights.get(g, 1.0) for g in groups)
+    if not wsum:
+        return 1.0, groups
+    total = sum(weights.get(g, 1.0) * math.log(s) for g, s in groups.items()) / wsum
+    return math.exp(total), groups
+
+
+def decide(rows: list[CaseRow], baseline_samples: dict[str, list[float]],
+           candidate_samples: dict[str, list[float]], weights: dict[str, float],
+           min_speedup: float) -> GateDecision:
+    band = noise_band(baseline_samples, candidate_samples, weights, min_speedup)
+    s, groups = weighted_speedup(rows, weights)
+    hi, lo = 1 + band, 1 / (1 + band)
+    regressing = {g: v for g, v in groups.items() if v < lo}
+    if s >= hi and not regressing:
+        verdict: Verdict = "faster"
+        reason = f"{s:.2f}x faster, beyond the noise band of ±{band:.0%}"
+    elif s >= hi:
+        verdict = "same"
+        worst = min(regressing, key=regressing.get)
+        reason = (f"{s:.2f}x overall but the {worst} group regresses ({regressing[worst]:.2f}x); "
+                  "not accepted")
+    elif s <= lo:
+        verdict = "slower"
+        reason = f"{1 / s:.2f}x slower than the baseline"
+    else:
+        verdict = "same"
+        reason = f"{s:.2f}x is inside the noise band of ±{band:.0%}"
+    return GateDecision(verdict, s, band, groups, reason)

@@ -1,0 +1,54 @@
+"""Correctness: compare a kernel's output with the float64 reference."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class Comparison:
+    ok: bool
+    max_abs_err: float
+    max_rel_err: float
+    detail: str = ""
+    failing_indices: list[list[int]] = field(default_factory=list)
+
+
+def compare(name: str, got: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> Comparison:
+    """|got - ref| <= atol + rtol*|ref| elementwise; NaN/Inf positions must match exactly."""
+    ref = np.asarray(ref)
+    if got.shape != ref.shape:
+        return Comparison(False, float("inf"), float("inf"),
+                          f"{name}: shape {got.shape}, reference {ref.shape}")
+    g = got.astype(np.float64)
+    r = ref.astype(np.float64)
+    finite_r, finite_g = np.isfinite(r), np.isfinite(g)
+    special = ~(finite_r & finite_g)
+    if special.any():
+        same = (np.isnan(g) == np.isnan(r)) & (np.isposinf(g) == np.isposinf(r)) & \
+               (np.isneginf(g) == np.isneginf(r))
+        if not same.all():
+            bad = np.argwhere(~same)
+            n_nan = int(np.isnan(g[~same]).sum())
+            return Comparison(False, float("nan"), float("nan"),
+                              f"{name}: {len(bad)} element(s) where NaN/Inf differ from the reference"
+                              f" ({n_nan} NaN in the output: unwritten or invalid)",
+                              bad[:5].tolist())
+    both = finite_r & finite_g
+    if not both.any():
+        return Comparison(True, 0.0, 0.0)
+    err = np.abs(g[both] - r[both])
+    mag = np.abs(r[both])
+    max_abs = float(err.max())
+    max_rel = float((err / np.maximum(mag, np.finfo(np.float64).tiny)).max())
+    bad_mask = err > atol + rtol * mag
+    if bad_mask.any():
+        idx = np.argwhere(both)[bad_mask][:5].tolist()
+        worst = np.argwhere(both)[int(np.argmax(err - (atol + rtol * mag)))].tolist()
+        return Comparison(False, max_abs, max_rel,
+                          f"{name}: {int(bad_mask.sum())} of {both.sum()} elements outside tolerance"
+                          f" (rtol={rtol:g}, atol={atol:g}); worst at {worst}: got "
+                          f"{g[tuple(worst)]:.6g}, expected {r[tuple(worst)]:.6g}", idx)
+    return Comparison(True, max_abs, max_rel)

@@ -1,0 +1,143 @@
+"""The worker: runs ONE kernel in its own (sandboxed) process.
+
+Usage: python -m kernelcrew.tools.worker JOB.json
+
+It loads the compiled artifact, and for each shape case: loads the parent's input
+sets, allocates NaN-poisoned outputs, calls the kernel once per input set and saves
+what it wrote (snapshotted the moment the call returns), then (bench mode) warms up
+and times repeated calls rotating over the input sets, and saves the last timed
+outputs of every set for the parent to check again. It judges nothing: the parent
+computes the reference and decides. Progress goes to `progress.jsonl` line by line,
+so a crash leaves the case it died on.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+_CTYPES = {
+    "float32": ctypes.c_float, "float64": ctypes.c_double, "float16": ctypes.c_uint16,
+    "int32": ctypes.c_int32, "int64": ctypes.c_int64,
+}
+
+
+def poison(a: np.ndarray) -> None:
+    if a.dtype.kind == "f":
+        a.fill(np.nan)
+    else:
+        a.fill(np.iinfo(a.dtype).min)
+
+
+def checksum(a: Any) -> str:
+    return hashlib.blake2b(np.ascontiguousarray(a).view(np.uint8).data, digest_size=16).hexdigest()
+
+
+class CpuRuntime:
+    """Calls `extern "C" entry(...)` in a shared library through ctypes."""
+
+    def __init__(self, job: dict) -> None:
+        self.lib = ctypes.CDLL(job["artifact"])
+        self.fn = getattr(self.lib, job["entry"])
+        self.fn.restype = None
+        self.sig = job["signature"]
+
+    def prepare(self, case: dict, inputs: dict[str, np.ndarray]) -> dict:
+        outs = {name: np.empty(spec["shape"], dtype=spec["dtype"])
+                for name, spec in case["outputs"].items()}
+        args: list[Any] = []
+        for item in self.sig:
+            name, kind = item["name"], item["kind"]
+            if kind == "input":
+                args.append(ctypes.c_void_p(inputs[name].ctypes.data))
+            elif kind == "output":
+                args.append(ctypes.c_void_p(outs[name].ctypes.data))
+            elif kind == "scalar":
+                v = case["scalars"][name]
+                args.append(_CTYPES[item["dtype"]](v))
+            else:
+                args.append(ctypes.c_int64(case["sizes"][name]))
+        return {"inputs": inputs, "outputs": outs, "args": args}
+
+    def poison(self, st: dict) -> None:
+        for a in st["outputs"].values():
+            poison(a)
+
+    def call(self, st: dict) -> float:
+        t0 = time.perf_counter_ns()
+        self.fn(*st["args"])
+        return (time.perf_counter_ns() - t0) / 1e6
+
+    def snapshot(self, st: dict) -> dict[str, np.ndarray]:
+        return {k: v.copy() for k, v in st["outputs"].items()}
+
+    def input_checksums(self, st: dict) -> dict[str, str]:
+        return {k: checksum(v) for k, v in st["inputs"].items()}
+
+
+def _runtime(job: dict):
+    if job["backend"] == "cpu":
+        return CpuRuntime(job)
+    from kernelcrew.tools.cuda_runtime import CudaRuntime  # needs CuPy and a device
+
+    return CudaRuntime(job)
+
+
+def main(job_path: str) -> int:
+    job = json.loads(Path(job_path).read_text())
+    out_dir = Path(job["out_dir"])
+    progress = open(out_dir / "progress.jsonl", "a", buffering=1)
+
+    def note(**kw: Any) -> None:
+        progress.write(json.dumps(kw) + "\n")
+
+    rt = _runtime(job)
+    note(event="loaded")
+    for case in job["cases"]:
+        cid = case["id"]
+        note(event="case", case=cid)
+        sets = [{n: np.load(p) for n, p in s.items()} for s in case["input_sets"]]
+        states = [rt.prepare(case, s) for s in sets]
+        saved: dict[str, Any] = {"verify": [], "timed": []}
+        for k, st in enumerate(states):
+            rt.poison(st)
+            rt.call(st)
+            snap = rt.snapshot(st)
+            files = {}
+            for name, arr in snap.items():
+                files[name] = str(out_dir / f"{cid}_v{k}_{name}.npy")
+                np.save(files[name], arr)
+            saved["verify"].append(files)
+        times: list[float] = []
+        if job["mode"] == "bench":
+            for w in range(job["warmup"]):
+                rt.call(states[w % len(states)])
+            last: dict[int, dict[str, np.ndarray]] = {}
+            for r in range(job["reps"]):
+                k = r % len(states)
+                rt.poison(states[k])
+                times.append(rt.call(states[k]))
+                if r >= job["reps"] - len(states):
+                    last[k] = rt.snapshot(states[k])
+            for k, snap in sorted(last.items()):
+                files = {}
+                for name, arr in snap.items():
+                    files[name] = str(out_dir / f"{cid}_t{k}_{name}.npy")
+                    np.save(files[name], arr)
+                saved["timed"].append({"set": k, "files": files})
+        note(event="done", case=cid, times_ms=times, outputs=saved,
+             input_checksums=[rt.input_checksums(st) for st in states])
+        del states, sets
+    note(event="finished")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
