@@ -14,7 +14,7 @@ JSON_OUT = False
 
 
 def _progress(msg: str) -> None:
-    if sys.stderr.isatty() or not JSON_OUT:
+    if sys.stderr.isatty():
         print(f"  .. {msg}", file=sys.stderr, flush=True)
 
 
@@ -85,6 +85,91 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1 if res.verdict == "rejected" else 0
 
 
+def _live(event: dict) -> None:
+    """One line per node execution, on a terminal."""
+    if not sys.stderr.isatty():
+        return
+    who = f" {event['agent']}" if event.get("agent") else ""
+    print(f"  [iter {event.get('iteration', 0)}] {event['node']}{who} "
+          f"({event.get('duration_s', 0):.1f}s): {event.get('summary', '')[:140]}",
+          file=sys.stderr, flush=True)
+
+
+def print_result(result: dict) -> None:
+    rows = result.get("table", [])
+    print(table(["group", "case", "baseline_ms", "best_ms", "speedup", "max_abs_err", "status"],
+                [[r["group"], r["case"], r.get("baseline_ms"), r.get("median_ms"),
+                  r.get("speedup"), r.get("max_abs_err"), r["status"]] for r in rows]))
+    best = result.get("best", {})
+    print()
+    print(f"{result.get('op')} on {result.get('backend')}: best {best.get('speedup', 0):.2f}x over "
+          f"the baseline ({best.get('verdict_vs_baseline')}), correct: {best.get('correct')}")
+    print(f"  best kernel: {best.get('path')}  (by {best.get('author')}, {best.get('kind')}, "
+          f"iteration {best.get('iteration')})")
+    print(f"  iterations: {result.get('iterations')}, evaluations: {result.get('evaluations')}, "
+          f"stop: {result.get('stop_reason')}")
+    run_dir = result.get("run_dir", "")
+    print(f"  run: {result.get('run_id')}  report: {run_dir}/report.md")
+
+
+def _context_from_args(args: argparse.Namespace) -> Any:
+    from kernelcrew.graph.context import RunContext
+
+    ctx = RunContext()
+    for name in ("backend", "agents", "max_iters", "patience", "reps", "seed", "memory_dir",
+                 "memory_url", "approve", "candidates_per_iter"):
+        v = getattr(args, name, None)
+        if v is not None and v is not False:
+            setattr(ctx, name, v)
+    if args.timeout:
+        ctx.timeout_s = args.timeout
+    if args.budget_s:
+        ctx.wall_budget_s = args.budget_s
+    if args.no_memory:
+        ctx.use_memory = False
+    if args.specialists:
+        ctx.specialists = [s.strip() for s in args.specialists.split(",") if s.strip()]
+    if args.run_dir:
+        ctx.run_dir = str(args.run_dir)
+    ctx.llm = llm_settings(args)
+    return ctx
+
+
+def llm_settings(args: argparse.Namespace) -> dict:
+    """LLM options from flags, falling back to the environment (see README)."""
+    import os
+
+    out = {
+        "model": getattr(args, "model", None) or os.environ.get("KERNELCREW_LLM_MODEL"),
+        "base_url": getattr(args, "base_url", None) or os.environ.get("OPENAI_BASE_URL"),
+        "temperature": getattr(args, "temperature", None),
+        "timeout": getattr(args, "llm_timeout", None),
+        "structured_output": getattr(args, "structured_output", None),
+    }
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def cmd_optimize(args: argparse.Namespace) -> int:
+    from kernelcrew.graph import runner
+
+    approver = runner.ask_on_terminal if args.approve else None
+    if args.approve and not sys.stdin.isatty():
+        raise InputError("--approve asks on the terminal; run it interactively")
+    if args.resume:
+        result = runner.resume(args.resume, progress=_live, approver=approver)
+    else:
+        if not args.op:
+            raise InputError("give an operator (library name or folder), or --resume RUN_ID")
+        result = runner.optimize(args.op, _context_from_args(args), progress=_live,
+                                 approver=approver)
+    if args.json:
+        _print_json(result)
+    else:
+        print_result(result)
+    best = result.get("best", {})
+    return 0 if best.get("correct") else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kernelcrew", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -103,6 +188,33 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--timeout", type=float, help="seconds per worker (default 30)")
     s.add_argument("--seed", type=int, help="input seed (default: fresh each check)")
     s.set_defaults(func=cmd_check)
+
+    s = sub.add_parser("optimize", help="run the crew on an operator")
+    s.add_argument("op", nargs="?", help="library name or operator folder")
+    s.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"])
+    s.add_argument("--agents", default="heuristic",
+                   help="heuristic | llm | per role, e.g. coordinator=heuristic,specialists=llm")
+    s.add_argument("--specialists", help="comma-separated specialist names (default: all)")
+    s.add_argument("--max-iters", type=int, default=None)
+    s.add_argument("--patience", type=int, default=None)
+    s.add_argument("--budget-s", type=float, default=None, help="wall-clock budget in seconds")
+    s.add_argument("--candidates-per-iter", type=int, default=None)
+    s.add_argument("--run-dir", help="where to keep this run (default: the runs folder)")
+    s.add_argument("--resume", metavar="RUN_ID", help="continue a run that was stopped")
+    s.add_argument("--approve", action="store_true", help="ask before accepting a candidate")
+    s.add_argument("--memory-dir", help="local memory store (default: user data dir)")
+    s.add_argument("--memory-url", help="shared Chroma server, e.g. http://host:8000")
+    s.add_argument("--no-memory", action="store_true", help="neither read nor write reflections")
+    s.add_argument("--reps", type=int, help="timed runs per case (default 20)")
+    s.add_argument("--timeout", type=float, help="seconds per worker (default 30)")
+    s.add_argument("--seed", type=int)
+    s.add_argument("--model", help="LLM model (env KERNELCREW_LLM_MODEL)")
+    s.add_argument("--base-url", help="OpenAI-compatible endpoint (env OPENAI_BASE_URL)")
+    s.add_argument("--temperature", type=float)
+    s.add_argument("--llm-timeout", type=float, help="seconds per LLM request")
+    s.add_argument("--structured-output", choices=["json_schema", "function_calling", "json_mode"])
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_optimize)
     return p
 
 

@@ -54,8 +54,8 @@ def parse_expr(text: str | int) -> ast.expr:
         if isinstance(node, ast.Call):
             if not isinstance(node.func, ast.Name) or node.func.id not in _CALLS:
                 raise ExprError(
-                    f"only min, max and ceil_div may be called, not {ast.unparse(node.func)!r}"
-                    f" (in {text!r})"
+                    f"calling {ast.unparse(node.func)!r} is not allowed (in {text!r}); only min, "
+                    "max and ceil_div may be called"
                 )
             if node.keywords:
                 raise ExprError(f"keyword arguments not allowed in {text!r}")

@@ -52,7 +52,7 @@ class KernelFile(BaseModel):
         return knob_defines(self.meta.knobs, path=self.path)
 
     def digest(self) -> str:
-        return hashlib.sha256(self.text.encode()).hexdigest()[:16]
+        return text_digest(self.text)
 
     def with_changes(self, *, body: str | None = None, flags: list[str] | None = None,
                      knobs: dict[str, Any] | None = None) -> KernelFile:
@@ -64,6 +64,11 @@ class KernelFile(BaseModel):
             meta.knobs = {**meta.knobs, **knobs}
         text = render(meta, self.body if body is None else body)
         return parse_kernel_text(text, self.backend, path=None)
+
+
+def text_digest(text: str) -> str:
+    """Identity of a kernel file's text (compile cache, evaluation cache, dedup)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def render(meta: FrontMatter, body: str) -> str:

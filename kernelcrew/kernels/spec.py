@@ -221,7 +221,10 @@ def _format_validation(e: ValidationError) -> str:
     fix = _FIX.get(err["type"], "")
     if err["type"] == "literal_error" and "dtype" in loc:
         fix = f"use one of {', '.join(DTYPES)}"
-    text = f"{loc}: {msg}" if loc else msg
+    if err["type"] == "missing":
+        text, fix = f"missing field {loc!r}", "add it"
+    else:
+        text = f"{loc}: {msg}" if loc else msg
     more = f" (+{len(e.errors()) - 1} more)" if len(e.errors()) > 1 else ""
     return text + (f"; {fix}" if fix else "") + more
 

@@ -103,6 +103,9 @@ def check(op: str | Path | OpSpec, kernel: str | Path | KernelFile, backend: str
                                   "pending", sandbox=Harness.sandbox())
     limits = limits or Limits()
     with Harness(spec, be, seed=seed, limits=limits, bench=bench) as h:
+        say("making inputs and float64 references")
+        for c in h.cases:  # a broken reference is bad input: fail before any kernel runs
+            h.data(c)
         reps = max(3, bench.reps // bench.rounds)
         cand_runs, base_runs = [], []
         with bench_lock():

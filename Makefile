@@ -1,0 +1,35 @@
+# kernelcrew: `make demo` and `make test` bootstrap .venv themselves.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+DEMO_OP ?= add_gelu_muladd
+
+.PHONY: venv test demo bench lint gpu-check clean
+
+$(STAMP): pyproject.toml
+	@$(PY) -c 'import sys; assert sys.version_info >= (3, 11), "kernelcrew needs Python 3.11+"'
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+demo: $(STAMP)
+	$(BIN)/kernelcrew optimize $(DEMO_OP) --backend cpu --agents heuristic --max-iters 4
+
+bench: $(STAMP)
+	$(BIN)/python -m kernelcrew.evals.bench --out docs/results.md
+
+lint: $(STAMP)
+	$(BIN)/ruff check kernelcrew tests
+
+gpu-check:
+	bash scripts/gpu_check.sh
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

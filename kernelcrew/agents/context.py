@@ -1,0 +1,44 @@
+"""What a specialist sees: a focused, bounded view of the run, built by the graph."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from kernelcrew.tools.results import ProfileResult
+
+
+class IterationNote(BaseModel):
+    """One past evaluation, as the agents see it."""
+
+    iteration: int
+    author: str
+    kind: str
+    outcome: str  # accepted | slower | same | rejected | compile-error
+    speedup: float | None = None
+    detail: str = ""  # one line: why
+
+
+class Feedback(BaseModel):
+    """What comes back to the author of a failed candidate."""
+
+    kind: str  # compile-error | incorrect | slower
+    message: str  # normalized errors, failing cases, or the regression table
+    attempt: int = 1
+
+
+class AgentContext(BaseModel):
+    op: str
+    family: str
+    description: str
+    backend: str
+    signature: str  # the entry's C signature / kernel args, for rewrites
+    tolerance: str
+    kernel: str  # the current best kernel file text
+    kernel_is_baseline: bool = True
+    profile: ProfileResult | None = None
+    recent: list[IterationNote] = Field(default_factory=list)  # last 3-5 iterations
+    tried: list[str] = Field(default_factory=list)  # folded older attempts: "kind by author: outcome"
+    reflections: list[str] = Field(default_factory=list)  # relevant memory, one line each
+    change_stats: dict[str, dict] = Field(default_factory=dict)  # kind -> tried/accepted/mean
+    feedback: Feedback | None = None
+    iteration: int = 0

@@ -1,0 +1,1 @@
+"""The crew's state machine: state, nodes, routing, build_graph()."""

@@ -1,0 +1,71 @@
+"""Run settings: one typed object, reached by nodes through `Runtime[RunContext]`."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+
+def runs_root() -> Path:
+    return Path(os.environ.get("KERNELCREW_RUNS_DIR") or
+                Path(platformdirs.user_data_dir("kernelcrew")) / "runs")
+
+
+@dataclass(kw_only=True)
+class RunContext:
+    backend: str = field(default="auto", metadata={"description": "cpu, cuda or auto"})
+    agents: str = field(default="heuristic", metadata={
+        "description": "policy for every agent (heuristic|llm), or per agent: "
+                       "'coordinator=heuristic,specialists=llm'"})
+    specialists: list[str] | None = field(default=None, metadata={
+        "description": "specialist names; default: every registered one"})
+    max_iters: int = field(default=8, metadata={"description": "maximum iterations"})
+    patience: int = field(default=3, metadata={
+        "description": "stop after this many iterations without an accepted improvement"})
+    wall_budget_s: float = field(default=1800.0, metadata={"description": "wall-clock budget"})
+    candidates_per_iter: int = field(default=3, metadata={
+        "description": "how many candidates the coordinator may send to evaluation at once"})
+    min_speedup: float = field(default=0.10, metadata={
+        "description": "a win must clear this relative threshold as well as the noise band"})
+    reps: int = field(default_factory=lambda: int(os.environ.get("KERNELCREW_REPS", 20)),
+                      metadata={"description": "timed runs per case and kernel"})
+    timeout_s: float = field(default=30.0, metadata={"description": "seconds per worker"})
+    max_compile_tries: int = field(default=3, metadata={
+        "description": "compile attempts per candidate before its author must re-plan"})
+    approve: bool = field(default=False, metadata={
+        "description": "ask a human before a candidate is accepted (needs a checkpointer)"})
+    runs_dir: str | None = field(default=None, metadata={"description": "where runs are kept"})
+    run_dir: str | None = field(default=None, metadata={"description": "this run's folder"})
+    memory_dir: str | None = field(default=None, metadata={"description": "local memory store"})
+    memory_url: str | None = field(default=None, metadata={"description": "Chroma server URL"})
+    use_memory: bool = field(default=True, metadata={"description": "read/write reflections"})
+    seed: int | None = field(default=None, metadata={"description": "input seed"})
+    llm: dict[str, Any] = field(default_factory=dict, metadata={
+        "description": "LLM settings (model, base_url, api_key, temperature, timeout, ...)"})
+
+    @classmethod
+    def from_any(cls, ctx: RunContext | dict | None) -> RunContext:
+        if isinstance(ctx, RunContext):
+            return ctx
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in (ctx or {}).items() if k in names})
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.get("llm", {}).pop("api_key", None)  # never write secrets to disk
+        return d
+
+    def policy_for(self, role: str) -> str:
+        """Policy of one role: 'specialists', 'coordinator', 'reflector' or a specialist name."""
+        if "=" not in self.agents:
+            return self.agents
+        parts = dict(p.split("=", 1) for p in self.agents.split(",") if "=" in p)
+        if role in parts:
+            return parts[role]
+        if role not in ("coordinator", "reflector") and "specialists" in parts:
+            return parts["specialists"]
+        return parts.get("default", "heuristic")

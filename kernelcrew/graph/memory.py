@@ -1,0 +1,54 @@
+"""The run's view of the shared memory pool (Chroma), opened once per process.
+
+A store that is unreachable or damaged costs the run its memory (with a warning),
+never the run: every call goes through `SafeMemory`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from kernelcrew.graph.context import RunContext
+from kernelcrew.memory.reflection import Reflection
+from kernelcrew.memory.store import MemoryStore, MemoryUnavailable, NullMemory
+
+
+class SafeMemory:
+    def __init__(self, inner: MemoryStore | NullMemory) -> None:
+        self.inner = inner
+
+    def _guard(self, what: str, fn, default):
+        try:
+            return fn()
+        except MemoryUnavailable as e:
+            warnings.warn(f"kernelcrew memory: {what} failed, continuing without: {e}",
+                          stacklevel=3)
+            self.inner = NullMemory(str(e))
+            return default
+
+    def add(self, r: Reflection) -> None:
+        self._guard("add", lambda: self.inner.add(r), None)
+
+    def search(self, situation: dict[str, Any], **kw: Any) -> list:
+        return self._guard("search", lambda: self.inner.search(situation, **kw), [])
+
+    def change_kind_stats(self, **kw: Any) -> dict:
+        return self._guard("stats", lambda: self.inner.change_kind_stats(**kw), {})
+
+    @property
+    def available(self) -> bool:
+        return bool(getattr(self.inner, "available", False))
+
+
+_OPEN: dict[tuple, SafeMemory] = {}
+
+
+def memory_for(ctx: RunContext) -> SafeMemory:
+    if not ctx.use_memory:
+        return SafeMemory(NullMemory("memory disabled for this run (--no-memory)"))
+    key = (ctx.memory_dir, ctx.memory_url)
+    if key not in _OPEN:
+        _OPEN[key] = SafeMemory(MemoryStore.open_or_none(
+            path=ctx.memory_dir if not ctx.memory_url else None, url=ctx.memory_url))
+    return _OPEN[key]

@@ -1,0 +1,42 @@
+"""Helpers shared by the nodes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from kernelcrew.graph.context import RunContext
+
+
+def ctx_of(runtime: Runtime[RunContext] | None) -> RunContext:
+    return RunContext.from_any(runtime.context if runtime is not None else None)
+
+
+def kernel_suffix(backend: str) -> str:
+    return ".cu" if backend == "cuda" else ".cpp"
+
+
+def eval_cache(run_dir: str, key: str) -> Path:
+    d = Path(run_dir) / "evals"
+    d.mkdir(exist_ok=True)
+    return d / f"{key}.json"
+
+
+def load_cached(run_dir: str, key: str) -> dict[str, Any] | None:
+    """A finished evaluation from before a kill: reused, never repeated."""
+    p = eval_cache(run_dir, key)
+    if p.exists():
+        try:
+            return json.loads(p.read_text())
+        except json.JSONDecodeError:
+            return None
+    return None
+
+
+def store_cached(run_dir: str, key: str, data: dict[str, Any]) -> None:
+    from kernelcrew.graph.trace import write_json_atomic
+
+    write_json_atomic(eval_cache(run_dir, key), data)

@@ -1,0 +1,137 @@
+"""verify (correctness on every shape group) and benchmark + gate (side by side with the
+current best). Finished evaluations are cached in the run directory by kernel digest, so a
+resumed run never repeats one."""
+
+from __future__ import annotations
+
+import math
+import shutil
+import time
+from pathlib import Path
+
+from langgraph.runtime import Runtime
+from langgraph.types import interrupt
+
+from kernelcrew.graph.context import RunContext
+from kernelcrew.graph.nodes.common import ctx_of, load_cached, store_cached
+from kernelcrew.graph.services import tools_for
+from kernelcrew.graph.state import CrewState
+from kernelcrew.graph.trace import emit
+from kernelcrew.tools import evaluate as ev
+
+
+def _record(c: dict, it: int, outcome: str, detail: str, *, speedup=None, vs_best=None) -> dict:
+    return {"iteration": it, "author": c["author"], "kind": c["kind"], "path": c["path"],
+            "digest": c["digest"], "outcome": outcome, "speedup": speedup, "vs_best": vs_best,
+            "detail": detail, "compile_tries": c["tries"]}
+
+
+def verify(state: CrewState, runtime: Runtime[RunContext]) -> dict:
+    ctx = ctx_of(runtime)
+    it = state["iteration"]
+    tools = tools_for(state, ctx)
+    candidates = [dict(c) for c in state.get("candidates", [])]
+    evaluations = []
+    for c in candidates:
+        if c["status"] != "compiled":
+            continue
+        t0 = time.monotonic()
+        key = f"verify-{c['digest']}"
+        cached = load_cached(state["run_dir"], key)
+        if cached is None:
+            kf = tools.parse(Path(c["path"]).read_text(), path=Path(c["path"]))
+            run = ev.verify(tools.harness, tools.compile(kf), kf)
+            cached = {"correct": run.correct, "failure": run.first_failure(),
+                      "rows": [r.model_dump(mode="json") for r in run.rows]}
+            store_cached(state["run_dir"], key, cached)
+            emit(state["run_dir"], "verify", f"{Path(c['path']).name}: "
+                 + ("correct on every shape group" if run.correct else run.first_failure()[:200]),
+                 t0=t0, iteration=it, agent=c["author"], refs={"kernel": c["path"]},
+                 correct=run.correct, sandbox=run.outcome.sandbox)
+        if cached["correct"]:
+            c["status"] = "verified"
+        else:
+            c["status"] = "rejected"
+            evaluations.append(_record(c, it, "rejected", cached["failure"]))
+    return {"candidates": candidates, "evaluations": evaluations}
+
+
+def benchmark(state: CrewState, runtime: Runtime[RunContext]) -> dict:
+    """Time each verified candidate against the current best; accept the fastest win."""
+    ctx = ctx_of(runtime)
+    it = state["iteration"]
+    tools = tools_for(state, ctx)
+    best = state["best"]
+    best_kf = tools.parse(Path(best["path"]).read_text(), path=Path(best["path"]))
+    best_pair = (tools.compile(best_kf), best_kf)
+    candidates = [dict(c) for c in state.get("candidates", [])]
+    results = []
+    for c in candidates:
+        if c["status"] != "verified":
+            continue
+        t0 = time.monotonic()
+        key = f"race-{c['digest']}-vs-{best['digest']}"
+        cached = load_cached(state["run_dir"], key)
+        if cached is None:
+            kf = tools.parse(Path(c["path"]).read_text(), path=Path(c["path"]))
+            race = ev.race(tools.harness, (tools.compile(kf), kf), best_pair)
+            cached = {"verdict": race.gate.verdict, "vs_best": race.gate.speedup,
+                      "band": race.gate.band, "reason": race.gate.reason,
+                      "groups": race.gate.group_speedups,
+                      "rows": [r.model_dump(mode="json") for r in race.rows]}
+            store_cached(state["run_dir"], key, cached)
+            emit(state["run_dir"], "benchmark", f"{Path(c['path']).name}: {cached['verdict']} "
+                 f"vs the best ({cached['reason']})", t0=t0, iteration=it, agent=c["author"],
+                 refs={"kernel": c["path"]}, verdict=cached["verdict"],
+                 vs_best=cached["vs_best"], rows=cached["rows"])
+        results.append((c, cached))
+    t0 = time.monotonic()
+    winners = [(c, r) for c, r in results if r["verdict"] == "faster"]
+    winner = max(winners, key=lambda cr: cr[1]["vs_best"], default=None)
+    if winner and ctx.approve:
+        c, r = winner
+        answer = interrupt({"question": f"accept {Path(c['path']).name} ({c['author']}/{c['kind']},"
+                                        f" {r['vs_best']:.2f}x vs the current best)?",
+                            "kernel": c["path"], "rows": r["rows"]})
+        if not _yes(answer):
+            winner = None
+            c["declined"] = True
+    evaluations = []
+    new_best = dict(best)
+    for c, r in results:
+        chained = best["speedup"] * r["vs_best"] if r["vs_best"] else None
+        if winner is not None and c is winner[0]:
+            outcome = "accepted"
+            new_best = {"path": best["path"], "source": c["path"], "digest": c["digest"],
+                        "speedup": chained, "iteration": it, "author": c["author"],
+                        "kind": c["kind"]}
+            shutil.copyfile(c["path"], best["path"])  # the best so far is always on disk
+        elif c.get("declined"):
+            outcome = "declined"
+        elif r["verdict"] == "faster":
+            outcome = "faster-not-best"
+        else:
+            outcome = r["verdict"]
+        c["status"] = outcome
+        evaluations.append(_record(c, it, outcome, r["reason"], speedup=chained,
+                                   vs_best=r["vs_best"]))
+    improved = winner is not None
+    emit(state["run_dir"], "gate", (f"accepted {Path(winner[0]['path']).name}: "
+                                    f"{new_best['speedup']:.2f}x over the baseline")
+         if improved else "no candidate accepted this iteration", t0=t0, iteration=it,
+         agent="gate", accepted=winner[0]["path"] if improved else None)
+    return {"candidates": candidates, "evaluations": evaluations, "best": new_best,
+            "since_improvement": 0 if improved else state.get("since_improvement", 0) + 1}
+
+
+def _yes(answer: object) -> bool:
+    if isinstance(answer, bool):
+        return answer
+    if isinstance(answer, dict):
+        return bool(answer.get("approve") or answer.get("accept"))
+    return str(answer).strip().lower() in ("y", "yes", "true", "accept", "1")
+
+
+def geomean(xs: list[float]) -> float:
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")

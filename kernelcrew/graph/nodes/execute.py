@@ -1,0 +1,119 @@
+"""execute: compile each candidate; a compile error goes back to its author (revise)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Literal
+
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+
+from kernelcrew.agents.context import Feedback
+from kernelcrew.agents.proposal import Proposal
+from kernelcrew.agents.specialist import get_specialist
+from kernelcrew.errors import InputError
+from kernelcrew.graph.context import RunContext
+from kernelcrew.graph.nodes.common import ctx_of
+from kernelcrew.graph.nodes.plan import agent_context
+from kernelcrew.graph.services import tools_for
+from kernelcrew.graph.state import CrewState
+from kernelcrew.graph.trace import emit
+from kernelcrew.kernels.kernelfile import text_digest, validate_against
+from kernelcrew.tools.results import CompileResult
+
+
+def compile_candidate(state: CrewState, ctx: RunContext, text: str, path: str) -> CompileResult:
+    """Front matter and policy problems are compile errors the author can read."""
+    tools = tools_for(state, ctx)
+    try:
+        kf = tools.parse(text, path=Path(path))
+        validate_against(kf, tools.spec)
+    except InputError as e:
+        return CompileResult(ok=False, reason=f"invalid kernel file: {e}")
+    return tools.compile(kf)
+
+
+def execute(state: CrewState, runtime: Runtime[RunContext]
+            ) -> Command[Literal["revise", "verify"]]:
+    ctx = ctx_of(runtime)
+    it = state["iteration"]
+    candidates = [dict(c) for c in state.get("candidates", [])]
+    failures = state.get("compile_failures", 0)
+    for c in candidates:
+        if c["status"] != "pending":
+            continue
+        t0 = time.monotonic()
+        comp = compile_candidate(state, ctx, Path(c["path"]).read_text(), c["path"])
+        c["tries"] += 1
+        if comp.ok:
+            c["status"] = "compiled"
+            failures = 0
+            res = ", ".join(f"{r.kernel}: {r.registers} regs" for r in comp.resources)
+            emit(state["run_dir"], "execute", f"compiled {Path(c['path']).name} in "
+                 f"{comp.seconds:.1f} s{' (cached)' if comp.cached else ''} {res}", t0=t0,
+                 iteration=it, agent=c["author"], refs={"kernel": c["path"]}, ok=True)
+            continue
+        failures += 1
+        fb = comp.feedback()
+        err_file = Path(c["path"]).with_suffix(".errors.txt")
+        err_file.write_text(fb)
+        c["feedback"] = str(err_file)
+        c["status"] = "compile-error" if c["tries"] < ctx.max_compile_tries else "abandoned"
+        emit(state["run_dir"], "execute", f"compile error in {Path(c['path']).name} (try "
+             f"{c['tries']}/{ctx.max_compile_tries}): {fb.splitlines()[0][:160]}", t0=t0,
+             iteration=it, agent=c["author"], refs={"kernel": c["path"], "errors": str(err_file)},
+             ok=False, messages=[m.model_dump() for m in comp.messages[:5]])
+    evaluations = []
+    for c in candidates:
+        if c["status"] == "abandoned" and not c.get("recorded"):
+            c["recorded"] = True
+            evaluations.append({"iteration": it, "author": c["author"], "kind": c["kind"],
+                                "path": c["path"], "digest": c["digest"],
+                                "outcome": "compile-error", "speedup": None, "vs_best": None,
+                                "detail": Path(c["feedback"]).read_text().splitlines()[0][:200],
+                                "compile_tries": c["tries"]})
+    update = {"candidates": candidates, "compile_failures": failures, "evaluations": evaluations}
+    if failures >= ctx.max_compile_tries:
+        update["plan_first"] = True
+    goto = "revise" if any(c["status"] == "compile-error" for c in candidates) else "verify"
+    return Command(goto=goto, update=update)
+
+
+def revise(state: CrewState, runtime: Runtime[RunContext]) -> dict:
+    """Each failed candidate goes back to its author with the normalized errors."""
+    ctx = ctx_of(runtime)
+    it = state["iteration"]
+    candidates = [dict(c) for c in state["candidates"]]
+    for c in candidates:
+        if c["status"] != "compile-error":
+            continue
+        t0 = time.monotonic()
+        failed = Proposal.model_validate_json(Path(c["proposal"]).read_text())
+        actx = agent_context(state, ctx)
+        actx.feedback = Feedback(kind="compile-error", message=Path(c["feedback"]).read_text(),
+                                 attempt=c["tries"])
+        if state.get("plan_first") or state.get("compile_failures", 0) >= ctx.max_compile_tries:
+            actx.feedback.message = ("Three compile failures in a row: revise your PLAN first, "
+                                     "then write the code.\n" + actx.feedback.message)
+        author = c["author"].split("+")[0]
+        agent = get_specialist(author, ctx.policy_for(author))
+        new = agent.revise(actx, failed)
+        if new is None:
+            c["status"] = "abandoned"
+            emit(state["run_dir"], "revise", f"{author} gives up on {c['kind']} after "
+                 f"{c['tries']} compile error(s)", t0=t0, iteration=it, agent=author)
+            continue
+        tries = c["tries"]
+        path = Path(c["path"])
+        new_path = path.with_name(f"{path.stem.split('.r')[0]}.r{tries}{path.suffix}")
+        new_path.write_text(new.change.kernel)
+        Path(c["proposal"]).write_text(new.model_dump_json(indent=1))
+        c.update(path=str(new_path), status="pending", kind=new.change.kind,
+                 digest=text_digest(new.change.kernel))
+        emit(state["run_dir"], "revise", f"{author} revised after the compile error: "
+             f"{new.plan[:160]}", t0=t0, iteration=it, agent=author,
+             refs={"kernel": str(new_path), "feedback": c["feedback"]},
+             feedback=Path(c["feedback"]).read_text()[:2000],
+             tokens=getattr(agent, "last_usage", None) or {})
+    return {"candidates": candidates}

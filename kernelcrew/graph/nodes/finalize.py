@@ -1,0 +1,79 @@
+"""finalize: time the best kernel against the baseline side by side, write the result."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from langgraph.runtime import Runtime
+
+from kernelcrew.graph.context import RunContext
+from kernelcrew.graph.nodes.common import ctx_of, load_cached, store_cached
+from kernelcrew.graph.nodes.reflect import stop_reason
+from kernelcrew.graph.services import release, tools_for
+from kernelcrew.graph.state import CrewState
+from kernelcrew.graph.trace import emit, write_json_atomic
+from kernelcrew.tools import evaluate as ev
+
+
+def finalize(state: CrewState, runtime: Runtime[RunContext]) -> dict:
+    t0 = time.monotonic()
+    ctx = ctx_of(runtime)
+    tools = tools_for(state, ctx)
+    run_dir = Path(state["run_dir"])
+    best = state["best"]
+    key = f"final-{best['digest']}"
+    final = load_cached(state["run_dir"], key)
+    if final is None:
+        base_path = Path(state["baseline"]["path"])
+        base_kf = tools.parse(base_path.read_text(), path=base_path)
+        best_kf = tools.parse(Path(best["path"]).read_text(), path=Path(best["path"]))
+        race = ev.race(tools.harness, (tools.compile(best_kf), best_kf),
+                       (tools.compile(base_kf), base_kf))
+        final = {"speedup": race.gate.speedup, "verdict": race.gate.verdict,
+                 "reason": race.gate.reason, "band": race.gate.band,
+                 "correct": not race.failure, "groups": race.gate.group_speedups,
+                 "rows": [r.model_dump(mode="json") for r in race.rows]}
+        store_cached(state["run_dir"], key, final)
+    reason = state.get("stop_reason") or stop_reason(state, ctx) or "finished"
+    evals = state.get("evaluations", [])
+    typical = [r["baseline_ms"] for r in final["rows"] if r["group"] == "typical"
+               and r.get("baseline_ms")]
+    result = {
+        "run_id": state["run_id"], "run_dir": str(run_dir), "op": state["op_name"],
+        "family": state["family"], "backend": state["backend"],
+        "iterations": state["iteration"] - 1, "stop_reason": reason,
+        "baseline_ms": sum(typical) if typical else state["baseline"]["typical_ms"],
+        "best": {"path": best["path"], "speedup": final["speedup"], "correct": final["correct"],
+                 "verdict_vs_baseline": final["verdict"], "reason": final["reason"],
+                 "author": best["author"], "kind": best["kind"], "iteration": best["iteration"],
+                 "source": best.get("source")},
+        "evaluations": len([e for e in evals if e["outcome"] != "compile-error"]),
+        "compile_errors": len([e for e in evals if e["outcome"] == "compile-error"]),
+        "accepted": [e for e in evals if e["outcome"] == "accepted"],
+        "table": final["rows"], "group_speedups": final["groups"], "noise_band": final["band"],
+        "tokens": _tokens(run_dir),
+    }
+    write_json_atomic(run_dir / "result.json", result)
+    try:
+        from kernelcrew.evals.report import write_reports
+
+        write_reports(run_dir)
+    except ImportError:
+        pass
+    emit(run_dir, "finalize", f"best {final['speedup']:.2f}x over the baseline "
+         f"({final['verdict']}); stop: {reason}", t0=t0, iteration=state["iteration"] - 1,
+         refs={"result": str(run_dir / "result.json"), "best": best["path"]})
+    release(state["run_dir"])
+    return {"stop_reason": reason, "result": result}
+
+
+def _tokens(run_dir: Path) -> dict[str, int]:
+    from kernelcrew.graph.trace import read_trace
+
+    total: dict[str, int] = {}
+    for e in read_trace(run_dir):
+        for k, v in (e.get("tokens") or {}).items():
+            if isinstance(v, int):
+                total[k] = total.get(k, 0) + v
+    return total

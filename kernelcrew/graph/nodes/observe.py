@@ -1,0 +1,67 @@
+"""observe: profile the current best, recall related reflections, fold old iterations."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from langgraph.runtime import Runtime
+
+from kernelcrew.agents.context import IterationNote
+from kernelcrew.graph.context import RunContext
+from kernelcrew.graph.memory import memory_for
+from kernelcrew.graph.nodes.common import ctx_of
+from kernelcrew.graph.services import tools_for
+from kernelcrew.graph.state import CrewState
+from kernelcrew.graph.trace import emit, write_json_atomic
+
+RECENT = 5  # iterations shown in full; older ones are folded into the tried list
+
+
+def fold_history(evaluations: list[dict], iteration: int) -> tuple[list[IterationNote], list[str]]:
+    """Recent evaluations in full, older ones as one line per (kind, author) attempt."""
+    recent, tried = [], []
+    for e in evaluations:
+        note = IterationNote(iteration=e["iteration"], author=e["author"], kind=e["kind"],
+                             outcome=e["outcome"], speedup=e.get("speedup"),
+                             detail=e.get("detail", "")[:160])
+        if e["iteration"] > iteration - 1 - RECENT:
+            recent.append(note)
+        else:
+            sp = f" {e['speedup']:.2f}x" if e.get("speedup") else ""
+            tried.append(f"{e['kind']} by {e['author']}: {e['outcome']}{sp}")
+    return recent, sorted(set(tried))
+
+
+def observe(state: CrewState, runtime: Runtime[RunContext]) -> dict:
+    t0 = time.monotonic()
+    ctx = ctx_of(runtime)
+    it = state["iteration"]
+    tools = tools_for(state, ctx)
+    prof_dir = Path(state["run_dir"]) / "profiles"
+    prof_dir.mkdir(exist_ok=True)
+    profile_json: dict = {}
+    note = ""
+    try:
+        from kernelcrew.tools.profile import profile
+
+        prof = profile(tools.spec, state["best"]["path"], tools.backend.name)
+        profile_json = prof.model_dump(mode="json")
+        write_json_atomic(prof_dir / f"iter{it:02d}.json", profile_json)
+        bottleneck = prof.bottleneck.kind
+        note = prof.summary
+    except ImportError as e:
+        bottleneck, note = "unknown", f"profile unavailable: {e}"
+    memory = memory_for(ctx)
+    situation = {"text": note, "operator": state["op_name"], "family": state["family"],
+                 "backend": state["backend"], "bottleneck": bottleneck}
+    hits = memory.search(situation, k=5, family=state["family"], backend=state["backend"])
+    reflections = [f"[{r.operator}/{r.change_kind}/{'accepted' if r.accepted else 'not accepted'}"
+                   f" {r.speedup:.2f}x] {r.text[:300]}" for r, _score in hits]
+    stats = {k: dict(v) for k, v in memory.change_kind_stats(
+        family=state["family"], backend=state["backend"]).items()}
+    emit(state["run_dir"], "observe",
+         f"{bottleneck}; {len(reflections)} reflection(s) recalled; {note[:180]}", t0=t0,
+         iteration=it, refs={"profile": str(prof_dir / f"iter{it:02d}.json")},
+         reflections=reflections)
+    return {"profile": profile_json, "reflections": reflections, "change_stats": stats}

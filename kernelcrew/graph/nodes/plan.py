@@ -1,0 +1,111 @@
+"""The planning nodes: fan-out to the specialists, each specialist, the coordinator."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from pathlib import Path
+
+from langgraph.runtime import Runtime
+from langgraph.types import Send
+
+from kernelcrew.agents.context import AgentContext
+from kernelcrew.agents.coordinator import coordinate
+from kernelcrew.agents.proposal import Proposal
+from kernelcrew.agents.specialist import get_specialist, specialist_names
+from kernelcrew.graph.context import RunContext
+from kernelcrew.graph.nodes.common import ctx_of, kernel_suffix
+from kernelcrew.graph.nodes.observe import fold_history
+from kernelcrew.graph.services import tools_for
+from kernelcrew.graph.state import CrewState, SpecialistInput
+from kernelcrew.graph.trace import emit
+from kernelcrew.kernels.kernelfile import text_digest
+from kernelcrew.tools.results import ProfileResult
+
+
+def agent_context(state: CrewState, ctx: RunContext) -> AgentContext:
+    tools = tools_for(state, ctx)
+    spec = tools.spec
+    recent, tried = fold_history(state.get("evaluations", []), state["iteration"])
+    sig = ", ".join(f"{n} ({k})" for n, k in spec.signature())
+    best_text = Path(state["best"]["path"]).read_text()
+    return AgentContext(
+        op=spec.name, family=spec.family, description=spec.description,
+        backend=state["backend"], signature=sig,
+        tolerance=f"rtol={spec.tolerance.rtol:g}, atol={spec.tolerance.atol:g}",
+        kernel=best_text, kernel_is_baseline=state["best"]["author"] == "baseline",
+        profile=ProfileResult.model_validate(state["profile"]) if state.get("profile") else None,
+        recent=recent, tried=tried, reflections=state.get("reflections", []),
+        change_stats=state.get("change_stats", {}), iteration=state["iteration"])
+
+
+def fan_out(state: CrewState, runtime: Runtime[RunContext]) -> list[Send]:
+    """One Send per specialist: each gets its own focused input, not the whole state."""
+    ctx = ctx_of(runtime)
+    names = ctx.specialists or specialist_names(ctx.policy_for("specialists"))
+    actx = agent_context(state, ctx).model_dump(mode="json")
+    return [Send("specialist", SpecialistInput(
+        name=n, policy=ctx.policy_for(n), context=actx, iteration=state["iteration"],
+        plan_first=state.get("plan_first", False), run_dir=state["run_dir"])) for n in names]
+
+
+def specialist(payload: SpecialistInput) -> dict:
+    t0 = time.monotonic()
+    name, it = payload["name"], payload["iteration"]
+    agent = get_specialist(name, payload["policy"])
+    actx = AgentContext.model_validate(payload["context"])
+    plan_note = ""
+    if payload["plan_first"] and hasattr(agent, "plan"):
+        plan_note = agent.plan(actx) or ""
+        emit(payload["run_dir"], "plan", f"{name} re-plans after repeated compile failures: "
+             f"{plan_note[:200]}", t0=t0, iteration=it, agent=name)
+    proposals = agent.propose(actx)
+    out_dir = Path(payload["run_dir"]) / "proposals"
+    out_dir.mkdir(exist_ok=True)
+    records = []
+    for k, p in enumerate(proposals):
+        f = out_dir / f"iter{it:02d}-{name}-{k}.json"
+        f.write_text(p.model_dump_json(indent=1))
+        records.append({"iteration": it, "author": name, "file": str(f), "kind": p.change.kind,
+                        "expected_gain": p.expected_gain, "confidence": p.confidence})
+    tokens = getattr(agent, "last_usage", None) or {}
+    summary = "; ".join(f"{p.change.kind} (x{p.expected_gain:.2f}, conf {p.confidence:.1f}): "
+                        f"{p.plan[:80]}" for p in proposals) or "nothing to propose"
+    emit(payload["run_dir"], "specialist", summary, t0=t0, iteration=it, agent=name,
+         refs={f"proposal{k}": r["file"] for k, r in enumerate(records)}, tokens=tokens,
+         prompt_file=getattr(agent, "last_prompt_file", None))
+    return {"proposals": records}
+
+
+def coordinator(state: CrewState, runtime: Runtime[RunContext]) -> dict:
+    t0 = time.monotonic()
+    ctx = ctx_of(runtime)
+    it = state["iteration"]
+    props = [Proposal.model_validate_json(Path(r["file"]).read_text())
+             for r in state.get("proposals", []) if r["iteration"] == it]
+    from kernelcrew.agents.transforms import apply_change
+
+    tried = {e["digest"] for e in state.get("evaluations", []) if e.get("digest")}
+    base_text = Path(state["best"]["path"]).read_text()
+    decision = coordinate(props, base_text, stats=state.get("change_stats", {}),
+                          apply=lambda p, text: apply_change(p.change, text),
+                          max_candidates=ctx.candidates_per_iter, tried_digests=tried)
+    cand_dir = Path(state["run_dir"]) / "candidates"
+    stamp = datetime.now().strftime("%H%M%S")
+    suffix = kernel_suffix(state["backend"])
+    candidates = []
+    for k, p in enumerate(decision.candidates):
+        author = p.author.replace("+", "_")
+        path = cand_dir / f"iter{it:02d}-{k}-{author}-{stamp}{suffix}"
+        path.write_text(p.change.kernel)
+        pfile = cand_dir / f"{path.stem}.proposal.json"
+        pfile.write_text(p.model_dump_json(indent=1))
+        candidates.append({"path": str(path), "author": p.author, "kind": p.change.kind,
+                           "proposal": str(pfile), "tries": 0, "status": "pending",
+                           "digest": text_digest(p.change.kernel)})
+    emit(state["run_dir"], "coordinator",
+         f"{len(candidates)} candidate(s): {decision.reason}", t0=t0, iteration=it,
+         agent="coordinator", decision=decision.reason, rejected=decision.rejected,
+         candidates=[c["path"] for c in candidates])
+    return {"decision": {"reason": decision.reason, "rejected": decision.rejected,
+                         "merged_from": decision.merged_from}, "candidates": candidates}

@@ -1,0 +1,76 @@
+"""baseline: create the run directory, compile and measure the operator's baseline."""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import time
+from datetime import datetime
+from pathlib import Path
+
+from langgraph.runtime import Runtime
+
+from kernelcrew.errors import InputError
+from kernelcrew.graph.context import RunContext, runs_root
+from kernelcrew.graph.nodes.common import ctx_of, kernel_suffix
+from kernelcrew.graph.services import tools_for
+from kernelcrew.graph.state import CrewState
+from kernelcrew.graph.trace import emit, write_json_atomic
+from kernelcrew.kernels.kernelfile import load_kernel, validate_against
+from kernelcrew.kernels.spec import load_op
+from kernelcrew.tools.backend import get_backend
+from kernelcrew.tools.harness import case_key
+
+
+def new_run_id(op_name: str) -> str:
+    return f"{datetime.now().strftime('%Y%m%d-%H%M%S')}-{op_name}-{secrets.token_hex(2)}"
+
+
+def baseline(state: CrewState, runtime: Runtime[RunContext]) -> dict:
+    t0 = time.monotonic()
+    ctx = ctx_of(runtime)
+    spec = load_op(state["operator"])
+    backend = get_backend(ctx.backend)
+    if backend.name not in spec.baselines:
+        raise InputError(f"operator {spec.name} has no {backend.name} baseline",
+                         path=spec.folder / "op.yaml", field="baselines")
+    run_id = state.get("run_id") or new_run_id(spec.name)
+    run_dir = Path(ctx.run_dir) if ctx.run_dir else Path(ctx.runs_dir or runs_root()) / run_id
+    (run_dir / "candidates").mkdir(parents=True, exist_ok=True)
+    write_json_atomic(run_dir / "context.json", {**ctx.to_dict(), "run_id": run_id,
+                                                 "operator": str(spec.folder)})
+    suffix = kernel_suffix(backend.name)
+    base_src = spec.baseline_path(backend.name)
+    base_copy = run_dir / f"baseline{suffix}"
+    shutil.copyfile(base_src, base_copy)
+    shutil.copyfile(base_src, run_dir / f"best{suffix}")
+    kf = load_kernel(base_copy)
+    validate_against(kf, spec)
+    partial = {"run_dir": str(run_dir), "op_path": str(spec.folder), "backend": backend.name,
+               "seed": ctx.seed if ctx.seed is not None else secrets.randbits(31)}
+    tools = tools_for(partial, ctx)
+    comp = tools.compile(kf)
+    if not comp.ok:
+        raise InputError(f"the baseline does not compile: {comp.reason}", path=base_src)
+    runnable, why = backend.can_run()
+    medians: dict[str, float] = {}
+    if runnable:
+        run = tools.harness.run(comp, kf)
+        if not run.correct:
+            raise InputError(f"the baseline is not correct: {run.first_failure()}", path=base_src)
+        medians = {case_key(c): r.median_ms for c, r in zip(tools.harness.cases, run.rows,
+                                                             strict=True)}
+    else:
+        raise InputError(f"cannot optimize on {backend.name} here: {why}; use --backend cpu")
+    total = sum(v for k, v in medians.items() if k.startswith("typical"))
+    summary = f"baseline of {spec.name} on {backend.describe()}: typical total {total:.3f} ms"
+    emit(run_dir, "baseline", summary, t0=t0, refs={"kernel": str(base_copy)},
+         sandbox=run.outcome.sandbox)
+    best = {"path": str(run_dir / f"best{suffix}"), "source": str(base_copy),
+            "digest": kf.digest(), "speedup": 1.0, "iteration": 0, "author": "baseline",
+            "kind": "baseline"}
+    return {**partial, "run_id": run_id, "op_name": spec.name, "family": spec.family,
+            "started": time.time(), "iteration": 1, "baseline": {
+                "path": str(base_copy), "medians": medians, "typical_ms": total},
+            "best": best, "since_improvement": 0, "compile_failures": 0, "plan_first": False,
+            "proposals": [], "evaluations": []}

@@ -1,0 +1,48 @@
+"""Evaluation steps the crew's graph nodes call: verify one candidate, race two kernels."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kernelcrew.kernels.kernelfile import KernelFile
+from kernelcrew.tools.check import bench_lock, compare_rows, merge_runs
+from kernelcrew.tools.gate import GateDecision, decide
+from kernelcrew.tools.harness import Harness, KernelRun
+from kernelcrew.tools.results import CaseRow, CompileResult
+
+
+@dataclass
+class Race:
+    """Two correct kernels timed side by side in alternating rounds."""
+
+    rows: list[CaseRow]  # the challenger's rows, speedup = incumbent / challenger
+    gate: GateDecision
+    challenger: KernelRun
+    incumbent: KernelRun
+    failure: str = ""  # set when the challenger failed its timed-output checks
+
+
+def verify(h: Harness, comp: CompileResult, kf: KernelFile) -> KernelRun:
+    """Correctness on every shape group (one call per input set, no timing)."""
+    return h.run(comp, kf, mode="verify", reps=0)
+
+
+def race(h: Harness, challenger: tuple[CompileResult, KernelFile],
+         incumbent: tuple[CompileResult, KernelFile], *, rounds: int = 2) -> Race:
+    reps = max(3, h.bench.reps // rounds)
+    cr, ir = [], []
+    with bench_lock():
+        for _ in range(rounds):
+            c = h.run(*challenger, reps=reps)
+            if not c.correct:  # timed outputs are checked again
+                gate = GateDecision("rejected", 0.0, 0.0, {}, c.first_failure())
+                return Race(c.rows, gate, c, c, failure=c.first_failure())
+            cr.append(c)
+            i = h.run(*incumbent, reps=reps)
+            if not i.correct:
+                raise RuntimeError(f"the incumbent kernel failed a re-check: {i.first_failure()}")
+            ir.append(i)
+    c, i = merge_runs(cr), merge_runs(ir)
+    rows = compare_rows(c, i, h)
+    weights = {g: s.weight for g, s in h.spec.shapes.items()}
+    return Race(rows, decide(rows, i.samples, c.samples, weights, h.bench.min_speedup), c, i)

@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+from pydantic import ValidationError
+
+from kernelcrew.memory import Reflection
+
+
+def test_id_depends_on_run_iteration_author_and_change_kind_only(make_reflection) -> None:
+    a = make_reflection(text="first wording", speedup=1.1)
+    b = make_reflection(text="second wording", speedup=2.0, accepted=False)
+    assert a.id == b.id
+    assert a.id != make_reflection(iteration=1).id
+    assert a.id != make_reflection(author="other-agent").id
+    assert a.id != make_reflection(change_kind="omp_parallel").id
+    assert a.id != make_reflection(run_id="run-b").id
+
+
+def test_dump_and_validate_round_trip_including_derived_id(make_reflection) -> None:
+    r = make_reflection()
+    dumped = r.model_dump(mode="json")
+    assert dumped["id"] == r.id
+    assert isinstance(dumped["created"], str)
+    assert Reflection.model_validate(dumped) == r
+
+
+def test_metadata_round_trip(make_reflection) -> None:
+    r = make_reflection(created=datetime.fromisoformat("2025-01-02T03:04:05+00:00"))
+    meta = r.to_metadata()
+    assert all(isinstance(v, (str, int, float, bool)) for v in meta.values())
+    assert Reflection.from_metadata(r.text, meta) == r
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"bottleneck": "io-bound"}, {"speedup": float("nan")}, {"speedup": -1.0}, {"text": " "}],
+)
+def test_invalid_fields_are_rejected(make_reflection, bad: dict) -> None:
+    with pytest.raises(ValidationError):
+        make_reflection(**bad)
