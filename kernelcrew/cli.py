@@ -170,6 +170,123 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     return 0 if best.get("correct") else 1
 
 
+def cmd_profile(args: argparse.Namespace) -> int:
+    from kernelcrew.tools.config import BenchSettings, Limits
+    from kernelcrew.tools.profile import ProfileFailed, profile
+
+    backend = args.backend or ("cuda" if str(args.kernel or "").endswith((".cu", ".cuh"))
+                               else "cpu")
+    bench = BenchSettings(**({"reps": args.reps} if args.reps else {}))
+    limits = Limits(**({"timeout_s": args.timeout} if args.timeout else {}))
+    try:
+        res = profile(args.op, args.kernel, backend, case=args.case, bench=bench, limits=limits,
+                      progress=None if args.json else _progress)
+    except ProfileFailed as e:  # the kernel fails, as a rejected check does: exit 1
+        print(f"kernelcrew: profile failed: {e}", file=sys.stderr)
+        return 1
+    if args.json:
+        _print_json(res.model_dump(mode="json"))
+        return 0
+    print(res.summary)
+    print()
+    rows = [[name, m.value, m.unit, m.reason[:70]] for name, m in res.metrics.items()
+            if name != "device"]
+    print(table(["metric", "value", "unit", "note"], rows))
+    print()
+    b = res.bottleneck
+    print(f"bottleneck: {b.kind}{'' if b.measured else ' (inferred, not measured)'}: "
+          f"{b.evidence}")
+    print(f"case: {res.case}  kernel: {res.kernel}  source: {res.source}  "
+          f"device: {res.metrics['device'].reason if 'device' in res.metrics else res.backend}")
+    return 0
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from kernelcrew.evals.timeline import list_runs
+    from kernelcrew.graph.context import runs_root
+
+    root = args.runs_dir or runs_root()
+    runs = list_runs(root, limit=args.limit)
+    if args.json:
+        _print_json(runs)
+        return 0
+    if not runs:
+        print(f"no runs under {root}")
+        return 0
+    print(table(["run", "operator", "backend", "status", "speedup", "iters", "date"],
+                [[r["run_id"], r["operator"], r["backend"], r["status"],
+                  f"{r['speedup']:.2f}x" if r["speedup"] else None, r["iterations"],
+                  r["date"][:19].replace("T", " ")] for r in runs]))
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from kernelcrew.evals.timeline import find_run_dir, load_run, render_text, timeline_json
+
+    run = load_run(find_run_dir(args.run, args.runs_dir))
+    if args.json:
+        _print_json(timeline_json(run))
+    else:
+        print(render_text(run))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from kernelcrew.evals.report import write_reports
+    from kernelcrew.evals.timeline import find_run_dir
+
+    md, html = write_reports(find_run_dir(args.run, args.runs_dir))
+    if args.json:
+        _print_json({"markdown": str(md), "html": str(html)})
+    else:
+        print(md)
+        print(html)
+    return 0
+
+
+def _open_memory(args: argparse.Namespace) -> Any:
+    from kernelcrew.memory.store import MemoryStore, MemoryUnavailable
+
+    try:
+        return MemoryStore.open(path=None if args.memory_url else args.memory_dir,
+                                url=args.memory_url)
+    except MemoryUnavailable as e:
+        raise InputError(f"memory store unavailable: {e}") from None
+
+
+def cmd_memory(args: argparse.Namespace) -> int:
+    store = _open_memory(args)
+    if args.action == "export":
+        text = store.export_markdown()
+        if args.out:
+            from pathlib import Path
+
+            Path(args.out).write_text(text)
+            print(f"wrote {args.out}")
+        else:
+            print(text)
+        return 0
+    if args.action == "list":
+        filters = {k: getattr(args, k) for k in ("family", "backend", "operator")
+                   if getattr(args, k)}
+        items = [(r, None) for r in store.list(limit=args.limit, **filters)]
+    else:
+        if not args.query:
+            raise InputError("memory search needs a query text")
+        items = store.search({"text": args.query, "family": args.family,
+                              "backend": args.backend, "bottleneck": args.bottleneck},
+                             k=args.limit or 5, family=args.family, backend=args.backend)
+    if args.json:
+        _print_json([{**r.model_dump(mode="json"), **({"score": s} if s is not None else {})}
+                     for r, s in items])
+    else:
+        print(table(["operator", "family", "backend", "change", "author", "accepted", "speedup",
+                     "text"],
+                    [[r.operator, r.family, r.backend, r.change_kind, r.author, r.accepted,
+                      r.speedup, r.text[:70]] for r, _ in items]))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kernelcrew", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -215,6 +332,51 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--structured-output", choices=["json_schema", "function_calling", "json_mode"])
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_optimize)
+
+    s = sub.add_parser("memory", help="the shared memory of reflections")
+    s.add_argument("action", choices=["list", "search", "export"])
+    s.add_argument("query", nargs="?", help="search: what the situation looks like")
+    s.add_argument("--family")
+    s.add_argument("--backend")
+    s.add_argument("--operator")
+    s.add_argument("--bottleneck")
+    s.add_argument("--limit", type=int)
+    s.add_argument("--out", help="export: write the Markdown here")
+    s.add_argument("--memory-dir", help="local store (default: user data dir)")
+    s.add_argument("--memory-url", help="Chroma server URL")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_memory)
+
+    s = sub.add_parser("profile", help="profile a kernel on one case: a short bottleneck summary")
+    s.add_argument("op", help="library name or operator folder")
+    s.add_argument("kernel", nargs="?", help="kernel file (default: the op's baseline)")
+    s.add_argument("--backend", default=None, choices=["cpu", "cuda"],
+                   help="default: from the kernel file's suffix, else cpu")
+    s.add_argument("--case", help="GROUP[i], e.g. typical[1] (default: the largest typical "
+                                  "case by the op's cost bytes)")
+    s.add_argument("--reps", type=int, help="timed runs (default 20)")
+    s.add_argument("--timeout", type=float, help="seconds per worker (default 30)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_profile)
+
+    s = sub.add_parser("runs", help="recent runs, newest first")
+    s.add_argument("--limit", type=int, default=20, help="how many (default 20; 0: all)")
+    s.add_argument("--runs-dir", help="runs folder (default: env KERNELCREW_RUNS_DIR or the "
+                                      "user data dir)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_runs)
+
+    s = sub.add_parser("show", help="a run as a timeline: what each agent did and why")
+    s.add_argument("run", help="run id (from `kernelcrew runs`) or run directory")
+    s.add_argument("--runs-dir", help="runs folder to look the run id up in")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_show)
+
+    s = sub.add_parser("report", help="(re)build a run's report.md and report.html")
+    s.add_argument("run", help="run id (from `kernelcrew runs`) or run directory")
+    s.add_argument("--runs-dir", help="runs folder to look the run id up in")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_report)
     return p
 
 

@@ -37,3 +37,11 @@ class PolicyViolation(InputError):
 
     When checking or evaluating a kernel this is a verdict (`rejected`), not a crash.
     """
+
+
+class AgentUnavailable(KernelcrewError):
+    """An agent cannot work any more (e.g. its LLM endpoint is down after retries).
+
+    The graph turns this into a clean stop: the best kernel so far is kept and the run
+    finishes with this as its stop reason.
+    """

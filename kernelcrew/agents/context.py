@@ -42,3 +42,4 @@ class AgentContext(BaseModel):
     change_stats: dict[str, dict] = Field(default_factory=dict)  # kind -> tried/accepted/mean
     feedback: Feedback | None = None
     iteration: int = 0
+    run_dir: str | None = None  # where an agent may record what it did (e.g. its LLM calls)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -21,6 +21,13 @@ class Change(BaseModel):
     knobs: dict[str, int | float] | None = None  # the knobs set, when knobs changed
     regions: list[str] = Field(default_factory=list,
                                description="code regions rewritten (e.g. 'loop@12'), for conflicts")
+    transform: str | None = Field(
+        default=None, description="name of the transformation that made `kernel` "
+                                  "(kernelcrew.agents.transforms.TRANSFORMS), so it can be "
+                                  "re-applied to another base with apply_change(); None for a "
+                                  "free-form rewrite")
+    params: dict[str, Any] = Field(default_factory=dict,
+                                   description="the transformation's parameters")
 
 
 class Proposal(BaseModel):

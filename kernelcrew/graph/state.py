@@ -54,6 +54,7 @@ class CrewState(TypedDict, total=False):
     compile_failures: int  # consecutive compile failures across the crew
     plan_first: bool  # after 3 failures in a row the crew plans before it codes
     since_improvement: int
+    halts: Annotated[list[str], operator.add]  # reducer: append; an agent that cannot go on
     stop_reason: str
     result: dict  # the final result (also result.json)
 

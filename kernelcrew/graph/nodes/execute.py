@@ -9,10 +9,10 @@ from typing import Literal
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from kernelcrew.agents.context import Feedback
+from kernelcrew.agents.context import AgentContext, Feedback
 from kernelcrew.agents.proposal import Proposal
 from kernelcrew.agents.specialist import get_specialist
-from kernelcrew.errors import InputError
+from kernelcrew.errors import AgentUnavailable, InputError
 from kernelcrew.graph.context import RunContext
 from kernelcrew.graph.nodes.common import ctx_of
 from kernelcrew.graph.nodes.plan import agent_context
@@ -98,7 +98,14 @@ def revise(state: CrewState, runtime: Runtime[RunContext]) -> dict:
                                      "then write the code.\n" + actx.feedback.message)
         author = c["author"].split("+")[0]
         agent = get_specialist(author, ctx.policy_for(author))
-        new = agent.revise(actx, failed)
+        if "run_dir" in AgentContext.model_fields:
+            actx.run_dir = state["run_dir"]
+        try:
+            new = agent.revise(actx, failed)
+        except AgentUnavailable as e:
+            new = None
+            emit(state["run_dir"], "revise", f"{author} cannot continue: {e}", t0=t0,
+                 iteration=it, agent=author, halted=True)
         if new is None:
             c["status"] = "abandoned"
             emit(state["run_dir"], "revise", f"{author} gives up on {c['kind']} after "

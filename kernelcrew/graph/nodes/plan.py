@@ -13,6 +13,7 @@ from kernelcrew.agents.context import AgentContext
 from kernelcrew.agents.coordinator import coordinate
 from kernelcrew.agents.proposal import Proposal
 from kernelcrew.agents.specialist import get_specialist, specialist_names
+from kernelcrew.errors import AgentUnavailable
 from kernelcrew.graph.context import RunContext
 from kernelcrew.graph.nodes.common import ctx_of, kernel_suffix
 from kernelcrew.graph.nodes.observe import fold_history
@@ -54,12 +55,19 @@ def specialist(payload: SpecialistInput) -> dict:
     name, it = payload["name"], payload["iteration"]
     agent = get_specialist(name, payload["policy"])
     actx = AgentContext.model_validate(payload["context"])
-    plan_note = ""
-    if payload["plan_first"] and hasattr(agent, "plan"):
-        plan_note = agent.plan(actx) or ""
-        emit(payload["run_dir"], "plan", f"{name} re-plans after repeated compile failures: "
-             f"{plan_note[:200]}", t0=t0, iteration=it, agent=name)
-    proposals = agent.propose(actx)
+    if "run_dir" in AgentContext.model_fields:
+        actx.run_dir = payload["run_dir"]
+    try:
+        if payload["plan_first"] and hasattr(agent, "plan"):
+            plan_note = agent.plan(actx) or ""
+            emit(payload["run_dir"], "plan", f"{name} re-plans after repeated compile failures: "
+                 f"{plan_note[:200]}", t0=t0, iteration=it, agent=name)
+        proposals = agent.propose(actx)
+    except AgentUnavailable as e:
+        emit(payload["run_dir"], "specialist", f"{name} cannot continue: {e}", t0=t0,
+             iteration=it, agent=name, tokens=getattr(agent, "last_usage", None) or {},
+             prompt_file=getattr(agent, "last_prompt_file", None), halted=True)
+        return {"proposals": [], "halts": [f"{name}: {e}"]}
     out_dir = Path(payload["run_dir"]) / "proposals"
     out_dir.mkdir(exist_ok=True)
     records = []

@@ -58,6 +58,8 @@ def route(state: CrewState, runtime: Runtime[RunContext]) -> Literal["observe", 
 
 def stop_reason(state: CrewState, ctx: RunContext) -> str:
     done = state["iteration"] - 1
+    if state.get("halts"):
+        return f"an agent could not continue: {state['halts'][-1]}"
     last = [e for e in state.get("evaluations", []) if e["iteration"] == done]
     if done >= ctx.max_iters:
         return f"max iterations ({ctx.max_iters})"
