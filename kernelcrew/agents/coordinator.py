@@ -27,6 +27,15 @@ def track_record(kind: str, stats: dict[str, dict]) -> float:
     return 0.5 + rate  # 0.5 .. 1.5
 
 
+def record_note(kind: str, stats: dict[str, dict]) -> str:
+    """How memory weighed this kind of change, for the written reason."""
+    s = stats.get(kind)
+    if not s or not s.get("tried"):
+        return "no track record"
+    return (f"memory: {kind} tried {s['tried']}x, accepted {s.get('accepted', 0)}x "
+            f"-> weight x{track_record(kind, stats):.2f}")
+
+
 def score(p: Proposal, stats: dict[str, dict]) -> float:
     return max(p.expected_gain - 1.0, 0.01) * p.confidence * track_record(p.change.kind, stats)
 
@@ -68,7 +77,8 @@ def coordinate(proposals: list[Proposal], base_kernel: str, *, stats: dict[str, 
             q, why = clash
             rejected.append(f"{p.author}/{p.change.kind}: conflicts with {q.author}/{q.change.kind}"
                             f" ({why}); kept {q.author}'s, score {score(q, stats):.3f} > "
-                            f"{score(p, stats):.3f} (gain x confidence x track record)")
+                            f"{score(p, stats):.3f} (gain x confidence x track record; "
+                            f"{record_note(p.change.kind, stats)})")
             continue
         chosen.append(p)
     candidates: list[Proposal] = []
@@ -109,7 +119,8 @@ def coordinate(proposals: list[Proposal], base_kernel: str, *, stats: dict[str, 
             continue
         candidates.append(p)
         merged_from.append([p.author])
-        reasons.append(f"{p.author}/{p.change.kind} on its own (score {score(p, stats):.3f})")
+        reasons.append(f"{p.author}/{p.change.kind} on its own (score {score(p, stats):.3f}; "
+                       f"{record_note(p.change.kind, stats)})")
     # drop duplicates and kernels already evaluated
     seen: set[str] = set()
     final, final_from = [], []

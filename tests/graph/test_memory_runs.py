@@ -1,0 +1,95 @@
+"""The shared memory across runs: retrieval and use, concurrent writers, a Chroma server."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kernelcrew.graph.trace import read_trace
+from kernelcrew.memory.store import MemoryStore
+from tests.conftest import OPS, ROOT
+
+
+def optimize(op: str, run_dir: Path, *extra: str, env: dict | None = None,
+             wait: bool = True):
+    cmd = [sys.executable, "-m", "kernelcrew.cli", "optimize", str(OPS / op), "--backend", "cpu",
+           "--max-iters", "1", "--reps", "4", "--run-dir", str(run_dir), "--json", *extra]
+    kw = dict(cwd=ROOT, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE,
+              stderr=subprocess.PIPE, text=True)
+    if not wait:
+        return subprocess.Popen(cmd, **kw)
+    res = subprocess.run(cmd, timeout=400, **kw)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def test_second_run_of_the_family_retrieves_and_uses_the_first_runs_reflections(tmp_path):
+    mem = str(tmp_path / "mem")
+    first = optimize("vadd", tmp_path / "a", "--memory-dir", mem)
+    second = optimize("axpy", tmp_path / "b", "--memory-dir", mem)
+    assert first["op"] == "vadd" and second["op"] == "axpy"
+    trace = read_trace(tmp_path / "b")
+    observe = next(e for e in trace if e["node"] == "observe")
+    recalled = observe["reflections"]
+    assert recalled and all("[vadd/" in r for r in recalled)
+    # used: the coordinator weighs the proposals by the first run's track record
+    coord = next(e for e in trace if e["node"] == "coordinator")
+    assert "memory: " in coord["summary"] + " ".join(coord["rejected"])
+
+
+def test_two_runs_at_once_on_one_local_store_lose_no_reflection(tmp_path):
+    mem = str(tmp_path / "mem")
+    procs = [optimize(op, tmp_path / op, "--memory-dir", mem, wait=False)
+             for op in ("vadd", "axpy")]
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err
+        results.append(json.loads(out))
+    store = MemoryStore.open(path=mem)
+    for r in results:
+        run = read_trace(r["run_dir"])
+        written = [e for e in run if e["node"] == "reflect"]
+        stored = store.list(run_id=r["run_id"])
+        assert len(stored) == len(written) > 0
+        assert {s.text[:300] for s in stored} == {e["summary"] for e in written}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_run_against_a_real_chroma_server(tmp_path):
+    chroma = Path(sys.executable).parent / "chroma"
+    if not chroma.exists():
+        pytest.skip("the chroma CLI is not installed in this environment")
+    port = _free_port()
+    server = subprocess.Popen([str(chroma), "run", "--path", str(tmp_path / "srv"), "--host",
+                               "127.0.0.1", "--port", str(port)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                MemoryStore.open(url=url)
+                break
+            except Exception:  # not up yet
+                if time.monotonic() > deadline:
+                    pytest.fail("chroma server did not come up within 60 s")
+                time.sleep(0.5)
+        result = optimize("vadd", tmp_path / "run", "--memory-url", url)
+        stored = MemoryStore.open(url=url).list(run_id=result["run_id"])
+        assert stored and all(s.operator == "vadd" for s in stored)
+    finally:
+        server.terminate()
+        server.wait(timeout=20)

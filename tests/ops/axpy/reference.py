@@ -1,0 +1,2 @@
+def reference(x, z, a, n):
+    return {"y": a * x + z}
