@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from kernelcrew.errors import InputError
+from kernelcrew.errors import AgentUnavailable, InputError
 
 JSON_OUT = False
 
@@ -160,13 +160,22 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     else:
         if not args.op:
             raise InputError("give an operator (library name or folder), or --resume RUN_ID")
-        result = runner.optimize(args.op, _context_from_args(args), progress=_live,
-                                 approver=approver)
+        ctx = _context_from_args(args)
+        roles = ("specialists", "coordinator", "reflector", *(ctx.specialists or []))
+        if any(ctx.policy_for(r) == "llm" for r in roles):
+            from kernelcrew.agents.llm import preflight
+
+            preflight(ctx.llm)  # one line and exit 1 when nothing listens at the endpoint
+        result = runner.optimize(args.op, ctx, progress=_live, approver=approver)
     if args.json:
         _print_json(result)
     else:
         print_result(result)
     best = result.get("best", {})
+    if result.get("halted"):
+        print(f"kernelcrew: stopped: {result['stop_reason']}; best kernel: {best.get('path')}",
+              file=sys.stderr)
+        return 1
     return 0 if best.get("correct") else 1
 
 
@@ -180,7 +189,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     limits = Limits(**({"timeout_s": args.timeout} if args.timeout else {}))
     try:
         res = profile(args.op, args.kernel, backend, case=args.case, bench=bench, limits=limits,
-                      progress=None if args.json else _progress)
+                      threads=args.threads, progress=None if args.json else _progress)
     except ProfileFailed as e:  # the kernel fails, as a rejected check does: exit 1
         print(f"kernelcrew: profile failed: {e}", file=sys.stderr)
         return 1
@@ -287,6 +296,40 @@ def cmd_memory(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_eval(args: argparse.Namespace) -> int:
+    from kernelcrew.evals.suite import (
+        TABLE_HEADERS,
+        EvalSettings,
+        run_suite,
+        summary_line,
+        table_cells,
+    )
+    from kernelcrew.kernels.spec import library_ops
+
+    ops = [o.strip() for item in (args.ops or []) for o in item.split(",") if o.strip()]
+    settings = EvalSettings(ops=ops or library_ops(), backend=args.backend, agents=args.agents,
+                            budget=args.budget, reps=args.reps, memory=args.memory,
+                            memory_dir=args.memory_dir, runs_dir=args.runs_dir, seed=args.seed,
+                            wall_budget_s=args.budget_s)
+    if settings.budget < 1 or settings.reps < 1:
+        raise InputError("--budget and --reps must be at least 1")
+
+    def say(msg: str) -> None:
+        if sys.stderr.isatty() or args.progress:
+            print(f"  .. {msg}", file=sys.stderr, flush=True)
+
+    res = run_suite(settings, say=say)
+    if args.json:
+        _print_json(res.to_json())
+    else:
+        print(table(TABLE_HEADERS, [table_cells(r) for r in res.rows]))
+        print()
+        print(summary_line(res.summary))
+        print(f"runs: {res.settings['runs_dir']}  machine: {res.machine.get('cpu')}, "
+              f"{res.machine.get('cores')} cores, {res.machine.get('compiler')}")
+    return 0 if all(r.correct and not r.error for r in res.rows) else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kernelcrew", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -354,6 +397,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="default: from the kernel file's suffix, else cpu")
     s.add_argument("--case", help="GROUP[i], e.g. typical[1] (default: the largest typical "
                                   "case by the op's cost bytes)")
+    s.add_argument("--threads", type=int, help="cpu: OpenMP threads (default: all available)")
     s.add_argument("--reps", type=int, help="timed runs (default 20)")
     s.add_argument("--timeout", type=float, help="seconds per worker (default 30)")
     s.add_argument("--json", action="store_true")
@@ -377,6 +421,25 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--runs-dir", help="runs folder to look the run id up in")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_report)
+
+    s = sub.add_parser("eval", help="the crew on a set of operators with a fixed budget: "
+                                    "a table with speedups, roofline shares and fast_p")
+    s.add_argument("--ops", nargs="+", help="library names or folders (default: the library)")
+    s.add_argument("--backend", default="cpu", choices=["cpu", "cuda"])
+    s.add_argument("--agents", default="heuristic", help="heuristic | llm | per role")
+    s.add_argument("--budget", type=int, default=8, help="maximum iterations per operator")
+    s.add_argument("--budget-s", type=float, help="wall-clock budget per operator (seconds)")
+    s.add_argument("--reps", type=int, default=10, help="timed runs per case (default 10)")
+    s.add_argument("--memory", default="off", choices=["off", "fresh", "shared"],
+                   help="off (default, a fair table): no memory; fresh: an empty store per "
+                        "operator; shared: the store at --memory-dir")
+    s.add_argument("--memory-dir", help="store for --memory shared")
+    s.add_argument("--runs-dir", help="where the runs go (default: a new temporary folder)")
+    s.add_argument("--seed", type=int, default=0, help="input seed (default 0)")
+    s.add_argument("--progress", action="store_true", help="progress on stderr even when "
+                                                          "it is not a terminal")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_eval)
     return p
 
 
@@ -392,6 +455,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InputError as e:
         print(f"kernelcrew: error: {e}", file=sys.stderr)
         return 2
+    except AgentUnavailable as e:
+        print(f"kernelcrew: error: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("kernelcrew: interrupted", file=sys.stderr)
         return 130

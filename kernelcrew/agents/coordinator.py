@@ -10,10 +10,10 @@ that fails or regresses does not hide a good change.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 
 from kernelcrew.agents.proposal import Decision, Proposal
+from kernelcrew.kernels.kernelfile import text_digest
 
 ApplyFn = Callable[[Proposal, str], str | None]  # (proposal, base kernel text) -> new text
 
@@ -50,7 +50,7 @@ def _conflict(a: Proposal, b: Proposal) -> str | None:
         return f"both set the flags ({' '.join(a.change.flags)} vs {' '.join(b.change.flags)})"
     overlap = set(a.change.regions) & set(b.change.regions)
     if overlap:
-        return f"both rewrite {sorted(overlap)[0]}"
+        return f"both rewrite {min(overlap)}"
     if a.change.type == "source" and b.change.type == "source" and not (
             a.change.regions and b.change.regions):
         return "two whole-kernel rewrites"
@@ -58,7 +58,7 @@ def _conflict(a: Proposal, b: Proposal) -> str | None:
 
 
 def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
+    return text_digest(text)
 
 
 def coordinate(proposals: list[Proposal], base_kernel: str, *, stats: dict[str, dict] | None = None,

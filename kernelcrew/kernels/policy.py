@@ -48,8 +48,26 @@ _CUDA_RULES = [
 ]
 
 
+_RAW_STRING = re.compile(r'(?:u8|u|U|L)?R"([^ ()\\\t\n]{0,16})\(')
+
+
+def _is_digit_separator(src: str, i: int) -> bool:
+    """Whether the `'` at i is a C++14 digit separator (`1'000`), not a character literal."""
+    k = i
+    while k > 0 and (src[k - 1].isalnum() or src[k - 1] in "_.'"):
+        k -= 1
+    return k < i and (src[k].isdigit() or (src[k] == "." and k + 1 < i and src[k + 1].isdigit()))
+
+
 def blank_comments_and_strings(src: str) -> str:
-    """Replace comments and string/char literals by spaces, keeping line numbers."""
+    """Replace comments and string/char literals by spaces, keeping line numbers.
+
+    The result has the same length and the same line breaks as `src`, so positions
+    and line numbers carry over. Raw strings (`R"d(...)d"`) and digit separators
+    (`1'000`) are read as the compiler reads them. A string or character literal that
+    runs into a backslash-newline stops there and leaves the backslash in place, so the
+    caller sees (and refuses) the line continuation.
+    """
     out = []
     i, n = 0, len(src)
     while i < n:
@@ -64,13 +82,31 @@ def blank_comments_and_strings(src: str) -> str:
             j = n if j < 0 else j + 2
             out.append("".join(ch if ch == "\n" else " " for ch in src[i:j]))
             i = j
+        elif (c in "uUL" or c == "R") and (i == 0 or not (src[i - 1].isalnum() or
+                                                        src[i - 1] == "_")) \
+                and (m := _RAW_STRING.match(src, i)):
+            close = ")" + m.group(1) + '"'
+            j = src.find(close, m.end())
+            j = n if j < 0 else j + len(close)
+            out.append("".join(ch if ch == "\n" else " " for ch in src[i:j]))
+            i = j
+        elif c == "'" and _is_digit_separator(src, i):
+            out.append(c)
+            i += 1
         elif c in "\"'":
             j = i + 1
             while j < n and src[j] != c and src[j] != "\n":
-                j += 2 if src[j] == "\\" else 1
-            j = min(j + 1, n)
+                if src[j] == "\\":
+                    if src.startswith("\n", j + 1) or src.startswith("\r\n", j + 1):
+                        break  # backslash-newline: leave it for the continuation check
+                    j += 2
+                else:
+                    j += 1
+            closed = j < n and src[j] == c
+            j = min(j + 1, n) if closed else j
             # keep the quotes so `#include "x"` is still seen as a quoted include
-            out.append(c + " " * max(0, j - i - 2) + (src[j - 1] if j - i >= 2 else ""))
+            out.append(c + " " * max(0, j - i - 2) + (c if closed and j - i >= 2 else
+                                                      " " if j - i >= 2 else ""))
             i = j
         else:
             out.append(c)
@@ -78,16 +114,29 @@ def blank_comments_and_strings(src: str) -> str:
     return "".join(out)
 
 
+# Alternative tokens the compiler reads as punctuators: `%:include` is `#include`.
+_DIGRAPHS = re.compile(r"%:|<%|%>|<:(?!:[^:>])|:>")
+_DIGRAPH_AS = {"%:": "# ", "<%": "{ ", "%>": "} ", "<:": "[ ", ":>": "] "}
+
+
+def _normalize_digraphs(clean: str) -> str:
+    return _DIGRAPHS.sub(lambda m: _DIGRAPH_AS[m.group(0)], clean)
+
+
 def check_source(body: str, backend: str, *, path: Path | None = None,
                  line_offset: int = 0) -> None:
     """Raise PolicyViolation naming the first line that breaks a rule."""
     allowed = CPU_INCLUDES if backend == "cpu" else CUDA_INCLUDES
     rules = _CPU_RULES if backend == "cpu" else _CUDA_RULES
-    # Line continuations could glue a directive together across lines: refuse them on
-    # preprocessor lines outright.
-    clean = blank_comments_and_strings(body)
-    raw_lines = body.splitlines()
-    for no, line in enumerate(clean.splitlines(), start=1 + line_offset):
+    # The compiler joins backslash-continued lines before it reads anything, so a line
+    # continuation could glue a directive or a name together where this line-by-line
+    # check sees two harmless halves: refuse them outside comments. Digraphs (`%:` for
+    # `#`, `<%` for `{`) and line ends (a lone carriage return ends a line too) are
+    # read as the compiler reads them.
+    body = body.replace("\r\n", "\n").replace("\r", "\n")
+    clean = _normalize_digraphs(blank_comments_and_strings(body))
+    raw_lines = body.split("\n")
+    for no, line in enumerate(clean.split("\n"), start=1 + line_offset):
         where = f"line {no}"
         m = _INCLUDE.match(line)
         if m:
@@ -98,9 +147,9 @@ def check_source(body: str, backend: str, *, path: Path | None = None,
                     f"{where}: include {raw!r} refused: only <{'>, <'.join(sorted(allowed))}> "
                     "may be included (no host files)", path=path)
             continue
-        if line.rstrip().endswith("\\") and line.lstrip().startswith("#"):
-            raise PolicyViolation(f"{where}: line continuation in a preprocessor directive "
-                                  "is not allowed", path=path)
+        if line.rstrip().endswith("\\"):
+            raise PolicyViolation(f"{where}: line continuation (a backslash at the end of the "
+                                  "line) is not allowed", path=path)
         for rx, rule in rules:
             if rx.search(line):
                 raise PolicyViolation(f"{where}: {rule}: {line.strip()[:80]!r}", path=path)
@@ -136,7 +185,8 @@ def _check_device_only(clean: str, path: Path | None, line_offset: int) -> None:
         if not tail:
             continue
         k = max(clean.rfind(c, 0, m.start()) for c in ";{}")
-        head = clean[k + 1: m.start()]
+        # attributes ([[nodiscard]]) are not lambda captures
+        head = re.sub(r"\[\[.*?\]\]", " ", clean[k + 1: m.start()])
         if "=" in head or re.search(r"\breturn\b|\]", head) or not head.strip():
             continue  # an expression or lambda, not a definition
         if re.search(r"\b(__global__|__device__)\b", head):

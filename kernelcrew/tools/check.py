@@ -125,7 +125,80 @@ def check(op: str | Path | OpSpec, kernel: str | Path | KernelFile, backend: str
         rows = compare_rows(cand, base, h)
         weights = {g: s.weight for g, s in spec.shapes.items()}
         gate = decide(rows, base.samples, cand.samples, weights, bench.min_speedup)
-        return CheckResult(op=spec.name, kernel=name, backend=be.name, correct=True,
-                           verdict=gate.verdict, speedup=gate.speedup, reason=gate.reason,
-                           noise_band=gate.band, rows=rows, compile=comp,
-                           group_speedups=gate.group_speedups, sandbox=Harness.sandbox())
+        res = CheckResult(op=spec.name, kernel=name, backend=be.name, correct=True,
+                          verdict=gate.verdict, speedup=gate.speedup, reason=gate.reason,
+                          noise_band=gate.band, rows=rows, compile=comp,
+                          group_speedups=gate.group_speedups, sandbox=Harness.sandbox())
+        return roofline_quarantine(res, spec, be, bench)
+
+
+# -- roofline quarantine ---------------------------------------------------------------
+ROOFLINE_MARGIN = 4.0  # a case must beat the peaks by this factor to be called impossible
+
+
+def roofline_floor_ms(spec: OpSpec, sizes: dict[str, int], gbps: float | None,
+                      gflops: float | None, cache_bytes: int | None, input_sets: int) -> float:
+    """The least time the machine's peaks allow for one case (0 when nothing bounds it).
+
+    The bandwidth bound counts only when the rotating working set (input sets x the
+    op's bytes) is larger than the last-level cache: a cache-resident case may beat the
+    memory bandwidth honestly. The compute bound always counts."""
+    floor = 0.0
+    nbytes, flops = spec.cost_bytes(sizes), spec.cost_flops(sizes)
+    if gbps and nbytes and (cache_bytes is None or input_sets * nbytes > cache_bytes):
+        floor = max(floor, nbytes / (gbps * 1e9) * 1e3)
+    if gflops and flops:
+        floor = max(floor, flops / (gflops * 1e9) * 1e3)
+    return floor
+
+
+def _peak_rates(be: Backend) -> tuple[float | None, float | None, int | None, str]:
+    """(GB/s, GFLOP/s, cache bytes, what) of this machine; Nones when unknown."""
+    from kernelcrew.tools import peaks
+
+    try:
+        if be.name == "cpu":
+            pk = peaks.cpu_peaks()
+            llc = int(pk.llc_mib * 2**20) if pk.llc_mib else None
+            # the highest rates any of the measurements allow (peaks measured on a busy
+            # machine read low, and a floor must never be too high)
+            gbps = max(pk.triad_gbps, pk.triad_1t_gbps * pk.threads, pk.numpy_copy_gbps)
+            gflops = max(pk.fma_gflops, pk.fma_1t_gflops * pk.threads)
+            return gbps, gflops, llc, "cpu peaks"
+        if be.name == "cuda":
+            from kernelcrew.tools.cuda import probe_device
+
+            pk = peaks.cuda_peaks(be)
+            return pk.copy_gbps, None, probe_device().l2_bytes or None, "device copy peak"
+    except RuntimeError as e:  # the peak benchmark failed: no floor, and say so
+        return None, None, None, f"peaks unknown ({e})"
+    return None, None, None, "no peaks for this backend"
+
+
+def roofline_quarantine(res: CheckResult, spec: OpSpec, be: Backend,
+                        bench: BenchSettings) -> CheckResult:
+    """Quarantine a result faster than bytes/peak bandwidth or flops/peak rate allows.
+
+    A case whose median beats the roofline floor by more than ROOFLINE_MARGIN cannot be
+    an honest measurement (a forged timing, work done outside the timed call): the
+    result is marked `suspicious` and its `faster` verdict is not accepted. Only `faster`
+    results are examined (nothing else is accepted), so the peaks are measured (once
+    per machine, cached) only when a win is claimed."""
+    if not res.correct or not res.ran or res.verdict != "faster":
+        return res
+    gbps, gflops, cache, what = _peak_rates(be)
+    worst = None
+    for row in res.rows:
+        if row.median_ms is None:
+            continue
+        floor = roofline_floor_ms(spec, row.sizes, gbps, gflops, cache, bench.input_sets)
+        if floor > 0 and row.median_ms * ROOFLINE_MARGIN < floor and \
+                (worst is None or row.median_ms / floor < worst[0]):
+            worst = (row.median_ms / floor, row, floor)
+    if worst is None:
+        return res
+    _, row, floor = worst
+    why = (f"suspicious: {row.group} case {row.case} took {row.median_ms:.4g} ms, under the "
+           f"roofline floor of {floor:.4g} ms ({what}); quarantined, not accepted")
+    return res.model_copy(update={"suspicious": True, "verdict": "same",
+                                  "reason": f"{why} (gate said: {res.reason})"})

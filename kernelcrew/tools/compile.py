@@ -23,7 +23,8 @@ from kernelcrew.tools.sandbox import run_confined
 _DIAG = re.compile(
     r"^(?P<file>[^:\n]+?)(?::(?P<line>\d+))?(?::(?P<col>\d+))?:\s*"
     r"(?P<kind>fatal error|error|warning|note)\s*:?\s*(?P<msg>.*)$")
-_NVCC_DIAG = re.compile(r"^(?P<file>[^\s(]+)\((?P<line>\d+)\):\s*(?P<kind>error|warning)"
+_NVCC_DIAG = re.compile(r"^(?P<file>[^\s(]+)\((?P<line>\d+)\):\s*"
+                        r"(?P<kind>catastrophic error|error|warning)"
                         r"(?:\s*#\S+-D)?\s*:\s*(?P<msg>.*)$")
 
 
@@ -71,12 +72,14 @@ def normalize(log: str, source_name: str) -> list[CompilerMessage]:
     """Compiler output -> [(line, kind, message)] for the kernel file only."""
     msgs: list[CompilerMessage] = []
     for raw in log.splitlines():
-        m = _DIAG.match(raw.strip()) or _NVCC_DIAG.match(raw.strip())
+        # nvcc's `kernel.cu(12): error: ...` first: _DIAG would take `kernel.cu(12)` for a name
+        m = _NVCC_DIAG.match(raw.strip()) or _DIAG.match(raw.strip())
         if not m:
             continue
         if Path(m.group("file")).name != source_name:
             continue
-        kind = m.group("kind").replace("fatal error", "fatal")
+        kind = m.group("kind").replace("fatal error", "fatal").replace("catastrophic error",
+                                                                       "fatal")
         msg = m.group("msg").strip()
         line = int(m.group("line")) if m.group("line") else None
         if msgs and msgs[-1].line == line and msgs[-1].message == msg:

@@ -41,7 +41,8 @@ class Limits:
 
 @dataclass(frozen=True, kw_only=True)
 class CompileLimits:
-    timeout_s: float = 120.0
+    timeout_s: float = field(
+        default_factory=lambda: float(os.environ.get("KERNELCREW_COMPILE_TIMEOUT", "120")))
     address_space_gib: float = 8.0
     file_size_mib: int = 256
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import sys
 import uuid
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +31,17 @@ from kernelcrew.tools.sandbox import run_confined, sandbox_description
 from kernelcrew.tools.verify import compare
 from kernelcrew.tools.worker import checksum
 
+PROBE_ELEMENTS = 8  # input elements a probe changes, per input
+
+
+@dataclass
+class Probe:
+    """A few input elements of one input set changed in place for one timed run."""
+
+    set: int  # the input set it changes
+    changes: dict[str, dict[str, list]]  # input name -> {"idx": flat indices, "val": values}
+    reference: dict[str, np.ndarray]  # the reference for the changed inputs
+
 
 @dataclass
 class CaseData:
@@ -36,6 +49,7 @@ class CaseData:
     input_files: list[dict[str, str]]  # per input set: name -> .npy
     checksums: list[dict[str, str]]
     references: list[dict[str, np.ndarray]]
+    probes: list[Probe] = field(default_factory=list)
 
 
 @dataclass
@@ -45,18 +59,20 @@ class KernelRun:
     outcome: WorkerOutcome
     rows: list[CaseRow]
     samples: dict[str, list[float]] = field(default_factory=dict)  # case key -> ms
+    out_dir: Path | None = None  # the worker's scratch, when the caller asked to keep it
 
     @property
     def correct(self) -> bool:
         return self.outcome.ok and all(r.status == "pass" for r in self.rows)
 
     def first_failure(self) -> str:
+        # cases the worker finished are judged even when it died later (a thread the
+        # kernel left running may crash the worker after the wrong output was caught)
+        wrong = next((f"wrong result in {r.group} case {r.case}: {r.detail}" for r in self.rows
+                      if r.status == "fail" and r.detail != self.outcome.reason), "")
         if not self.outcome.ok:
-            return self.outcome.reason
-        for r in self.rows:
-            if r.status == "fail":
-                return f"wrong result in {r.group} case {r.case}: {r.detail}"
-        return ""
+            return self.outcome.reason + (f"; before that: {wrong}" if wrong else "")
+        return wrong
 
 
 def case_key(c: Case) -> str:
@@ -98,7 +114,7 @@ class Harness:
     def _make(self, case: Case) -> CaseData:
         spec = self.spec
         make = spec.inputs_fn()
-        files, sums, refs = [], [], []
+        files, sums, refs, sets = [], [], [], []
         for k in range(self.bench.input_sets):
             rng = np.random.default_rng([self.seed, case.index, zlib.crc32(case.group.encode()), k])
             if make:
@@ -132,7 +148,32 @@ class Harness:
             files.append(fs)
             sums.append({n: checksum(a) for n, a in ins.items()})
             refs.append(self._reference(case, ins))
-        return CaseData(case, files, sums, refs)
+            sets.append(ins)
+        rng = np.random.default_rng([self.seed, case.index, zlib.crc32(case.group.encode()),
+                                     self.bench.input_sets, 0x9E0B])
+        probe = self._probe(case, sets, int(rng.integers(len(sets))), rng)
+        return CaseData(case, files, sums, refs, [probe] if probe else [])
+
+    def _probe(self, case: Case, sets: list[dict[str, np.ndarray]], k: int,
+               rng: np.random.Generator) -> Probe | None:
+        """Input set k with a few elements of every input replaced by values taken from
+        other positions of the same input (so they stay in the input's domain)."""
+        changed = {n: a.copy() for n, a in sets[k].items()}
+        changes: dict[str, dict[str, list]] = {}
+        for name, a in changed.items():
+            flat = a.reshape(-1)
+            if flat.size < 2:
+                continue
+            idx = rng.choice(flat.size, size=min(PROBE_ELEMENTS, flat.size), replace=False)
+            src = rng.integers(0, flat.size, size=idx.size)
+            keep = flat[src] != flat[idx]
+            idx, src = idx[keep], src[keep]
+            if idx.size:
+                flat[idx] = flat[src]
+                changes[name] = {"idx": idx.tolist(), "val": flat[idx].tolist()}
+        if not changes:
+            return None
+        return Probe(k, changes, self._reference(case, changed))
 
     def _reference(self, case: Case, ins: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         spec = self.spec
@@ -179,6 +220,7 @@ class Harness:
                 "sizes": c.sizes,
                 "scalars": {n: s.value for n, s in spec.scalars.items()},
                 "input_sets": d.input_files,
+                "probes": [{"set": p.set, "changes": p.changes} for p in d.probes],
                 "outputs": {n: {"shape": list(spec.shape(n, c.sizes)), "dtype": t.dtype}
                             for n, t in spec.outputs.items()},
             })
@@ -191,8 +233,15 @@ class Harness:
         }
 
     def run(self, comp: CompileResult, kf: KernelFile, *, mode: str = "bench",
-            reps: int | None = None) -> KernelRun:
-        """Run the compiled kernel in a fresh sandboxed worker and judge its outputs."""
+            reps: int | None = None, wrap: Sequence[str] = (), keep: bool = False,
+            judge: bool = True) -> KernelRun:
+        """Run the compiled kernel in a fresh sandboxed worker and judge its outputs.
+
+        `wrap` prefixes the worker command inside the sandbox (a profiler such as
+        `perf record ... --`); `keep` leaves the worker's scratch (and what the wrapper
+        wrote there) until the harness closes; `judge=False` (a profiler's re-run of a
+        kernel already judged) skips comparing the outputs: rows stay `pending`.
+        """
         self._runs += 1
         out_dir = self.root / f"run{self._runs}"
         out_dir.mkdir()
@@ -202,7 +251,7 @@ class Harness:
         env = {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
                "PYTHONDONTWRITEBYTECODE": "1", **self.backend.worker_env()}
         run = run_confined(
-            [sys.executable, "-m", "kernelcrew.tools.worker", str(job_path)],
+            [*wrap, sys.executable, "-m", "kernelcrew.tools.worker", str(job_path)],
             scratch=out_dir, readonly=[self.inputs_dir], timeout_s=self.limits.timeout_s,
             address_space_gib=self.limits.address_space_gib,
             file_size_mib=self.limits.file_size_mib, processes=self.limits.processes,
@@ -215,10 +264,16 @@ class Harness:
         if not ok:
             started = [e["case"] for e in events if e.get("event") == "case"]
             where = next((c for c in started if c not in done), None)
-            what = run.describe() if not (run.returncode == 0 and not finished) else \
+            # a CPU kernel runs inside the worker and controls what it prints: quoting its
+            # stderr would hand the kernel a channel to the verdict (a host file's lines)
+            quote = self.backend.name != "cpu" or bool(os.environ.get("KERNELCREW_DEBUG"))
+            what = run.describe(quote_stderr=quote) \
+                if not (run.returncode == 0 and not finished) else \
                 "worker exited without finishing"
             if not any(e.get("event") == "loaded" for e in events) and not run.timed_out:
                 what += " while loading the kernel"
+                if not quote:
+                    what += _load_error_hint(run.stderr, kf)
             reason = f"kernel {what}" + (f" in case {_case_label(job, where)}" if where else "")
         outcome = WorkerOutcome(ok=ok, reason=reason, seconds=run.seconds, sandbox=run.sandbox)
         rows, samples = [], {}
@@ -228,7 +283,9 @@ class Harness:
                 rows.append(CaseRow(group=c.group, case=c.label, sizes=c.sizes, status="fail",
                                     detail=reason or "not run"))
                 continue
-            row = self._judge(c, ev)
+            row = self._judge(c, ev) if judge else CaseRow(
+                group=c.group, case=c.label, sizes=c.sizes, status="pending",
+                detail="not judged (a profiling re-run)")
             if ev["times_ms"]:
                 t = np.asarray(ev["times_ms"])
                 row.median_ms = float(np.median(t))
@@ -236,8 +293,9 @@ class Harness:
                 row.p90_ms = float(np.percentile(t, 90))
                 samples[case_key(c)] = list(map(float, t))
             rows.append(row)
-        shutil.rmtree(out_dir, ignore_errors=True)
-        return KernelRun(outcome, rows, samples)
+        if not keep:
+            shutil.rmtree(out_dir, ignore_errors=True)
+        return KernelRun(outcome, rows, samples, out_dir=out_dir if keep else None)
 
     def _judge(self, c: Case, ev: dict) -> CaseRow:
         d = self.data(c)
@@ -248,12 +306,24 @@ class Harness:
             if changed:
                 return CaseRow(group=c.group, case=c.label, sizes=c.sizes, status="fail",
                                detail=f"the kernel modified its input(s) {changed}")
-        checks = [(k, f, "first call") for k, f in enumerate(ev["outputs"]["verify"])]
-        checks += [(t["set"], t["files"], "timed run") for t in ev["outputs"]["timed"]]
-        for k, files, when in checks:
+        checks = [(d.references[k], k, f, "first call")
+                  for k, f in enumerate(ev["outputs"]["verify"])]
+        for t in ev["outputs"]["timed"]:
+            p = t.get("probe")
+            if p is None:
+                checks.append((d.references[t["set"]], t["set"], t["files"], "timed run"))
+            elif 0 <= p < len(d.probes) and d.probes[p].set == t["set"]:
+                checks.append((d.probes[p].reference, t["set"], t["files"],
+                               "timed run with a few input elements changed in place "
+                               + "(a replayed or cached result?)"))
+        probed = {t.get("probe") for t in ev["outputs"]["timed"]}
+        if any(len(ev["times_ms"]) > p.set and i not in probed for i, p in enumerate(d.probes)):
+            return CaseRow(group=c.group, case=c.label, sizes=c.sizes, status="fail",
+                           detail="the worker report lacks the probe run (tampered report?)")
+        for ref, k, files, when in checks:
             for name, f in files.items():
                 got = np.load(f)
-                cmp = compare(name, got, d.references[k][name], tol.rtol, tol.atol)
+                cmp = compare(name, got, ref[name], tol.rtol, tol.atol)
                 if not cmp.ok:
                     return CaseRow(group=c.group, case=c.label, sizes=c.sizes, status="fail",
                                    max_abs_err=_finite(cmp.max_abs_err),
@@ -267,6 +337,30 @@ class Harness:
     @staticmethod
     def sandbox() -> str:
         return sandbox_description()
+
+
+def _load_error_hint(stderr: str, kf: KernelFile) -> str:
+    """Why the library did not load, from the worker's stderr, naming only identifiers
+    that are in the kernel's own source (the kernel may have written that stderr: a name
+    it did not already contain would be a channel out of the sandbox)."""
+    m = None
+    for m in re.finditer(r"undefined symbol: ([A-Za-z_][A-Za-z0-9_]{0,200})", stderr):
+        pass
+    if m is None:
+        return ""
+    symbol = m.group(1)
+    names = [symbol] if re.search(rf"\b{symbol}\b", kf.text) else []
+    for d in re.finditer(r"\d+", symbol):  # a C++ (mangled) name: _Z18helper_not_definedf
+        n = int(d.group(0))
+        name = symbol[d.end(): d.end() + n]
+        if len(name) == n and re.fullmatch(r"[A-Za-z_]\w*", name) and \
+                re.search(rf"\b{name}\b", kf.text):
+            names.append(name)
+    if symbol == kf.meta.entry and names:
+        return f": the entry function {symbol!r} is not in the library (is it extern \"C\"?)"
+    if names:
+        return f": undefined symbol {names[0]!r} (declared but not defined?)"
+    return ": an undefined symbol"
 
 
 def _finite(x: float) -> float | None:

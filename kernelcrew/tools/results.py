@@ -107,6 +107,8 @@ class Metric(BaseModel):
 class Diagnosis(BaseModel):
     kind: Bottleneck
     evidence: str  # the numbers that decided it, one or two sentences
+    access_pattern: str = "unknown"  # CPU: good | poor | tiled | unknown (strides of hot loops)
+    measured: bool = True  # False: inferred from the cost model only (compiled, not run)
 
 
 class Roofline(BaseModel):

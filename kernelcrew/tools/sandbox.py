@@ -4,18 +4,32 @@ With bubblewrap: a read-only view of the machine, the scratch directory as the o
 writable place, no network, own PID namespace (so every process a kernel starts dies
 with it). Always: resource limits (CPU seconds, address space, file size, process
 count, no core files) and a wall-clock timeout that kills the whole process group.
+
+The home directory of the user running kernelcrew (keys, tokens, other projects) is
+hidden behind an empty tmpfs, except for what the confined command needs from it: the
+Python installation and import path, kernelcrew's cache (compiled artifacts) and the
+command's own install prefix.
+
+The process count: RLIMIT_NPROC does not bind root (root is exempt, inside a user
+namespace too), so where this process may create a pids cgroup (cgroup v1 `pids`, or
+a cgroup v2 subtree with the pids controller), every confined run gets its own, capped
+at the same count; its member list also lets the harness kill every process the run
+left behind.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import resource
 import shutil
 import signal
 import subprocess
+import sys
 import time
-from collections.abc import Sequence
+import uuid
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,14 +58,17 @@ class SandboxRun:
         except ValueError:
             return f"signal {sig}"
 
-    def describe(self) -> str:
-        """One line: why the process did not finish normally."""
+    def describe(self, *, quote_stderr: bool = True) -> str:
+        """One line: why the process did not finish normally.
+
+        `quote_stderr=False` leaves out what the process printed, for a process whose
+        output untrusted code controls."""
         if self.timed_out:
             return f"timed out after {self.seconds:.1f} s (killed)"
         if self.signal_name:
             return f"crashed with {self.signal_name}"
         if self.returncode:
-            last = (self.stderr.strip().splitlines() or [""])[-1][:200]
+            last = (self.stderr.strip().splitlines() or [""])[-1][:200] if quote_stderr else ""
             return f"exited with code {self.returncode}" + (f": {last}" if last else "")
         return "finished"
 
@@ -74,9 +91,110 @@ def bwrap_path() -> str | None:
 
 def sandbox_description() -> str:
     if bwrap_path():
-        return "bubblewrap (read-only root, scratch-only writes, no network, own PID space) + limits"
-    return ("limits only (bubblewrap not available): CPU/memory/file-size/process limits and a "
-            "timeout, but the kernel can read and write what this user can and reach the network")
+        desc = ("bubblewrap (read-only root, home directory hidden, scratch-only writes, no "
+                "network, own PID space) + limits")
+    else:
+        desc = ("limits only (bubblewrap not available): CPU/memory/file-size/process limits and a "
+                "timeout, but the kernel can read and write what this user can and reach the "
+                "network")
+    if pids_cgroup_base() is not None:
+        return desc + "; process count capped by a pids cgroup"
+    if os.geteuid() == 0:
+        return desc + ("; NO process cap: running as root, which RLIMIT_NPROC does not bind, and "
+                       "no pids cgroup can be made here (only the timeout stops a fork bomb)")
+    return desc
+
+
+# -- process cap: a pids cgroup per run -------------------------------------------------
+_CGROUP_FS = Path("/sys/fs/cgroup")
+
+
+def _own_cgroup(controller: str) -> tuple[Path, str] | None:
+    """(hierarchy mount, this process's path in it) for a v1 controller, or v2 ("")."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        num, ctrls, path = line.split(":", 2)
+        if controller and controller in ctrls.split(","):
+            return _CGROUP_FS / controller, path
+        if not controller and num == "0" and ctrls == "":
+            mount = _CGROUP_FS / "unified" if (_CGROUP_FS / "unified").is_dir() else _CGROUP_FS
+            return mount, path
+    return None
+
+
+@functools.cache
+def pids_cgroup_base() -> Path | None:
+    """A cgroup directory under which this process can make capped pids cgroups, or None."""
+    candidates = []
+    v1 = _own_cgroup("pids")
+    if v1:
+        candidates.append(v1[0] / v1[1].lstrip("/"))
+    v2 = _own_cgroup("")
+    if v2:
+        base = v2[0] / v2[1].lstrip("/")
+        try:
+            if "pids" in (base / "cgroup.subtree_control").read_text().split():
+                candidates.append(base)
+        except OSError:
+            pass
+    for base in candidates:
+        probe = base / f"kernelcrew-probe-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        try:
+            probe.mkdir()
+        except OSError:
+            continue
+        try:
+            ok = (probe / "pids.max").exists() and os.access(probe / "cgroup.procs", os.W_OK)
+        finally:
+            with contextlib.suppress(OSError):
+                probe.rmdir()
+        if ok:
+            return base
+    return None
+
+
+@contextlib.contextmanager
+def _pids_cgroup(limit: int) -> Iterator[Path | None]:
+    """A fresh pids cgroup capped at `limit` tasks (None where none can be made)."""
+    base = pids_cgroup_base()
+    cg = None
+    if base is not None:
+        cg = base / f"kernelcrew-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        try:
+            cg.mkdir()
+            (cg / "pids.max").write_text(str(limit))
+        except OSError:
+            with contextlib.suppress(OSError):
+                cg.rmdir()
+            cg = None
+    try:
+        yield cg
+    finally:
+        if cg is not None:
+            _kill_and_remove(cg)
+
+
+def _kill_and_remove(cg: Path) -> None:
+    """Kill whatever is still in the cgroup (children a kernel left behind), then remove it."""
+    deadline = time.monotonic() + 5.0
+    while True:
+        try:
+            pids = [int(p) for p in (cg / "cgroup.procs").read_text().split()]
+        except (OSError, ValueError):
+            pids = []
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        try:
+            cg.rmdir()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                return  # an empty, capped cgroup left behind; harmless
+            time.sleep(0.02)
 
 
 def _count_user_processes() -> int:
@@ -92,9 +210,13 @@ def _count_user_processes() -> int:
     return n
 
 
-def _limits_preexec(cpu_s: int, as_bytes: int, fsize: int, nproc: int, nofile: int):
+def _limits_preexec(cpu_s: int, as_bytes: int, fsize: int, nproc: int, nofile: int,
+                    cgroup: Path | None = None):
     def apply() -> None:
         os.setsid()
+        if cgroup is not None:  # join the capped pids cgroup before anything else starts
+            with open(cgroup / "cgroup.procs", "w") as f:
+                f.write("0")
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
         resource.setrlimit(resource.RLIMIT_AS, (as_bytes, as_bytes))
@@ -103,6 +225,38 @@ def _limits_preexec(cpu_s: int, as_bytes: int, fsize: int, nproc: int, nofile: i
         resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
 
     return apply
+
+
+def _under(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def home_to_hide(argv: Sequence[str]) -> tuple[Path | None, list[Path]]:
+    """(the home directory to hide, the paths inside it to keep visible read-only)."""
+    try:
+        home = Path.home().resolve()
+    except (RuntimeError, OSError):
+        return None, []
+    if home == Path("/") or not home.is_dir():
+        return None, []
+    from kernelcrew.tools.config import cache_dir
+
+    wanted = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+              *(p for p in sys.path if p), str(Path(__file__).resolve().parents[2]),
+              str(cache_dir())}
+    exe = shutil.which(argv[0]) if argv else None
+    if exe:  # the command's install prefix (a compiler under ~/miniconda, say)
+        wanted |= {str(Path(exe).parent), str(Path(exe).resolve().parent.parent)}
+    keep = set()
+    for w in wanted:
+        p = Path(w)
+        for q in (p, p.resolve()) if p.exists() else ():
+            if _under(q, home):
+                keep.add(q)
+    if home in keep:
+        return None, []  # the command needs all of it
+    # a kept path inside another kept path is covered by it
+    return home, sorted(k for k in keep if not any(o != k and _under(k, o) for o in keep))
 
 
 def _tail(path: Path, limit: int = 20000) -> str:
@@ -139,24 +293,33 @@ def run_confined(
     if bw:
         prefix = [bw, "--die-with-parent", "--unshare-all", "--ro-bind", "/", "/",
                   "--dev", "/dev", "--proc", "/proc"]
+        home, keep = home_to_hide(argv)
+        if home is not None:
+            prefix += ["--tmpfs", str(home)]
+            for p in keep:
+                prefix += ["--ro-bind", str(p), str(p)]
         for p in readonly:
             prefix += ["--ro-bind", str(p), str(p)]
         prefix += ["--bind", str(scratch), str(scratch), "--chdir", str(scratch)]
         cmd = prefix + ["--"] + cmd
-        # inside a user namespace root has no privilege over the host, so RLIMIT_NPROC
-        # binds; it counts every process of the (outside) user, hence the offset
-    nproc = _count_user_processes() + processes + 8
+    # RLIMIT_NPROC counts every process and thread of the (outside) user, hence the
+    # offset; it does not bind root (inside a user namespace too), so the pids cgroup
+    # below is the cap that holds there. Both leave room for one thread per core.
+    cap = processes + (os.cpu_count() or 1) + 8
+    nproc = _count_user_processes() + cap
     full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(scratch),
                 "TMPDIR": str(scratch), "LANG": "C.UTF-8"}
     full_env.update(env or {})
     out_p, err_p = scratch / f"{log_name}.stdout", scratch / f"{log_name}.stderr"
     t0 = time.monotonic()
-    with open(out_p, "wb") as out, open(err_p, "wb") as err:
+    with (open(out_p, "wb") as out, open(err_p, "wb") as err,
+          _pids_cgroup(cap) as cgroup):
         proc = subprocess.Popen(
             cmd, cwd=scratch, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=full_env,
             preexec_fn=_limits_preexec(
                 int(cpu_s if cpu_s is not None else timeout_s * (os.cpu_count() or 1) + 5),
-                int(address_space_gib * 2**30), int(file_size_mib * 2**20), nproc, open_files),
+                int(address_space_gib * 2**30), int(file_size_mib * 2**20), nproc, open_files,
+                cgroup),
         )
         timed_out = False
         try:

@@ -5,8 +5,12 @@ Usage: python -m kernelcrew.tools.worker JOB.json
 It loads the compiled artifact, and for each shape case: loads the parent's input
 sets, allocates NaN-poisoned outputs, calls the kernel once per input set and saves
 what it wrote (snapshotted the moment the call returns), then (bench mode) warms up
-and times repeated calls rotating over the input sets, and saves the last timed
-outputs of every set for the parent to check again. It judges nothing: the parent
+and times repeated calls rotating over the input sets, and saves the outputs of some
+timed runs for the parent to check again: the last run of every set, one run picked at
+random, and the run that got the case's probe. A probe changes a few input elements
+in place (same buffer, a handful of values) for one timed run picked at random, so a
+kernel that replays answers it cached per buffer (or per sampled values) is caught,
+and it cannot know which timed call is checked. It judges nothing: the parent
 computes the reference and decides. Progress goes to `progress.jsonl` line by line,
 so a crash leaves the case it died on.
 """
@@ -16,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import json
+import random
 import sys
 import time
 from pathlib import Path
@@ -82,6 +87,35 @@ class CpuRuntime:
         return {k: checksum(v) for k, v in st["inputs"].items()}
 
 
+EXTRA_CHECKED_RUNS = 1  # timed runs checked at random, besides the last of each set
+
+
+def _xp(a: Any) -> Any:
+    """The array module of `a`: NumPy, or CuPy (which the CUDA runtime imported)."""
+    return np if isinstance(a, np.ndarray) else sys.modules["cupy"]
+
+
+def apply_changes(st: dict, changes: dict[str, dict]) -> dict[str, dict]:
+    """Set a few input elements in place (a probe); returns what undoes it.
+
+    Works on NumPy and CuPy arrays alike (flat views of contiguous buffers)."""
+    undo = {}
+    for name, ch in changes.items():
+        a = st["inputs"][name]
+        xp = _xp(a)
+        flat = a.reshape(-1)
+        idx = xp.asarray(ch["idx"], dtype=np.int64)
+        undo[name] = {"idx": ch["idx"], "val": flat[idx].copy()}
+        flat[idx] = xp.asarray(ch["val"], dtype=a.dtype)
+    return undo
+
+
+def undo_changes(st: dict, undo: dict[str, dict]) -> None:
+    for name, ch in undo.items():
+        a = st["inputs"][name]
+        a.reshape(-1)[_xp(a).asarray(ch["idx"], dtype=np.int64)] = ch["val"]
+
+
 def _runtime(job: dict):
     if job["backend"] == "cpu":
         return CpuRuntime(job)
@@ -119,19 +153,35 @@ def main(job_path: str) -> int:
         if job["mode"] == "bench":
             for w in range(job["warmup"]):
                 rt.call(states[w % len(states)])
-            last: dict[int, dict[str, np.ndarray]] = {}
-            for r in range(job["reps"]):
-                k = r % len(states)
+            reps, nsets = job["reps"], len(states)
+            # which timed runs are checked is decided here, at random, after the kernel
+            # is loaded: the kernel cannot tell a checked call from another
+            pick = random.SystemRandom()
+            probe_at: dict[int, int] = {}
+            for i, probe in enumerate(case.get("probes", [])):
+                runs = [r for r in range(reps) if r % nsets == probe["set"] and r not in probe_at]
+                if runs:
+                    probe_at[pick.choice(runs)] = i
+            checked = set(range(max(0, reps - nsets), reps)) | set(probe_at)
+            checked |= set(pick.sample(range(reps), min(reps, EXTRA_CHECKED_RUNS)))
+            snaps: dict[int, dict[str, np.ndarray]] = {}
+            for r in range(reps):
+                k = r % nsets
+                undo = apply_changes(states[k], case["probes"][probe_at[r]]["changes"]) \
+                    if r in probe_at else None
                 rt.poison(states[k])
                 times.append(rt.call(states[k]))
-                if r >= job["reps"] - len(states):
-                    last[k] = rt.snapshot(states[k])
-            for k, snap in sorted(last.items()):
+                if r in checked:
+                    snaps[r] = rt.snapshot(states[k])
+                if undo is not None:
+                    undo_changes(states[k], undo)
+            for r, snap in sorted(snaps.items()):
                 files = {}
                 for name, arr in snap.items():
-                    files[name] = str(out_dir / f"{cid}_t{k}_{name}.npy")
+                    files[name] = str(out_dir / f"{cid}_t{r}_{name}.npy")
                     np.save(files[name], arr)
-                saved["timed"].append({"set": k, "files": files})
+                saved["timed"].append({"set": r % nsets, "run": r, "probe": probe_at.get(r),
+                                       "files": files})
         note(event="done", case=cid, times_ms=times, outputs=saved,
              input_checksums=[rt.input_checksums(st) for st in states])
         del states, sets

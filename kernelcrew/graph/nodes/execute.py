@@ -85,6 +85,7 @@ def revise(state: CrewState, runtime: Runtime[RunContext]) -> dict:
     ctx = ctx_of(runtime)
     it = state["iteration"]
     candidates = [dict(c) for c in state["candidates"]]
+    halts: list[str] = []
     for c in candidates:
         if c["status"] != "compile-error":
             continue
@@ -98,14 +99,18 @@ def revise(state: CrewState, runtime: Runtime[RunContext]) -> dict:
                                      "then write the code.\n" + actx.feedback.message)
         author = c["author"].split("+")[0]
         agent = get_specialist(author, ctx.policy_for(author))
+        if hasattr(agent, "configure"):
+            agent.configure(ctx.llm)
         if "run_dir" in AgentContext.model_fields:
             actx.run_dir = state["run_dir"]
         try:
             new = agent.revise(actx, failed)
         except AgentUnavailable as e:
             new = None
+            halts.append(f"{author}: {e}")
             emit(state["run_dir"], "revise", f"{author} cannot continue: {e}", t0=t0,
-                 iteration=it, agent=author, halted=True)
+                 iteration=it, agent=author, halted=True,
+                 tokens=getattr(agent, "last_usage", None) or {})
         if new is None:
             c["status"] = "abandoned"
             emit(state["run_dir"], "revise", f"{author} gives up on {c['kind']} after "
@@ -122,5 +127,7 @@ def revise(state: CrewState, runtime: Runtime[RunContext]) -> dict:
              f"{new.plan[:160]}", t0=t0, iteration=it, agent=author,
              refs={"kernel": str(new_path), "feedback": c["feedback"]},
              feedback=Path(c["feedback"]).read_text()[:2000],
-             tokens=getattr(agent, "last_usage", None) or {})
-    return {"candidates": candidates}
+             tokens=getattr(agent, "last_usage", None) or {},
+             prompt_file=getattr(agent, "last_prompt_file", None),
+             context=getattr(agent, "last_context", None))
+    return {"candidates": candidates, "halts": halts}

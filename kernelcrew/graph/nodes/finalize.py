@@ -14,6 +14,7 @@ from kernelcrew.graph.services import release, tools_for
 from kernelcrew.graph.state import CrewState
 from kernelcrew.graph.trace import emit, write_json_atomic
 from kernelcrew.tools import evaluate as ev
+from kernelcrew.tools.harness import case_key
 
 
 def finalize(state: CrewState, runtime: Runtime[RunContext]) -> dict:
@@ -24,6 +25,16 @@ def finalize(state: CrewState, runtime: Runtime[RunContext]) -> dict:
     best = state["best"]
     key = f"final-{best['digest']}"
     final = load_cached(state["run_dir"], key)
+    if final is None and best["author"] == "baseline":
+        # nothing was accepted: the best is the baseline itself, speedup 1 by definition
+        base_run = tools.harness
+        rows = [{"group": c.group, "case": c.label, "sizes": c.sizes, "status": "pass",
+                 "baseline_ms": state["baseline"]["medians"].get(case_key(c)),
+                 "median_ms": state["baseline"]["medians"].get(case_key(c)), "speedup": 1.0,
+                 "max_abs_err": None} for c in base_run.cases]
+        final = {"speedup": 1.0, "verdict": "same", "reason": "no candidate was accepted; the "
+                 "best kernel is the baseline", "band": None, "correct": True, "groups": {},
+                 "rows": rows}
     if final is None:
         base_path = Path(state["baseline"]["path"])
         base_kf = tools.parse(base_path.read_text(), path=base_path)
@@ -43,6 +54,7 @@ def finalize(state: CrewState, runtime: Runtime[RunContext]) -> dict:
         "run_id": state["run_id"], "run_dir": str(run_dir), "op": state["op_name"],
         "family": state["family"], "backend": state["backend"],
         "iterations": state["iteration"] - 1, "stop_reason": reason,
+        "halted": bool(state.get("halts")),
         "baseline_ms": sum(typical) if typical else state["baseline"]["typical_ms"],
         "best": {"path": best["path"], "speedup": final["speedup"], "correct": final["correct"],
                  "verdict_vs_baseline": final["verdict"], "reason": final["reason"],

@@ -50,10 +50,12 @@ def fan_out(state: CrewState, runtime: Runtime[RunContext]) -> list[Send]:
         plan_first=state.get("plan_first", False), run_dir=state["run_dir"])) for n in names]
 
 
-def specialist(payload: SpecialistInput) -> dict:
+def specialist(payload: SpecialistInput, runtime: Runtime[RunContext]) -> dict:
     t0 = time.monotonic()
     name, it = payload["name"], payload["iteration"]
     agent = get_specialist(name, payload["policy"])
+    if hasattr(agent, "configure"):  # LLM agents: the run's model, endpoint, method, ...
+        agent.configure(ctx_of(runtime).llm)
     actx = AgentContext.model_validate(payload["context"])
     if "run_dir" in AgentContext.model_fields:
         actx.run_dir = payload["run_dir"]
@@ -81,7 +83,9 @@ def specialist(payload: SpecialistInput) -> dict:
                         f"{p.plan[:80]}" for p in proposals) or "nothing to propose"
     emit(payload["run_dir"], "specialist", summary, t0=t0, iteration=it, agent=name,
          refs={f"proposal{k}": r["file"] for k, r in enumerate(records)}, tokens=tokens,
-         prompt_file=getattr(agent, "last_prompt_file", None))
+         prompt_file=getattr(agent, "last_prompt_file", None),
+         prompt_files=getattr(agent, "last_prompt_files", None),
+         context=getattr(agent, "last_context", None))
     return {"proposals": records}
 
 
@@ -95,9 +99,26 @@ def coordinator(state: CrewState, runtime: Runtime[RunContext]) -> dict:
 
     tried = {e["digest"] for e in state.get("evaluations", []) if e.get("digest")}
     base_text = Path(state["best"]["path"]).read_text()
-    decision = coordinate(props, base_text, stats=state.get("change_stats", {}),
-                          apply=lambda p, text: apply_change(p.change, text),
-                          max_candidates=ctx.candidates_per_iter, tried_digests=tried)
+    kw = {"stats": state.get("change_stats", {}),
+              "apply": lambda p, text: apply_change(p.change, text),
+              "max_candidates": ctx.candidates_per_iter, "tried_digests": tried}
+    agent = None
+    halts: list[str] = []
+    if ctx.policy_for("coordinator") == "llm":
+        from kernelcrew.agents.llm.coordinator import LLMCoordinator
+
+        agent = LLMCoordinator(ctx.llm, run_dir=state["run_dir"])
+        try:
+            decision = agent.coordinate(
+                props, base_text, **kw, profile_summary=(state.get("profile") or {}).get(
+                    "summary", ""), tried=[f"{e['kind']} by {e['author']}: {e['outcome']}"
+                                           for e in state.get("evaluations", [])],
+                iteration=it, run_dir=state["run_dir"])
+        except AgentUnavailable as e:
+            halts.append(f"coordinator: {e}")
+            decision = coordinate([], base_text, **kw)
+    else:
+        decision = coordinate(props, base_text, **kw)
     cand_dir = Path(state["run_dir"]) / "candidates"
     stamp = datetime.now().strftime("%H%M%S")
     suffix = kernel_suffix(state["backend"])
@@ -114,6 +135,9 @@ def coordinator(state: CrewState, runtime: Runtime[RunContext]) -> dict:
     emit(state["run_dir"], "coordinator",
          f"{len(candidates)} candidate(s): {decision.reason}", t0=t0, iteration=it,
          agent="coordinator", decision=decision.reason, rejected=decision.rejected,
-         candidates=[c["path"] for c in candidates])
+         candidates=[c["path"] for c in candidates],
+         tokens=getattr(agent, "last_usage", None) or {},
+         prompt_file=getattr(agent, "last_prompt_file", None))
     return {"decision": {"reason": decision.reason, "rejected": decision.rejected,
-                         "merged_from": decision.merged_from}, "candidates": candidates}
+                         "merged_from": decision.merged_from}, "candidates": candidates,
+            "halts": halts}

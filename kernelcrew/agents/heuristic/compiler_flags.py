@@ -1,0 +1,127 @@
+"""compiler_flags: the optimization level, target ISA, math and unrolling flags (CPU);
+-O3 and register caps from ptxas resources (CUDA)."""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from kernelcrew.agents.context import AgentContext
+from kernelcrew.agents.heuristic.base import HeuristicSpecialist, Move
+from kernelcrew.agents.heuristic.evidence import Evidence
+
+
+@functools.cache
+def cpu_isa() -> frozenset[str]:
+    """The host CPU's feature flags (empty where /proc/cpuinfo is not readable)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+class CompilerFlags(HeuristicSpecialist):
+    name = "compiler_flags"
+    field = "compiler flags: optimization level, -march, math and unroll flags, register caps"
+
+    def moves(self, ctx: AgentContext, ev: Evidence) -> list[Move]:
+        return self._cuda(ev) if ev.backend == "cuda" else self._cpu(ev)
+
+    def _cpu(self, ev: Evidence) -> list[Move]:
+        flags = ev.flags
+        out: list[Move] = []
+        add = []
+        if not any(f in flags for f in ("-O3", "-Ofast")):
+            add.append("-O3")
+        if "-march=native" not in flags:
+            add.append("-march=native")
+        if ev.facts.math_calls and "-fno-math-errno" not in flags and "-ffast-math" not in flags:
+            add.append("-fno-math-errno")
+        if add:
+            vec = ev.vectorized()
+            gain = 1.3 if vec is False or "-march=native" in add else 1.1
+            why = ("The code is built with " + " ".join(flags or ["default flags"])
+                   + ": -O2 vectorizes only with the very-cheap cost model, and without -march "
+                   "only with SSE2." if "-O3" in add else
+                   "The code is built for the baseline ISA; the host has wider vectors.")
+            if "-fno-math-errno" in add:
+                why = why.rstrip(".") + f", and errno handling in {', '.join(ev.facts.math_calls)}"\
+                    " blocks inlining."
+            out.append(Move(
+                "flags", "flags", gain, 0.75, why=why, type="flags", params={"add": add},
+                plan=f"Compile with {' '.join(add)} (kept: {' '.join(flags) or 'none'}): -O3 "
+                     "enables the loop vectorizer and more unrolling, -march=native the host's "
+                     "AVX2/AVX-512 and FMA" + (", -fno-math-errno lets sqrt/exp inline"
+                                               if "-fno-math-errno" in add else "") + ".",
+                risks="FMA contraction changes rounding slightly (well within the op tolerance); "
+                      "the binary only runs on this CPU family."))
+        pragmas = ev.kf.body if ev.kf is not None else ""
+        if re.search(r"#\s*pragma\s+omp\s+(parallel|for)", pragmas) and "-fopenmp" not in flags:
+            out.append(Move(
+                "flags", "flags:openmp", float(max(1.3, 0.8 * ev.cores())), 0.8,
+                why="The source has OpenMP pragmas but is compiled without -fopenmp, so they are "
+                    "ignored and the kernel runs on one thread.",
+                plan="Add -fopenmp so the parallel pragmas take effect.",
+                risks="none beyond the pragmas' own correctness", params={"add": ["-fopenmp"]},
+                type="flags"))
+        if "-funroll-loops" not in flags and ("-O3" in flags or "-Ofast" in flags) and \
+                ev.kind in (None, "compute-bound", "latency-bound"):
+            out.append(Move(
+                "flags", "flags:unroll", 1.05, 0.35,
+                why="Loop overhead and short dependence chains in the inner loops limit "
+                    "instruction-level parallelism.",
+                plan="Add -funroll-loops so g++ unrolls loops whose trip count it can compute.",
+                risks="larger code; can be slower when loops are short", type="flags",
+                params={"add": ["-funroll-loops"]}))
+        if "-march=native" in flags and "avx512f" in cpu_isa() and \
+                not any(f.startswith("-mprefer-vector-width") for f in flags) and \
+                ev.vector_bytes == 32 and ev.kind == "compute-bound":
+            out.append(Move(
+                "flags", "flags:vector-width", 1.15, 0.4,
+                why=f"The hot loop uses 32-byte vectors on a CPU with AVX-512 "
+                    f"({ev.compute_pct or 0:.0f}% of peak FLOP/s).",
+                plan="Add -mprefer-vector-width=512 so the vectorizer uses 64-byte vectors.",
+                risks="AVX-512 frequency drops on some CPUs can cancel the gain", type="flags",
+                params={"add": ["-mprefer-vector-width=512"]}))
+        return out
+
+    def _cuda(self, ev: Evidence) -> list[Move]:
+        flags = ev.flags
+        out: list[Move] = []
+        if "-O3" not in flags:
+            out.append(Move("flags", "flags", 1.05, 0.5, type="flags", params={"add": ["-O3"]},
+                            why="Device code is built without -O3.",
+                            plan="Add -O3 (nvcc passes it to the device compiler).",
+                            risks="none expected"))
+        regs, occ = ev.registers, ev.occupancy_pct
+        current = next((int(f.split("=")[1]) for f in flags if "maxrregcount" in f), None)
+        if regs is not None and regs > 64 and (occ is None or occ < 50) and not ev.spill_bytes:
+            cap = 64 if regs <= 96 else 96 if regs <= 128 else 128
+            if current is None or cap < current:
+                out.append(Move(
+                    "flags", "flags:maxrregcount", 1.15, 0.45, type="flags",
+                    params={"add": [f"-maxrregcount={cap}"]},
+                    why=f"{regs:.0f} registers per thread limit occupancy to "
+                        f"{occ if occ is not None else 0:.0f}%.",
+                    plan=f"Cap registers with -maxrregcount={cap} so more warps fit per SM and "
+                         "hide memory latency.",
+                    risks="spills to local memory if the kernel needs more registers; ptxas "
+                          "reports them"))
+        if current is not None and ev.spill_bytes:
+            out.append(Move(
+                "flags", "flags:maxrregcount", 1.1, 0.5, type="flags",
+                params={"remove": [f for f in flags if "maxrregcount" in f]},
+                why=f"The register cap {current} makes ptxas spill {ev.spill_bytes:.0f} bytes.",
+                plan="Remove -maxrregcount so the kernel keeps its values in registers.",
+                risks="lower occupancy"))
+        return out
+
+    def fallbacks(self, transform: str, params: dict, ev: Evidence):
+        add = [f for f in params.get("add", []) if f != "-march=native"]
+        if transform == "flags" and add != list(params.get("add", [])) and add:
+            return [("flags", {"add": add}, "without -march=native")]
+        return []

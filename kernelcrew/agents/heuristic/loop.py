@@ -1,0 +1,178 @@
+"""loop: how loops map onto the machine. Threads on independent outer loops, SIMD (with
+reductions) on inner loops, unrolling; on CUDA grid-stride loops, launch bounds and
+unrolling; the kernel's own knobs (BLOCK, UNROLL, ...) searched one neighbour at a time in
+the direction the evidence points."""
+
+from __future__ import annotations
+
+import re
+
+from kernelcrew.agents.context import AgentContext
+from kernelcrew.agents.heuristic.base import HeuristicSpecialist, Move
+from kernelcrew.agents.heuristic.evidence import Evidence
+
+# knobs searched elsewhere: TILE by memory_access, the threading threshold by its own rule
+_NOT_MINE = {"TILE", "GRID_CAP", "OMP_MIN_WORK"}
+LARGE_WORK = 1 << 20
+_REGRESSED = re.compile(r"the (\w+) group regresses \(([\d.]+x)\)")
+
+
+def _threading_regressed(ctx: AgentContext) -> tuple[str, str] | None:
+    """(group, speedup) when a threaded candidate lost the gate on a regressing group."""
+    for note in reversed(ctx.recent):
+        if "omp_parallel" in note.kind and note.outcome != "accepted":
+            m = _REGRESSED.search(note.detail)
+            if m:
+                return m.group(1), m.group(2)
+    return None
+
+
+class Loop(HeuristicSpecialist):
+    name = "loop"
+    field = "loop structure: threads, SIMD and reductions, unrolling, launch shape, knobs"
+
+    def moves(self, ctx: AgentContext, ev: Evidence) -> list[Move]:
+        out = self._cuda(ev) if ev.backend == "cuda" else self._cpu(ev, ctx)
+        out += self._knobs(ev)
+        return out
+
+    def _cpu(self, ev: Evidence, ctx: AgentContext) -> list[Move]:
+        out: list[Move] = []
+        cores = ev.cores()
+        regressed = _threading_regressed(ctx)
+        if ev.serial() and cores > 1 and not regressed:
+            if ev.kind in ("compute-bound", "latency-bound") or ev.facts.reductions or \
+                    ev.facts.math_calls:
+                gain = 0.85 * cores
+            elif ev.bandwidth_pct is not None:
+                gain = max(1.1, min(0.85 * cores, 75.0 / max(ev.bandwidth_pct, 1.0)))
+            else:
+                gain = 1.6
+            out.append(Move(
+                "omp_parallel", "omp_parallel", gain, 0.75,
+                why=f"Only one of the {cores} cores works"
+                    + (f" ({ev.bandwidth_pct:.0f}% of peak bandwidth used)"
+                       if ev.bandwidth_pct is not None else "") + ".",
+                plan="Split the independent outer loop across threads with `#pragma omp "
+                     "parallel for schedule(static)` (checked: each iteration writes only its "
+                     "own elements); consecutive passes share one parallel region. The threaded "
+                     "copy runs only above 32K inner iterations, so tiny shapes keep the serial "
+                     "code.",
+                risks="thread start-up (a few microseconds) on mid-size shapes; no gain when "
+                      "one thread already saturates memory bandwidth"))
+        if regressed and ev.serial() and cores > 1:
+            group, detail = regressed
+            out.append(Move(
+                "omp_parallel", "omp_parallel:large", 1.5, 0.6,
+                params={"min_work": LARGE_WORK},
+                why=f"Threading was tried and the {group} group regressed ({detail}): thread "
+                    "start-up and scheduling cost more than mid-size shapes take.",
+                plan=f"Thread the independent outer loop again, but keep the serial copy for "
+                     f"work below {LARGE_WORK} inner iterations (OMP_MIN_WORK), so only the "
+                     "large shapes pay for threads.",
+                risks="mid-size shapes stay single-threaded"))
+        if ev.facts.reductions:
+            red = ev.facts.reductions[0]
+            out.append(Move(
+                "simd", "simd", 2.2, 0.75,
+                why=f"The inner loop accumulates into a scalar ({red}): without reassociation "
+                    "the adds form one serial dependence chain, one add per FP latency, and the "
+                    "compiler will not vectorize it.",
+                plan="Add `#pragma omp simd` with reduction clauses to the innermost loops, so "
+                     "the reduction is split across vector lanes (and -fopenmp-simd/-fopenmp "
+                     "is on).",
+                risks="the sum is reassociated: results change in the last bits (well inside "
+                      "the tolerance)"))
+        else:
+            vec = ev.vectorized()
+            out.append(Move(
+                "simd", "simd", 1.4 if vec is False else 1.1, 0.6 if vec is False else 0.4,
+                why="The innermost loops are not vectorized" + (f" ({ev.vector_note})"
+                                                               if ev.vector_note else "")
+                    + "." if vec is False else
+                    "The innermost loops rely on the auto-vectorizer's cost model and alias "
+                    "checks.",
+                plan="Add `#pragma omp simd` to the innermost independent loops so they are "
+                     "vectorized without runtime alias checks.",
+                risks="vectorized calls to libm are not available: loops with exp/erf stay "
+                      "scalar"))
+        if ev.facts.simd or ev.vectorized():
+            out.append(Move(
+                "unroll", "unroll", 1.05, 0.3, params={"factor": 4},
+                why="The vectorized inner loops are short-bodied: loop overhead and a single "
+                    "accumulator chain limit throughput.",
+                plan="Add `#pragma GCC unroll 4` to the innermost loops.",
+                risks="code growth; no gain when memory-bound"))
+        return out
+
+    def _cuda(self, ev: Evidence) -> list[Move]:
+        out: list[Move] = []
+        body = ev.kf.body if ev.kf is not None else ""
+        out.append(Move(
+            "grid_stride", "grid_stride", 1.1, 0.5,
+            why="Each thread handles one element and the grid grows with the problem, so "
+                "index math and block scheduling are paid per element.",
+            plan="Turn the `if (i >= n) return;` kernels into grid-stride loops and cap the "
+                 "grid at GRID_CAP blocks (a knob, about 8 blocks per SM), so each thread "
+                 "handles several elements.",
+            risks="fewer threads in flight if the cap is too low for the device"))
+        regs = ev.registers
+        out.append(Move(
+            "launch_bounds", "launch_bounds", 1.1 if regs and regs > 64 else 1.04,
+            0.5 if regs and regs > 64 else 0.35, params={"knob": "BLOCK"},
+            why=(f"ptxas allocates {regs:.0f} registers per thread without knowing the block "
+                 "size." if regs is not None else
+                 "ptxas does not know the block size the kernels are launched with."),
+            plan="Declare __launch_bounds__(BLOCK) on the kernels launched with block [BLOCK], "
+                 "so register allocation targets that block size.",
+            risks="spills if the kernel needs more registers than the bound allows"))
+        if "for" in body:
+            out.append(Move(
+                "unroll", "unroll", 1.1, 0.4, params={"factor": 4},
+                why="The per-thread inner loops issue one load at a time, leaving memory "
+                    "latency exposed.",
+                plan="Add `#pragma unroll 4` to the innermost loops so several loads are in "
+                     "flight per thread.",
+                risks="register pressure"))
+        return out
+
+    def _knobs(self, ev: Evidence) -> list[Move]:
+        """One neighbour per knob, in the direction the evidence suggests."""
+        out: list[Move] = []
+        for name, value in ev.knobs.items():
+            if name in _NOT_MINE or not isinstance(value, int) or value < 1:
+                continue
+            if ev.kf is not None and name not in ev.kf.body and not any(
+                    name in str(x) for lc in ev.kf.meta.launch for x in lc.block + lc.grid):
+                continue  # the source does not use it
+            if name == "BLOCK":
+                up = value <= 128 or (value < 512 and ev.kind in ("memory-bound",
+                                                                  "latency-bound", None)
+                                      and (ev.occupancy_pct is None or ev.occupancy_pct >= 50))
+                new = min(1024, value * 2) if up else max(32, value // 2)
+                why = (f"Blocks of {value} threads" + (
+                    f" at {ev.occupancy_pct:.0f}% theoretical occupancy"
+                    if ev.occupancy_pct is not None else "")
+                    + (": larger blocks keep more loads in flight per SM." if up else
+                       ": smaller blocks let more blocks fit per SM."))
+            elif any(w in name for w in ("UNROLL", "VEC", "ELEMS", "PER_THREAD")):
+                up = ev.kind != "memory-bound" or value < 4
+                new = value * 2 if up else max(1, value // 2)
+                why = (f"{name}={value}: more independent work per iteration hides latency."
+                       if up else f"{name}={value}: the kernel is memory-bound, a smaller "
+                       "factor lowers register pressure.")
+            else:
+                new = value * 2
+                why = f"{name}={value}: one step up, the knob's effect is not known."
+            if new == value:
+                continue
+            out.append(Move("knobs", f"knob:{name}", 1.08, 0.4, type="knobs",
+                            params={"values": {name: new}}, why=why,
+                            plan=f"Set {name} {value} -> {new}.",
+                            risks="the best value depends on the shape; other shapes may lose"))
+        return out
+
+    def fallbacks(self, transform: str, params: dict, ev: Evidence):
+        if transform == "unroll" and int(params.get("factor", 4)) > 2:
+            return [("unroll", {"factor": 2}, "unroll by 2 instead")]
+        return []

@@ -1,0 +1,128 @@
+"""memory_access: how the kernel moves data. Pass fusion (fewer trips through memory), loop
+interchange and tiling for strided access, restrict so loads/stores can be reordered and
+vectorized, the TILE knob; on CUDA read-only loads through __ldg."""
+
+from __future__ import annotations
+
+import functools
+
+from kernelcrew.agents.context import AgentContext
+from kernelcrew.agents.heuristic.base import HeuristicSpecialist, Move
+from kernelcrew.agents.heuristic.evidence import Evidence
+
+
+@functools.cache
+def l1_data_bytes() -> int:
+    """The L1 data cache per core (Linux sysfs), 32 KiB when unknown."""
+    try:
+        for idx in range(4):
+            base = f"/sys/devices/system/cpu/cpu0/cache/index{idx}"
+            with open(f"{base}/type") as f:
+                if f.read().strip() != "Data":
+                    continue
+            with open(f"{base}/level") as f:
+                if f.read().strip() != "1":
+                    continue
+            with open(f"{base}/size") as f:
+                txt = f.read().strip().upper()
+            return int(txt.rstrip("K")) * 1024 if txt.endswith("K") else int(txt)
+    except (OSError, ValueError):
+        pass
+    return 32 * 1024
+
+
+class MemoryAccess(HeuristicSpecialist):
+    name = "memory_access"
+    field = "memory traffic and access patterns: passes, strides, tiling, aliasing, loads"
+
+    def moves(self, ctx: AgentContext, ev: Evidence) -> list[Move]:
+        return self._cuda(ev) if ev.backend == "cuda" else self._cpu(ev)
+
+    def _cpu(self, ev: Evidence) -> list[Move]:
+        out: list[Move] = []
+        strided = (ev.stride is not None and ev.stride > 1) or bool(ev.facts.strided) or \
+            ev.access == "poor"
+        where = ev.facts.strided[0] if ev.facts.strided else ev.stride_note
+        passes = ev.facts.top_loops
+        if passes > 1:
+            mem = ev.kind in (None, "memory-bound")
+            gain = min(2.5, 1.0 + 0.45 * (passes - 1)) if mem else 1.0 + 0.15 * (passes - 1)
+            out.append(Move(
+                "fusion", "fusion", gain, 0.8 if mem else 0.6,
+                why=f"The kernel makes {passes} separate passes over its arrays, so each element "
+                    f"goes through memory {passes} times where once would do.",
+                plan="Fuse consecutive loops over the same range whose bodies touch the same "
+                     "elements into one loop (checked: every shared array is indexed the same "
+                     "way in both), so intermediates stay in registers.",
+                risks="a fused body may vectorize worse than the simplest of its parts; "
+                      "register pressure"))
+        if strided:
+            out.append(Move(
+                "interchange", "interchange", 3.0, 0.8,
+                why=f"The innermost loop walks memory with a large stride ({where}), touching a "
+                    "new cache line per element.",
+                plan="Interchange the j and k loops of the matmul-like nest (i-j-k -> i-k-j): "
+                     "hoist a[i][k] into a register, zero the output row first, and stream rows "
+                     "of b and c with unit stride in the inner loop.",
+                risks="the output row is re-read k times (it stays in L1 for these sizes)"))
+            tile = ev.knobs.get("TILE", 32)
+            out.append(Move(
+                "tile", "tile", 2.0, 0.7, params={"knob": "TILE", "default": int(tile),
+                                                  "inner": "write"},
+                why=f"One side of the copy is strided ({where}): every access lands on a "
+                    "different cache line and lines are evicted before their neighbours are "
+                    "used.",
+                plan=f"Cache-block the nest in TILE x TILE tiles (TILE={tile}, a knob), so the "
+                     "strided side's lines are reused while they are in L1; inside a tile the "
+                     "innermost loop walks the written array contiguously.",
+                risks="tile-edge overhead on small or thin shapes"))
+        if ev.facts.restrict_missing:
+            vec = ev.vectorized()
+            out.append(Move(
+                "restrict", "restrict", 1.25 if vec is False else 1.08, 0.55,
+                why="The pointer parameters may alias as far as the compiler knows, so it must "
+                    "reload after every store or version loops with runtime overlap checks.",
+                plan="Declare the pointer parameters __restrict__ (the harness passes distinct "
+                     "buffers for inputs and outputs).",
+                risks="wrong results if a caller passed overlapping buffers (the op spec "
+                      "forbids it)"))
+        if "TILE" in ev.knobs and ev.kf is not None and "TILE" in ev.kf.body:
+            mv = self._tile_knob(ev)
+            if mv is not None:
+                out.append(mv)
+        return out
+
+    def _tile_knob(self, ev: Evidence) -> Move | None:
+        """One step of the TILE search, in the direction the cache size allows."""
+        t = int(ev.knobs["TILE"])
+        l1 = l1_data_bytes()
+        footprint = 2 * t * t * 4  # a read tile and a write tile of floats
+        if ev.bandwidth_pct is not None and ev.bandwidth_pct > 70:
+            return None  # already near the bandwidth roof: nothing for a tile size to win
+        if 2 * (2 * t) ** 2 * 4 <= l1:
+            new, why = 2 * t, (f"two {t}x{t} tiles take {footprint // 1024} KiB of the "
+                               f"{l1 // 1024} KiB L1: larger tiles amortize the tile loops and "
+                               "use longer contiguous runs")
+        elif footprint > l1:
+            new, why = max(8, t // 2), (f"two {t}x{t} tiles take {footprint // 1024} KiB, more "
+                                        f"than the {l1 // 1024} KiB L1")
+        else:
+            return None
+        return Move("knobs", "knob:TILE", 1.1, 0.45, type="knobs",
+                    params={"values": {"TILE": new}},
+                    why=f"The tile size decides what stays in L1: {why}.",
+                    plan=f"Set TILE {t} -> {new}.",
+                    risks="a worse size for shapes that are not multiples of the tile")
+
+    def _cuda(self, ev: Evidence) -> list[Move]:
+        out: list[Move] = []
+        if ev.facts.restrict_missing or "__ldg" not in (ev.kf.body if ev.kf else ""):
+            out.append(Move(
+                "ldg", "ldg", 1.15, 0.55,
+                why="Read-only inputs are loaded through the ordinary global path: without "
+                    "__restrict__ the compiler cannot prove they do not change, so it neither "
+                    "uses the read-only cache nor keeps loaded values.",
+                plan="Mark pointer parameters __restrict__ and route reads of const inputs "
+                     "through __ldg(&x[i]) (read-only data cache).",
+                risks="none if inputs and outputs never overlap (they do not in this harness)"))
+        return out

@@ -1,0 +1,411 @@
+"""The one place kernelcrew talks to an LLM: `ChatOpenAI` against any OpenAI-compatible
+endpoint, structured output with a fallback chain, retries with backoff, usage and a
+record of every call.
+
+- Structured output: `with_structured_output(schema, method=..., include_raw=True)`; the
+  method starts at `settings.structured_output` (default json_schema, which OpenAI, vLLM,
+  Ollama and llama.cpp accept). A server that refuses it with a 4xx (DeepSeek refuses
+  json_schema, llama.cpp without --jinja refuses tools) moves the client down the chain
+  json_schema -> function_calling -> json_mode; the method that worked is remembered
+  per endpoint and model for the rest of the process.
+- Transient failures (timeouts, connection errors, 429, 5xx) are retried with
+  exponential backoff; after `settings.retries` retries `LLMUnavailable` is raised, which
+  the graph turns into a clean stop with the best kernel kept.
+- Malformed or incomplete output (bad JSON, a missing field, a kernel that fails its own
+  checks, an answer cut off at the token limit) is asked for again once, with the error.
+- Every call's messages, response, usage and errors go to `<run_dir>/llm/`; the API key
+  never does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import openai
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from pydantic import BaseModel, ValidationError
+
+from kernelcrew.agents.llm.prompts import render
+from kernelcrew.agents.llm.settings import METHODS, LLMSettings, Method
+from kernelcrew.errors import AgentUnavailable
+
+MAX_BACKOFF_S = 30.0
+MAX_RETRY_AFTER_S = 60.0
+RAW_IN_REPAIR = 4000  # characters of the bad answer quoted back to the model
+
+Validator = Callable[[BaseModel], str | None]  # parsed answer -> error text, or None if usable
+
+
+class LLMUnavailable(AgentUnavailable):
+    """The LLM endpoint cannot be used: unreachable, not answering after retries, refusing
+    every structured-output method, or rejecting the credentials/model. One line."""
+
+
+# (endpoint, model) -> the structured-output method the server accepted
+_WORKING_METHOD: dict[tuple[str, str], Method] = {}
+_WM_LOCK = threading.Lock()
+
+
+def new_usage() -> dict[str, int]:
+    return {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0, "calls": 0}
+
+
+def add_usage(total: dict[str, int], usage: dict[str, int]) -> None:
+    for k in ("input_tokens", "output_tokens", "total_tokens"):
+        total[k] = total.get(k, 0) + int(usage.get(k, 0) or 0)
+    total["calls"] = total.get("calls", 0) + 1
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    text = re.sub(r"\s+", " ", str(text)).strip()
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def build_chat_model(settings: LLMSettings) -> Any:
+    """The `ChatOpenAI` for these settings; our own loop does the retries (max_retries=0)."""
+    from langchain_openai import ChatOpenAI
+
+    kwargs: dict[str, Any] = {
+        "model": settings.model, "base_url": settings.base_url, "api_key": settings.api_key,
+        "temperature": settings.temperature, "timeout": settings.timeout, "max_retries": 0,
+        "use_responses_api": False}
+    if settings.max_tokens:
+        kwargs["max_tokens"] = settings.max_tokens
+    return ChatOpenAI(**kwargs)
+
+
+def check_reachable(settings: LLMSettings, timeout: float = 5.0) -> None:
+    """Fail fast, in one line, when nothing listens at the endpoint.
+
+    Only a TCP connect: a server that accepts and then hangs is left to the request
+    timeouts, so that run still starts and stops cleanly with its best kernel.
+    """
+    url = urlparse(settings.endpoint)
+    host = url.hostname or ""
+    port = url.port or (443 if url.scheme == "https" else 80)
+    if urllib.request.getproxies() and not urllib.request.proxy_bypass(host):
+        return  # requests go through a proxy: a direct connect says nothing
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as e:
+        why = e.strerror or type(e).__name__
+        raise LLMUnavailable(f"LLM endpoint {settings.endpoint} is unreachable ({why}); start "
+                             "the server or fix --base-url / OPENAI_BASE_URL") from None
+
+
+def _status(e: Exception) -> int | None:
+    return getattr(e, "status_code", None)
+
+
+def _is_transient(e: Exception) -> bool:
+    if isinstance(e, openai.APIConnectionError | openai.RateLimitError |
+                  openai.InternalServerError):  # APITimeoutError is an APIConnectionError
+        return True
+    s = _status(e)
+    return s is not None and (s >= 500 or s in (408, 409, 425, 429))
+
+
+def _is_method_refusal(e: Exception) -> bool:
+    """A 400/422 that is not about the prompt's length: the server refuses the method."""
+    if not isinstance(e, openai.BadRequestError | openai.UnprocessableEntityError):
+        return False
+    msg = str(e).lower()
+    return not any(w in msg for w in ("context length", "context_length", "too long",
+                                      "maximum context", "exceed"))
+
+
+def _retry_after(e: Exception) -> float | None:
+    resp = getattr(e, "response", None)
+    try:
+        v = resp.headers.get("retry-after") if resp is not None else None
+        return min(float(v), MAX_RETRY_AFTER_S) if v else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _error_text(e: Exception) -> str:
+    s = _status(e)
+    body = getattr(e, "body", None)
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        body = body["error"]
+    if isinstance(body, dict) and body.get("message"):
+        body = str(body["message"])
+    else:
+        body = getattr(e, "message", None) or str(e) or type(e).__name__
+        body = re.sub(r"^Error code: \d+ - ", "", body)
+    if isinstance(e, openai.APITimeoutError):
+        return "request timed out"
+    if isinstance(e, openai.APIConnectionError):
+        cause = e.__cause__ or e.__context__
+        return f"connection error ({one_line(cause or body, 120)})"
+    return f"HTTP {s}: {one_line(body, 200)}" if s else one_line(body, 200)
+
+
+def _raw_text(raw: Any) -> str:
+    """The model's answer as text, whatever the method (content or tool-call arguments)."""
+    if raw is None:
+        return ""
+    calls = getattr(raw, "tool_calls", None) or []
+    if calls:
+        return json.dumps(calls[0].get("args", {}))
+    bad = getattr(raw, "invalid_tool_calls", None) or []
+    if bad:
+        return str(bad[0].get("args") or "")
+    content = getattr(raw, "content", "")
+    if isinstance(content, list):
+        return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+    return str(content or "")
+
+
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
+_JSON_FENCE = re.compile(r"```(?:json|JSON)?[ \t]*\n(.*?)\n?```", re.DOTALL)
+
+
+def json_text(text: str) -> str:
+    """The JSON in an answer: without <think> blocks, Markdown fences or prose around it."""
+    t = _THINK.sub("", text).strip()
+    if t.startswith("{"):
+        return t
+    m = _JSON_FENCE.search(t)
+    if m:
+        return m.group(1).strip()
+    if "{" in t and "}" in t:
+        return t[t.index("{"): t.rindex("}") + 1]
+    return t
+
+
+def _stopped_text(finish: str | None, text: str) -> str:
+    if finish == "content_filter":
+        return "The answer was stopped by the server's content filter."
+    valid = ""
+    try:
+        json.loads(json_text(text))
+    except json.JSONDecodeError:
+        valid = " and is not valid JSON"
+    return ("The answer was cut off at the output token limit (finish_reason=length)"
+            f"{valid}: keep the plan short and send the whole kernel file.")
+
+
+def _usage(raw: Any) -> dict[str, int]:
+    um = getattr(raw, "usage_metadata", None) or {}
+    return {k: int(um.get(k, 0) or 0) for k in ("input_tokens", "output_tokens", "total_tokens")}
+
+
+def _validation_text(e: ValidationError) -> str:
+    parts = []
+    for err in e.errors()[:4]:
+        loc = ".".join(str(p) for p in err["loc"]) or "answer"
+        parts.append(f"field '{loc}': {err['msg']}")
+    return "; ".join(parts)
+
+
+def schema_dict(schema: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema sent to the server (a dict, so parsing stays ours for all methods)."""
+    d = schema.model_json_schema()
+    d["title"] = schema.__name__
+    d.setdefault("description", (schema.__doc__ or schema.__name__).strip().splitlines()[0])
+    return d
+
+
+class LLMClient:
+    """Structured calls for one agent, with usage, retries, fallbacks and call records."""
+
+    def __init__(self, settings: LLMSettings, *, agent: str, run_dir: str | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.settings = settings
+        self.agent = agent
+        self.run_dir = run_dir
+        self.model = build_chat_model(settings)
+        self.sleep = sleep
+        self.usage = new_usage()
+        self.files: list[str] = []
+        self.last_error: str | None = None
+
+    def reset(self, run_dir: str | None = None) -> None:
+        """Start a new propose/revise: usage and call records from zero."""
+        self.usage = new_usage()
+        self.files = []
+        self.last_error = None
+        if run_dir is not None:
+            self.run_dir = run_dir
+
+    # -- public -----------------------------------------------------------------------
+    def ask(self, messages: list[BaseMessage], schema: type[BaseModel], *, step: str,
+            iteration: int = 0, validate: Validator | None = None) -> BaseModel | None:
+        """One structured answer, or None when it is still unusable after one repair."""
+        parsed, error, raw = self._call(messages, schema, step=step, iteration=iteration)
+        if parsed is not None and validate is not None:
+            error = validate(parsed)
+            parsed = None if error else parsed
+        if parsed is not None:
+            return parsed
+        repair = HumanMessage(render("repair.md", step=step, error=error or "unusable answer",
+                                     previous=raw[:RAW_IN_REPAIR] or "(empty)"))
+        parsed, error, _ = self._call([*messages, repair], schema, step=step,
+                                      iteration=iteration, repair_of=error)
+        if parsed is not None and validate is not None:
+            error = validate(parsed)
+            parsed = None if error else parsed
+        if parsed is None:
+            self.last_error = f"{step}: unusable answer after one repair: {error}"
+        return parsed
+
+    # -- one logical call: method fallbacks and transport retries ------------------------
+    def _method_chain(self) -> list[Method]:
+        key = (self.settings.endpoint, self.settings.model)
+        with _WM_LOCK:
+            first = _WORKING_METHOD.get(key, self.settings.structured_output)
+        return list(METHODS[METHODS.index(first):])
+
+    def _call(self, messages: list[BaseMessage], schema: type[BaseModel], *, step: str,
+              iteration: int, repair_of: str | None = None
+              ) -> tuple[BaseModel | None, str | None, str]:
+        record: dict[str, Any] = {
+            "agent": self.agent, "iteration": iteration, "step": step,
+            "model": self.settings.model, "endpoint": self.settings.endpoint,
+            "repair_of": repair_of, "attempts": [], "messages": None, "response": None,
+            "parsed": None, "error": None, "usage": None}
+        t_start = time.monotonic()
+        chain = self._method_chain()
+        m_idx, retries = 0, 0
+        try:
+            while True:
+                method = chain[m_idx]
+                msgs = self._for_method(messages, schema, method)
+                record["method"] = method
+                record["messages"] = [{"role": m.type, "content": str(m.content)} for m in msgs]
+                t0 = time.monotonic()
+                try:
+                    runnable = self.model.with_structured_output(
+                        schema_dict(schema), method=method, include_raw=True)
+                    out = runnable.invoke(msgs, config={
+                        "run_name": f"kernelcrew.{self.agent}.{step}",
+                        "tags": ["kernelcrew", self.agent, step],
+                        "metadata": {"agent": self.agent, "step": step, "iteration": iteration,
+                                     "method": method}})
+                except openai.APIError as e:
+                    why = _error_text(e)
+                    record["attempts"].append({"method": method, "error": why,
+                                               "seconds": round(time.monotonic() - t0, 3)})
+                    if _is_method_refusal(e) and m_idx + 1 < len(chain):
+                        m_idx += 1  # the server refuses this method: next one, no backoff
+                        continue
+                    if _is_method_refusal(e):
+                        raise LLMUnavailable(
+                            f"LLM endpoint {self.settings.endpoint} refuses structured output "
+                            f"({', '.join(chain)}); last answer {why}") from None
+                    if _is_transient(e) and retries < self.settings.retries:
+                        delay = min(MAX_BACKOFF_S, self.settings.backoff_s * 2 ** retries)
+                        delay = max(delay, _retry_after(e) or 0.0)
+                        retries += 1
+                        self.sleep(delay)
+                        continue
+                    tries = f" after {retries + 1} attempts" if _is_transient(e) else ""
+                    raise LLMUnavailable(
+                        f"LLM endpoint {self.settings.endpoint} (model {self.settings.model}) "
+                        f"failed{tries}: {why}") from None
+                except (openai.LengthFinishReasonError,
+                        openai.ContentFilterFinishReasonError) as e:
+                    # the SDK's json_schema parsing refuses a cut-off answer: it still is an
+                    # answer (usage counted) that goes back to the model once
+                    out = {"stopped": e}
+                except Exception as e:  # noqa: BLE001 - a 200 that is no chat completion
+                    # (a proxy's HTML page, a server speaking another API): a clean stop
+                    raise LLMUnavailable(
+                        f"LLM endpoint {self.settings.endpoint} sent a response that is not an "
+                        f"OpenAI chat completion ({type(e).__name__}: {one_line(e, 120)}); "
+                        "check --base-url (it usually ends in /v1)") from None
+                record["attempts"].append({"method": method, "error": None,
+                                           "seconds": round(time.monotonic() - t0, 3)})
+                break
+            with _WM_LOCK:
+                _WORKING_METHOD[(self.settings.endpoint, self.settings.model)] = method
+            if "stopped" in out:
+                comp = out["stopped"].completion
+                u = comp.usage
+                usage = {"input_tokens": u.prompt_tokens if u else 0,
+                         "output_tokens": u.completion_tokens if u else 0,
+                         "total_tokens": u.total_tokens if u else 0}
+                text = comp.choices[0].message.content or "" if comp.choices else ""
+                finish = comp.choices[0].finish_reason if comp.choices else "length"
+                parsed, error = None, _stopped_text(finish, text)
+            else:
+                raw = out.get("raw")
+                if out.get("parsing_error") is not None:  # langchain's view, for the record
+                    record["parsing_error"] = one_line(out["parsing_error"])
+                usage = _usage(raw)
+                text = _raw_text(raw)
+                parsed, error = self._parse(out, schema, text, raw)
+            add_usage(self.usage, usage)
+            record["response"] = text
+            record["usage"] = usage
+            record["cost_usd"] = self.settings.cost_usd(usage)
+            record["parsed"] = parsed.model_dump() if parsed is not None else None
+            record["error"] = error
+            return parsed, error, text
+        except LLMUnavailable as e:
+            record["error"] = str(e)
+            raise
+        finally:
+            record["seconds"] = round(time.monotonic() - t_start, 3)
+            self._write(record)
+
+    @staticmethod
+    def _for_method(messages: list[BaseMessage], schema: type[BaseModel], method: Method
+                    ) -> list[BaseMessage]:
+        if method != "json_mode":
+            return list(messages)
+        # JSON mode constrains the syntax only: the schema has to be in the prompt
+        hint = SystemMessage(render("json_mode.md",
+                                    schema=json.dumps(schema_dict(schema), indent=1)))
+        return [*messages, hint]
+
+    @staticmethod
+    def _parse(out: dict, schema: type[BaseModel], text: str, raw: Any
+               ) -> tuple[BaseModel | None, str | None]:
+        """Strict JSON (langchain's parser accepts partial JSON: a cut-off answer would
+        pass), after removing what local models wrap around it (think tags, fences)."""
+        finish = (getattr(raw, "response_metadata", None) or {}).get("finish_reason")
+        cut = " " + _stopped_text(finish, text) if finish in ("length", "content_filter") else ""
+        try:
+            data = json.loads(json_text(text))
+        except json.JSONDecodeError as e:
+            return None, (f"the answer is not valid JSON ({e.msg} at line {e.lineno} "
+                          f"column {e.colno}).{cut}")
+        if not isinstance(data, dict):
+            return None, f"the answer must be one JSON object, not {type(data).__name__}.{cut}"
+        try:
+            return schema.model_validate(data), None
+        except ValidationError as e:
+            return None, f"the answer does not match the schema: {_validation_text(e)}.{cut}"
+
+    def _write(self, record: dict[str, Any]) -> None:
+        if not self.run_dir:
+            return
+        folder = Path(self.run_dir) / "llm"
+        folder.mkdir(parents=True, exist_ok=True)
+        stem = f"{record['iteration']:02d}-{self.agent}"
+        n = len(list(folder.glob(f"{stem}-*.json")))
+        data = json.dumps(record, indent=1, default=str).encode()
+        while True:  # O_EXCL: parallel agents and resumed runs never overwrite a record
+            path = folder / f"{stem}-{n}.json"
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                n += 1
+                continue
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            break
+        self.files.append(str(path))

@@ -1,0 +1,371 @@
+"""LLM specialists: read the code and the profile, plan, then write the whole kernel file.
+
+Each propose/revise is two visible `model.invoke` calls (through `LLMClient.ask`):
+1. plan: the bottleneck (at most three sentences), the plan, the kind of change, expected
+   gain, risks, confidence; recorded before any code is written;
+2. code: the complete kernel file (front matter included) following that plan.
+A compile error goes back with the normalized errors (same plan, fix the code); after
+three compile failures in a row the agent revises its plan first.
+
+After each call the graph reads `last_usage` (input/output/total tokens, calls),
+`last_prompt_file` (the record of the last call under `<run_dir>/llm/`), `last_prompt_files`,
+`last_context` (the context budget report) and `last_plan`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from pydantic import BaseModel, Field
+
+from kernelcrew.agents.context import AgentContext
+from kernelcrew.agents.llm.client import LLMClient, new_usage
+from kernelcrew.agents.llm.focus import FocusedContext, build_context
+from kernelcrew.agents.llm.prompts import has_prompt, render
+from kernelcrew.agents.llm.settings import LLMSettings
+from kernelcrew.agents.proposal import Change, Proposal
+from kernelcrew.errors import InputError
+from kernelcrew.kernels.kernelfile import KernelFile, parse_kernel_text
+
+FIELDS: dict[str, str] = {  # specialist name -> field (its prompt file is <field>.md)
+    "memory_access": "memory_access",
+    "loop": "loop",
+    "compiler_flags": "compiler_flags",
+}
+FIELD_WORDS = {"memory_access": "memory traffic and access patterns (LLM)",
+               "loop": "loops, parallelism and occupancy (LLM)",
+               "compiler_flags": "compiler flags, knobs and vectorization (LLM)"}
+MAX_COMPILE_TRIES = 3
+MAX_GAIN = 10.0
+REPLAN_MARK = "revise your plan"
+
+
+class PlanAnswer(BaseModel):
+    """The plan for one change to the kernel, before any code is written."""
+
+    bottleneck: str = Field(description="what limits the current best kernel, at most three "
+                                        "sentences, citing the numbers")
+    plan: str = Field(description="the concrete steps of the change, numbered and short")
+    kind: str = Field(description="short tag of the change, e.g. omp_parallel, simd, restrict, "
+                                  "unroll, tiling, interchange, fusion, flags, knob:BLOCK")
+    change_type: str = Field(description='"source", "flags" or "knobs"')
+    expected_gain: float = Field(description="expected speedup factor over the current best, "
+                                             "1.0 = none")
+    risks: str = Field(description="what could make it wrong or slower")
+    confidence: float = Field(default=0.5, description="0 to 1")
+
+
+class KernelAnswer(BaseModel):
+    """The complete kernel file that carries out the plan."""
+
+    kernel: str = Field(description="the complete kernel file, starting with the `/* kernelcrew` "
+                                    "front matter, nothing omitted")
+    expected_gain: float = Field(description="expected speedup factor over the current best")
+    risks: str = Field(description="what could make it wrong or slower")
+    confidence: float = Field(default=0.5, description="0 to 1")
+
+
+_FENCE = re.compile(r"\A\s*```[\w+-]*[ \t]*\n(?P<body>.*?)\n?```\s*\Z", re.DOTALL)
+_LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\([^)]*\)")
+_GLOBAL_FN = re.compile(r"__global__\s+(?:static\s+|inline\s+)*void\s+(\w+)\s*\(")
+
+
+def clean_kernel(text: str) -> str:
+    """The kernel text without a Markdown fence around it, ending in one newline."""
+    m = _FENCE.match(text)
+    if m:
+        text = m.group("body")
+    return text.strip("\n") + "\n"
+
+
+def _parse(text: str, backend: str) -> KernelFile | None:
+    try:
+        return parse_kernel_text(text, "cuda" if backend == "cuda" else "cpu")
+    except InputError:
+        return None
+
+
+def check_kernel(text: str, ctx: AgentContext) -> str | None:
+    """Why a kernel file written by the model cannot be used as it is, or None."""
+    backend = "cuda" if ctx.backend == "cuda" else "cpu"
+    try:
+        kf = parse_kernel_text(text, backend)
+    except InputError as e:
+        return f"the kernel file is not usable: {e}"
+    body = kf.body
+    if body.count("{") != body.count("}") or body.count("(") != body.count(")"):
+        return ("the kernel file looks incomplete (unbalanced braces or parentheses): send the "
+                "whole file")
+    base = _parse(ctx.kernel, backend)
+    if backend == "cpu":
+        entry = kf.meta.entry or ""
+        if base is not None and base.meta.entry and entry != base.meta.entry:
+            return (f"the entry must stay `{base.meta.entry}` (the front matter says "
+                    f"`{entry}`): the operator's interface cannot change")
+        if not re.search(rf"\b{re.escape(entry)}\s*\(", body):
+            return f"the source does not define the entry function `{entry}`"
+    else:
+        declared = {ln.kernel for ln in kf.meta.launch}
+        defined = set(_GLOBAL_FN.findall(_LAUNCH_BOUNDS.sub("", body)))
+        extra = sorted(defined - declared)
+        if extra:
+            return (f"kernel(s) {', '.join(extra)} are defined but not in the launch plan; "
+                    "every __global__ function must be launched by the front matter")
+        missing = sorted(declared - defined)
+        if missing:
+            return (f"the launch plan names kernel(s) {', '.join(missing)} that the source "
+                    "does not define")
+    if text.strip() == ctx.kernel.strip():
+        return "the kernel is identical to the current best: carry out the plan's change"
+    return None
+
+
+def _check_plan(p: PlanAnswer) -> str | None:
+    if not p.plan.strip() or not p.bottleneck.strip():
+        return "the bottleneck and the plan must not be empty"
+    return None
+
+
+def _kind(text: str, fallback: str) -> str:
+    k = re.sub(r"[^a-z0-9_:+\-]+", "_", text.strip().lower()).strip("_")
+    return k[:40] or fallback
+
+
+def _clamp(v: float, lo: float, hi: float) -> float:
+    try:
+        return min(hi, max(lo, float(v)))
+    except (TypeError, ValueError):
+        return lo
+
+
+class LLMSpecialist:
+    """A specialist whose proposals are written by an LLM (policy "llm")."""
+
+    def __init__(self, name: str, focus: str | None = None, *,
+                 settings: dict[str, Any] | LLMSettings | None = None,
+                 run_dir: str | None = None) -> None:
+        self.name = name
+        self.focus = focus or FIELDS.get(name, name)  # prompt file and context focus
+        self.field = FIELD_WORDS.get(self.focus, self.focus)  # the protocol's one line
+        self._settings_in = settings
+        self._settings: LLMSettings | None = settings if isinstance(settings, LLMSettings) \
+            else None
+        self.run_dir = run_dir
+        self._client: LLMClient | None = None
+        self._planned: tuple[int, PlanAnswer] | None = None
+        self.last_usage: dict[str, int] = new_usage()
+        self.last_prompt_file: str | None = None
+        self.last_prompt_files: list[str] = []
+        self.last_context: dict[str, Any] | None = None
+        self.last_plan: dict[str, Any] | None = None
+        self.last_error: str | None = None
+
+    def __repr__(self) -> str:
+        return f"LLMSpecialist({self.name!r}, focus={self.focus!r})"
+
+    # -- settings --------------------------------------------------------------------------
+    def configure(self, settings: dict[str, Any] | LLMSettings | None = None,
+                  run_dir: str | None = None) -> LLMSpecialist:
+        """Give the agent the run's LLM settings (`RunContext.llm`) and run directory."""
+        if settings is not None and settings != self._settings_in:
+            self._settings_in = settings
+            self._settings = settings if isinstance(settings, LLMSettings) else None
+            self._client = None  # new settings: a new ChatOpenAI on the next call
+        if run_dir is not None:
+            self.run_dir = run_dir
+        return self
+
+    @property
+    def settings(self) -> LLMSettings:
+        if self._settings is None:
+            src = self._settings_in if isinstance(self._settings_in, dict) else None
+            self._settings = LLMSettings.resolve(src)
+        return self._settings
+
+    def _begin(self, ctx: AgentContext, *, keep: bool = False) -> LLMClient:
+        if self._client is None:
+            self._client = LLMClient(self.settings, agent=self.name, run_dir=self.run_dir)
+        run_dir = ctx.run_dir or self.run_dir
+        if keep:
+            self._client.run_dir = run_dir or self._client.run_dir
+        else:
+            self._client.reset(run_dir=run_dir)
+            self.last_error = None
+        return self._client
+
+    def _end(self, client: LLMClient) -> None:
+        usage = dict(client.usage)
+        cost = self.settings.cost_usd(usage)
+        if cost is not None:
+            usage["cost_microusd"] = round(cost * 1e6)
+        self.last_usage = usage
+        self.last_prompt_files = list(client.files)
+        self.last_prompt_file = client.files[-1] if client.files else None
+        self.last_error = client.last_error or self.last_error
+
+    # -- prompts ---------------------------------------------------------------------------
+    def system_prompt(self, ctx: AgentContext) -> str:
+        from kernelcrew.kernels.policy import CPU_INCLUDES, CUDA_INCLUDES
+
+        role_file = f"{self.focus}.md"
+        role = render(role_file) if has_prompt(role_file) else render(
+            "specialist.md", name=self.name, field=self.field)
+        cuda = ctx.backend == "cuda"
+        entry = (_parse(ctx.kernel, ctx.backend) or None)
+        entry_name = entry.meta.entry if entry is not None and entry.meta.entry else ctx.op
+        launch_rule = (
+            "Every `__global__` function you write must be listed in the front matter's "
+            "`launch:` plan, and every launch there must be defined in the file."
+            if cuda else
+            f"On the CPU keep exactly one exported `extern \"C\"` function, the entry "
+            f"`{entry_name}`; helpers must be `static` or `inline`.")
+        rules = render("rules.md", signature=ctx.signature, tolerance=ctx.tolerance,
+                       launch_rule=launch_rule,
+                       headers=", ".join(sorted(CUDA_INCLUDES if cuda else CPU_INCLUDES)),
+                       format=render("format_cuda.md" if cuda else "format_cpu.md"))
+        return f"{role}\n\n{rules}"
+
+    def _messages(self, system: str, built: FocusedContext, step: str) -> list[BaseMessage]:
+        return [SystemMessage(system), HumanMessage(f"{built.text}\n\n{step}")]
+
+    def _context(self, ctx: AgentContext, failed: Proposal | None = None) -> FocusedContext:
+        built = build_context(ctx, self.focus, budget=self.settings.context_budget,
+                              failed=failed)
+        self.last_context = built.report()
+        return built
+
+    # -- the two calls ---------------------------------------------------------------------
+    def _plan(self, client: LLMClient, system: str, built: FocusedContext, ctx: AgentContext,
+              step: str) -> PlanAnswer | None:
+        ans = client.ask(self._messages(system, built, step), PlanAnswer, step="plan",
+                         iteration=ctx.iteration, validate=_check_plan)
+        if isinstance(ans, PlanAnswer):
+            self.last_plan = {**ans.model_dump(), "file": client.files[-1] if client.files
+                              else None}
+            return ans
+        return None
+
+    def _code(self, client: LLMClient, system: str, built: FocusedContext, ctx: AgentContext,
+              plan: PlanAnswer, step: str) -> Proposal | None:
+        def usable(ans: BaseModel) -> str | None:
+            assert isinstance(ans, KernelAnswer)
+            ans.kernel = clean_kernel(ans.kernel)
+            return check_kernel(ans.kernel, ctx)
+
+        ans = client.ask(self._messages(system, built, step), KernelAnswer, step="code",
+                         iteration=ctx.iteration, validate=usable)
+        if not isinstance(ans, KernelAnswer):
+            return None
+        return self._proposal(ctx, plan, ans)
+
+    def _proposal(self, ctx: AgentContext, plan: PlanAnswer, ans: KernelAnswer) -> Proposal:
+        new = _parse(ans.kernel, ctx.backend)
+        old = _parse(ctx.kernel, ctx.backend)
+        flags = knobs = None
+        ctype = "source"
+        if new is not None and old is not None:
+            if new.meta.flags != old.meta.flags:
+                flags = list(new.meta.flags)
+            if new.meta.knobs != old.meta.knobs:
+                knobs = dict(new.meta.knobs)
+            if new.body.strip() == old.body.strip() and new.meta.launch == old.meta.launch \
+                    and new.meta.temps == old.meta.temps:
+                ctype = "flags" if flags is not None else "knobs"
+        regions: list[str] = []
+        if ctype == "source":
+            try:
+                from kernelcrew.agents.transforms import changed_regions
+
+                regions = changed_regions(ctx.kernel, ans.kernel)
+            except ImportError:
+                regions = []
+        return Proposal(
+            author=self.name, bottleneck=plan.bottleneck, plan=plan.plan,
+            change=Change(type=ctype, kind=_kind(plan.kind, self.focus), kernel=ans.kernel,
+                          flags=flags, knobs=knobs, regions=regions),
+            expected_gain=_clamp(ans.expected_gain or plan.expected_gain, 0.0, MAX_GAIN),
+            risks=ans.risks or plan.risks,
+            confidence=_clamp(ans.confidence, 0.0, 1.0))
+
+    # -- the Specialist protocol -----------------------------------------------------------
+    def plan(self, ctx: AgentContext) -> str:
+        """Plan only (the crew plans first after repeated compile failures)."""
+        client = self._begin(ctx)
+        try:
+            built = self._context(ctx)
+            extra = ("\nThe crew's last candidates failed to compile three times in a row: "
+                     "choose a change you can write correctly, and say how it avoids the "
+                     "errors seen.")
+            p = self._plan(client, self.system_prompt(ctx), built, ctx,
+                           render("step_plan.md", extra=extra))
+            if p is None:
+                return ""
+            self._planned = (ctx.iteration, p)
+            return f"{p.kind}: {p.plan}"
+        finally:
+            self._end(client)
+
+    def propose(self, ctx: AgentContext) -> list[Proposal]:
+        planned = self._planned if self._planned and self._planned[0] == ctx.iteration \
+            else None
+        self._planned = None
+        client = self._begin(ctx, keep=planned is not None)
+        try:
+            built = self._context(ctx)
+            system = self.system_prompt(ctx)
+            plan = planned[1] if planned else self._plan(
+                client, system, built, ctx, render("step_plan.md", extra=""))
+            if plan is None:
+                return []
+            prop = self._code(client, system, built, ctx, plan,
+                              render("step_code.md", plan=_plan_text(plan)))
+            return [prop] if prop is not None else []
+        finally:
+            self._end(client)
+
+    def revise(self, ctx: AgentContext, failed: Proposal) -> Proposal | None:
+        """A new candidate after a compile error; after 3 in a row, a new plan first."""
+        client = self._begin(ctx)
+        try:
+            fb = ctx.feedback
+            attempt = fb.attempt if fb is not None else 1
+            replan = fb is not None and fb.kind == "compile-error" and (
+                attempt >= MAX_COMPILE_TRIES or REPLAN_MARK in fb.message.lower())
+            built = self._context(ctx, failed=failed)
+            system = self.system_prompt(ctx)
+            if replan:
+                plan = self._plan(client, system, built, ctx, render(
+                    "step_replan.md", attempt=max(attempt, MAX_COMPILE_TRIES),
+                    plan=failed.plan))
+                if plan is None:
+                    return None
+                step = render("step_code.md", plan=_plan_text(plan))
+            else:
+                plan = PlanAnswer(bottleneck=failed.bottleneck, plan=failed.plan,
+                                  kind=failed.change.kind, change_type=failed.change.type,
+                                  expected_gain=failed.expected_gain, risks=failed.risks,
+                                  confidence=failed.confidence)
+                step = render("step_fix.md", attempt=attempt, max_attempts=MAX_COMPILE_TRIES,
+                              plan=_plan_text(plan))
+            return self._code(client, system, built, ctx, plan, step)
+        finally:
+            self._end(client)
+
+
+def _plan_text(p: PlanAnswer) -> str:
+    return (f"Bottleneck: {p.bottleneck}\nPlan ({p.kind}, {p.change_type}):\n{p.plan}\n"
+            f"Expected gain: {p.expected_gain:g}x. Risks: {p.risks}")
+
+
+def make_specialist(name: str, **kwargs: Any) -> LLMSpecialist:
+    """The LLM version of a named specialist (settings default to the environment)."""
+    return LLMSpecialist(name, FIELDS.get(name), **kwargs)
+
+
+# read by kernelcrew.agents.specialist (POLICY_MODULES["llm"]): name -> zero-argument factory
+SPECIALISTS: dict[str, Callable[[], LLMSpecialist]] = {
+    name: partial(make_specialist, name) for name in FIELDS}

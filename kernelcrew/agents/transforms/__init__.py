@@ -1,0 +1,428 @@
+"""Named, re-appliable transformations of whole kernel files.
+
+A transformation takes a kernel file's text and parameters and returns the new kernel file
+text (front matter kept valid: flags such as -fopenmp follow the pragmas, knobs the macros
+the source uses), or None when it does not apply to that text. Because they are named, a
+proposal's change can be replayed on another base: `apply_change(change, text)`. The
+coordinator relies on this to merge compatible proposals into one candidate.
+
+Body-level functions (`str -> str | None`) live in `loops` (C++ and shared) and `cuda`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from kernelcrew.agents.transforms import cuda as cuda_tf
+from kernelcrew.agents.transforms import loops as loops_tf
+from kernelcrew.agents.transforms.cst import Source, all_loops, functions, loops_in, walk
+from kernelcrew.agents.transforms.cuda import grid_stride, launch_bounds, ldg
+from kernelcrew.agents.transforms.loops import (
+    add_restrict,
+    fuse_loops,
+    interchange,
+    omp_parallel_outer,
+    omp_simd_inner,
+    tile,
+    unroll,
+)
+from kernelcrew.errors import InputError
+from kernelcrew.kernels.kernelfile import (
+    FrontMatter,
+    KernelFile,
+    Launch,
+    parse_kernel_text,
+    render,
+)
+
+__all__ = [
+    "TRANSFORMS",
+    "Outcome",
+    "Transform",
+    "add_restrict",
+    "apply_change",
+    "apply_transform",
+    "changed_regions",
+    "edit_flags",
+    "entries",
+    "fuse_loops",
+    "grid_stride",
+    "interchange",
+    "launch_bounds",
+    "ldg",
+    "omp_parallel_outer",
+    "omp_simd_inner",
+    "parse_any",
+    "set_block",
+    "tile",
+    "transform_names",
+    "unroll",
+]
+
+
+@dataclass
+class Outcome:
+    """What a transformation changes in a kernel file; None fields stay as they were."""
+
+    body: str | None = None
+    flags: list[str] | None = None
+    knobs: dict[str, int | float] | None = None
+    launch: list[Launch] | None = None
+
+
+@dataclass(frozen=True)
+class Transform:
+    name: str
+    kind: str  # the Change.kind it produces
+    backends: tuple[str, ...]
+    run: Callable[[KernelFile, dict[str, Any]], Outcome | None]
+    doc: str = ""
+    params: dict[str, Any] = field(default_factory=dict)  # parameter -> default
+
+
+TRANSFORMS: dict[str, Transform] = {}
+
+
+def _register(name: str, kind: str, backends: tuple[str, ...], doc: str, **defaults: Any):
+    def deco(fn: Callable[[KernelFile, dict[str, Any]], Outcome | None]):
+        TRANSFORMS[name] = Transform(name, kind, backends, fn, doc, defaults)
+        return fn
+
+    return deco
+
+
+def transform_names(backend: str | None = None) -> list[str]:
+    return [n for n, t in TRANSFORMS.items() if backend is None or backend in t.backends]
+
+
+# ---------------------------------------------------------------- kernel files
+
+def parse_any(kernel_text: str) -> KernelFile:
+    """Parse a kernel file whose backend is not known: a `launch:` list means CUDA."""
+    m = re.match(r"\A\s*/\*\s*kernelcrew[ \t]*\n(?P<yaml>.*?)\*/", kernel_text, re.DOTALL)
+    try:
+        data = yaml.safe_load(m.group("yaml")) if m else None
+    except yaml.YAMLError:
+        data = None
+    backend = "cuda" if isinstance(data, dict) and data.get("launch") else "cpu"
+    return parse_kernel_text(kernel_text, backend)
+
+
+def entries(kf: KernelFile) -> list[str]:
+    """The functions a transformation works on: the CPU entry or every launched kernel."""
+    if kf.backend == "cpu":
+        return [kf.meta.entry] if kf.meta.entry else []
+    return list(dict.fromkeys(lc.kernel for lc in kf.meta.launch))
+
+
+_OPT = re.compile(r"^-O(\d|s|fast)$")
+_MAXRREG = re.compile(r"^--?maxrregcount=\d+$")
+
+
+def edit_flags(flags: list[str], add: list[str] | tuple[str, ...] = (),
+               remove: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """Add and remove flags; an added -O level or -maxrregcount replaces the old one."""
+    out = [f for f in flags if f not in remove]
+    for f in add:
+        if _OPT.match(f):
+            out = [g for g in out if not _OPT.match(g)]
+        if _MAXRREG.match(f):
+            out = [g for g in out if not _MAXRREG.match(g)]
+        if f not in out:
+            out.append(f)
+    return out
+
+
+def _openmp_flags(body: str, flags: list[str]) -> list[str]:
+    """-fopenmp when the source has OpenMP threading pragmas, -fopenmp-simd for simd only."""
+    clean = Source(body)
+    pragmas = [clean.text_of(n) for n in walk(clean.root) if n.type == "preproc_call"]
+    threads = any(re.search(r"#\s*pragma\s+omp\s+(parallel|for|task|single|critical|atomic)",
+                            p) for p in pragmas)
+    simd = any(re.search(r"#\s*pragma\s+omp\b.*\bsimd\b", p) for p in pragmas)
+    if threads:
+        return edit_flags(flags, add=["-fopenmp"], remove=["-fopenmp-simd"])
+    if simd and "-fopenmp" not in flags:
+        return edit_flags(flags, add=["-fopenmp-simd"])
+    return flags
+
+
+def _render(kf: KernelFile, out: Outcome) -> str:
+    meta: FrontMatter = kf.meta.model_copy(deep=True)
+    body = kf.body if out.body is None else out.body
+    flags = list(meta.flags) if out.flags is None else list(out.flags)
+    if kf.backend == "cpu":
+        flags = _openmp_flags(body, flags)
+    meta.flags = flags
+    if out.knobs:
+        meta.knobs = {**meta.knobs, **out.knobs}
+    if out.launch is not None:
+        meta.launch = out.launch
+    return render(meta, body)
+
+
+def apply_transform(name: str, kernel_text: str, params: dict[str, Any] | None = None
+                    ) -> str | None:
+    """Run a named transformation on a kernel file's text; None when it does not apply
+    (or the result would not be a valid kernel file)."""
+    t = TRANSFORMS.get(name)
+    if t is None:
+        raise KeyError(f"unknown transform {name!r}; known: {', '.join(TRANSFORMS)}")
+    try:
+        kf = parse_any(kernel_text)
+    except InputError:
+        return None
+    if kf.backend not in t.backends:
+        return None
+    out = t.run(kf, {**t.params, **(params or {})})
+    if out is None:
+        return None
+    text = _render(kf, out)
+    try:
+        new = parse_kernel_text(text, kf.backend)
+    except InputError:
+        return None
+    return None if new.text == kf.text else new.text
+
+
+def apply_change(change: Any, kernel_text: str) -> str | None:
+    """Re-apply a proposal's change to another kernel file text (the coordinator's merge).
+    Uses `change.transform`/`change.params` when set; flag and knob changes without a
+    transform are replayed from `change.flags`/`change.knobs`. None: cannot be replayed
+    on this text (a free-form rewrite, or the transformation no longer applies)."""
+    name = getattr(change, "transform", None)
+    params = getattr(change, "params", None) or {}
+    if name:
+        return apply_transform(name, kernel_text, params)
+    if change.type == "flags" and change.flags is not None:
+        return apply_transform("flags", kernel_text, {"set": list(change.flags)})
+    if change.type == "knobs" and change.knobs:
+        return apply_transform("knobs", kernel_text, {"values": dict(change.knobs)})
+    return None
+
+
+def set_block(kernel_text: str, block: int, knob: str = "BLOCK") -> str | None:
+    """A CUDA kernel file with its block-size knob set to `block` (None: no such knob)."""
+    try:
+        if knob not in parse_any(kernel_text).meta.knobs:
+            return None
+    except InputError:
+        return None
+    return apply_transform("knobs", kernel_text, {"values": {knob: int(block)}})
+
+
+def changed_regions(base_text: str, new_text: str) -> list[str]:
+    """Which code regions a change touched, for the coordinator's conflict check:
+    `loop@LINE` (LINE of the loop's `for` in the base file) for a loop whose lines changed or
+    that got lines inserted before it (pragmas) or after its body (a versioned copy),
+    `fn@LINE` for a function's other lines. Re-indentation alone is not a change."""
+    try:
+        base, new = parse_any(base_text), parse_any(new_text)
+    except InputError:
+        return []
+    offset = base_text[: len(base_text) - len(base.body)].count("\n")
+    a = [ln.strip() for ln in base.body.splitlines()]
+    b = [ln.strip() for ln in new.body.splitlines()]
+    s = Source(base.body)
+    spans: list[tuple[str, int, int]] = []
+    for fn in functions(s):
+        body = fn.child_by_field_name("body")
+        if body is not None:  # the declarator, up to the line with the body's `{`
+            spans.append(("signature", fn.start_point.row, body.start_point.row))
+        spans.append(("fn", fn.start_point.row, fn.end_point.row))
+        if body is not None:
+            for lp in all_loops(loops_in(body)):
+                spans.append(("loop", lp.node.start_point.row, lp.node.end_point.row))
+
+    def innermost(row: int) -> tuple[str, int, int] | None:
+        best = None
+        for sp in spans:
+            if sp[1] <= row <= sp[2] and (best is None or sp[2] - sp[1] <= best[2] - best[1]):
+                best = sp
+        return best
+
+    hits: list[tuple[str, int, int]] = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if op == "equal":
+            continue
+        if all(ln in ("", "}", "{") for ln in a[i1:i2] + b[j1:j2]):
+            continue  # braces moved around a rewritten block: not a region of its own
+        if op == "insert":
+            starting = [sp for sp in spans if sp[0] == "loop" and sp[1] == i1]
+            if starting:  # lines put right before a loop: its pragmas or its versioning
+                hits.append(max(starting, key=lambda sp: sp[2] - sp[1]))
+                continue
+            where = innermost(i1 - 1) if i1 > 0 else None
+            if where is not None:
+                hits.append(where)
+            continue
+        for row in range(i1, i2):
+            where = innermost(row)
+            if where is not None:
+                hits.append(where)
+    out: list[str] = []
+    for kind, r0, _r1 in hits:
+        tag = f"{kind}@{r0 + 1 + offset}"
+        if tag not in out:
+            out.append(tag)
+    return out
+
+
+# ---------------------------------------------------------------- the transformations
+
+def _each_entry(kf: KernelFile, fn: Callable[[str, str], str | None]) -> Outcome | None:
+    body, changed = kf.body, False
+    for e in entries(kf):
+        new = fn(body, e)
+        if new is not None:
+            body, changed = new, True
+    return Outcome(body=body) if changed else None
+
+
+@_register("restrict", "restrict", ("cpu", "cuda"),
+           "__restrict__ on the pointer parameters of the entry (every kernel on CUDA)")
+def _t_restrict(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    return _each_entry(kf, add_restrict)
+
+
+@_register("omp_parallel", "omp_parallel", ("cpu",),
+           "#pragma omp parallel for on independent outer loops; the serial copy runs below "
+           "OMP_MIN_WORK inner iterations (a knob)",
+           min_work=loops_tf.DEFAULT_MIN_WORK, knob="OMP_MIN_WORK")
+def _t_parallel(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    knob = p.get("knob") or None
+    value = int(kf.meta.knobs.get(knob, p["min_work"])) if knob else int(p["min_work"])
+    out = _each_entry(kf, lambda s, e: omp_parallel_outer(s, e, min_work=value, knob=knob))
+    if out is not None and knob and f">= {knob}" in (out.body or ""):
+        out.knobs = {knob: value}
+    return out
+
+
+@_register("simd", "simd", ("cpu",), "#pragma omp simd (+ reductions) on innermost loops")
+def _t_simd(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    return _each_entry(kf, omp_simd_inner)
+
+
+@_register("unroll", "unroll", ("cpu", "cuda"), "unroll pragmas on innermost loops", factor=4)
+def _t_unroll(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    style = "gcc" if kf.backend == "cpu" else "nv"
+    return _each_entry(kf, lambda s, e: unroll(s, int(p["factor"]), e, style=style))
+
+
+@_register("interchange", "interchange", ("cpu",),
+           "i-j-k matmul nest with a strided inner read -> i-k-j")
+def _t_interchange(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    return _each_entry(kf, interchange)
+
+
+@_register("tile", "tile", ("cpu",),
+           "cache-block a strided 2-deep nest (transpose) with a TILE knob",
+           knob="TILE", default=32, inner="write")
+def _t_tile(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    knob = str(p["knob"])
+    value = kf.meta.knobs.get(knob, int(p["default"]))
+    out = _each_entry(kf, lambda s, e: tile(s, e, knob=knob, default=int(value),
+                                            inner=str(p["inner"])))
+    if out is not None:
+        out.knobs = {knob: value}
+    return out
+
+
+@_register("fusion", "fusion", ("cpu",),
+           "fuse consecutive loops over the same range that touch the same elements")
+def _t_fusion(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    return _each_entry(kf, fuse_loops)
+
+
+@_register("flags", "flags", ("cpu", "cuda"),
+           "edit the flag list: add / remove, or set it outright (OpenMP flags follow pragmas)",
+           add=(), remove=(), set=None)
+def _t_flags(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    if p.get("set") is not None:
+        flags = list(p["set"])
+        keep = [f for f in kf.meta.flags if f in ("-fopenmp", "-fopenmp-simd")]
+        flags = edit_flags(flags, add=keep)
+    else:
+        flags = edit_flags(list(kf.meta.flags), list(p.get("add") or ()),
+                           list(p.get("remove") or ()))
+    return Outcome(flags=flags)
+
+
+@_register("knobs", "knobs", ("cpu", "cuda"), "set knob values", values={})
+def _t_knobs(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    values = dict(p.get("values") or {})
+    if not values or all(kf.meta.knobs.get(k) == v for k, v in values.items()):
+        return None
+    return Outcome(knobs=values)
+
+
+@_register("ldg", "ldg", ("cuda",),
+           "__restrict__ + __ldg on read-only global loads of every kernel")
+def _t_ldg(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    body, changed = kf.body, False
+    for e in entries(kf):
+        for fn in (add_restrict, cuda_tf.ldg):
+            new = fn(body, e)
+            if new is not None:
+                body, changed = new, True
+    return Outcome(body=body) if changed else None
+
+
+@_register("launch_bounds", "launch_bounds", ("cuda",),
+           "__launch_bounds__(BLOCK) on kernels launched with block [BLOCK]", knob="BLOCK")
+def _t_launch_bounds(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    knob = str(p["knob"])
+    if knob not in kf.meta.knobs:
+        return None
+    names = [lc.kernel for lc in kf.meta.launch if [str(b) for b in lc.block] == [knob]]
+    body, changed = kf.body, False
+    for e in dict.fromkeys(names):
+        new = cuda_tf.launch_bounds(body, e, knob)
+        if new is not None:
+            body, changed = new, True
+    return Outcome(body=body) if changed else None
+
+
+@_register("grid_stride", "grid_stride", ("cuda",),
+           "one-element-per-thread kernels -> grid-stride loops; the grid is capped by a "
+           "GRID_CAP knob", knob="GRID_CAP", default=1056)
+def _t_grid_stride(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    knob = str(p["knob"])
+    body, changed = kf.body, set()
+    for e in entries(kf):
+        new = cuda_tf.grid_stride(body, e)
+        if new is not None:
+            body = new
+            changed.add(e)
+    if not changed:
+        return None
+    launch = []
+    for lc in kf.meta.launch:
+        lc = lc.model_copy(deep=True)
+        if lc.kernel in changed and len(lc.grid) == 1 and knob not in str(lc.grid[0]):
+            lc.grid = [f"min({lc.grid[0]}, {knob})"]
+        launch.append(lc)
+    value = kf.meta.knobs.get(knob, int(p["default"]))
+    return Outcome(body=body, launch=launch, knobs={knob: value})
+
+
+@_register("sequence", "sequence", ("cpu", "cuda"),
+           "several transformations in order; steps that no longer apply are skipped",
+           steps=[])
+def _t_sequence(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    text = kf.text
+    for step in p.get("steps") or []:
+        new = apply_transform(step["transform"], text, step.get("params") or {})
+        if new is not None:
+            text = new
+    if text == kf.text:
+        return None
+    done = parse_kernel_text(text, kf.backend)
+    return Outcome(body=done.body, flags=list(done.meta.flags), knobs=dict(done.meta.knobs),
+                   launch=list(done.meta.launch))

@@ -1,0 +1,153 @@
+"""The CUDA runtime's host logic without a device: launch-plan arithmetic and checks,
+and a full worker pass (job from the real harness, outputs judged by it) over a NumPy
+stand-in for CuPy."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from kernelcrew.errors import ExprError
+from kernelcrew.kernels.kernelfile import load_kernel
+from kernelcrew.kernels.spec import load_op
+from kernelcrew.tools.config import BenchSettings
+from kernelcrew.tools.cuda import CudaBackend
+from kernelcrew.tools.cuda_runtime import LaunchError, plan_launches, temp_shapes
+from kernelcrew.tools.harness import Harness, _read_progress
+from kernelcrew.tools.results import CompileResult
+from tests.cuda.helpers import FIXTURES
+
+
+def _launch(grid, block, shared=0, kernel="k", args=("x",)):
+    return {"kernel": kernel, "grid": grid, "block": block, "shared_bytes": shared,
+            "args": list(args)}
+
+
+def test_plan_evaluates_expressions_and_pads_to_three_dims() -> None:
+    (d,) = plan_launches([_launch(["ceil_div(n, BLOCK)"], ["BLOCK"], "BLOCK*4")],
+                         {"BLOCK": 256, "SCALE": 0.5}, {"n": 1000})
+    assert (d.grid, d.block, d.shared_bytes, d.skipped) == ((4, 1, 1), (256, 1, 1), 1024, False)
+    (d,) = plan_launches([_launch([2, "n"], [16, 16])], {}, {"n": 3})
+    assert (d.grid, d.block, d.threads_per_block) == ((2, 3, 1), (16, 16, 1), 256)
+
+
+def test_zero_grid_is_skipped_not_launched() -> None:
+    (d,) = plan_launches([_launch(["ceil_div(n, 256)"], [256])], {}, {"n": 0})
+    assert d.skipped
+
+
+@pytest.mark.parametrize(("launch", "words"), [
+    (_launch([1], [2048]), "2048 threads; at most 1024"),
+    (_launch([1], [32, 32, 2]), "threads; at most 1024"),
+    (_launch([1], [1, 1, 128]), "per-dimension limits"),
+    (_launch([1], ["n - 5"]), "every dimension must be >= 1"),
+    (_launch(["n - 5"], [32]), "negative"),
+    (_launch([1, 70000], [32]), "exceeds the limits"),
+    (_launch([1], [32], shared="300000"), "exceeds the device's"),
+    (_launch([1], [32], shared="0 - n"), "negative"),
+])
+def test_bad_launch_dims_are_refused_with_the_launch_named(launch, words) -> None:
+    with pytest.raises(LaunchError, match="launch\\[0\\] \\(k\\)") as e:
+        plan_launches([launch], {}, {"n": 3}, max_shared_bytes=232448)
+    assert words in str(e.value)
+
+
+def test_float_knobs_do_not_reach_expressions() -> None:
+    with pytest.raises(ExprError, match="unknown name 'SCALE'"):
+        plan_launches([_launch(["SCALE"], [32])], {"SCALE": 0.5}, {"n": 3})
+
+
+def test_temp_shapes() -> None:
+    shapes = temp_shapes({"p": {"dtype": "float32", "shape": ["ceil_div(n, B)", 2]}},
+                         {"B": 4}, {"n": 9})
+    assert shapes == {"p": ((3, 2), "float32")}
+
+
+# -- a whole worker pass on the NumPy stand-in --------------------------------------------
+def _row_sums(grid, block, shared, x, rowsum, rows, cols):
+    assert isinstance(rows, np.int64) and isinstance(cols, np.int64)
+    assert shared == block[0] * 4 and grid == (int(rows), 1, 1)
+    rowsum[:] = x.reshape(int(rows), int(cols)).sum(axis=1)
+
+
+def _affine(grid, block, shared, rowsum, out, a, b, rows, cols):
+    assert isinstance(a, np.float32) and isinstance(b, np.float32)
+    out[:] = a * rowsum + b * np.float32(cols)
+
+
+def _run_worker(fake_cupy, tmp_path, kernel_path, *, mode="bench", reps=4):
+    from kernelcrew.tools import worker
+
+    spec = load_op("scale_shift_sum")
+    kf = load_kernel(kernel_path)
+    comp = CompileResult(ok=True, artifact=str(tmp_path / "kernel.cubin"))
+    small = [c for c in spec.cases() if c.sizes["rows"] * c.sizes["cols"] <= 2**20]
+    h = Harness(spec, CudaBackend(), seed=1, bench=BenchSettings(reps=reps, warmup=1),
+                cases=small)
+    out_dir = tmp_path / "run"
+    out_dir.mkdir()
+    job = h.job(comp, kf, mode, reps, out_dir)
+    (out_dir / "job.json").write_text(json.dumps(job))
+    assert worker.main(str(out_dir / "job.json")) == 0
+    events = _read_progress(out_dir / "progress.jsonl")
+    done = {e["case"]: e for e in events if e.get("event") == "done"}
+    rows = [h._judge(c, done[jc["id"]]) for c, jc in zip(h.cases, job["cases"], strict=True)]
+    return h, rows, done
+
+
+def test_worker_runs_a_launch_plan_with_temps_and_the_harness_judges_it(fake_cupy,
+                                                                        tmp_path) -> None:
+    fake_cupy.KERNELS.update(row_sums=_row_sums, affine=_affine)
+    h, rows, done = _run_worker(fake_cupy, tmp_path, FIXTURES / "ok" / "two_pass_temps.cu")
+    try:
+        assert [r.status for r in rows] == ["pass"] * len(rows), [r.detail for r in rows]
+        ev = next(iter(done.values()))
+        assert ev["times_ms"] == [0.125] * 4  # the events' elapsed time
+        assert len(ev["outputs"]["timed"]) >= 2  # at least the last run of each input set
+        names = [name for name, *_ in fake_cupy.LAUNCHES]
+        assert names[:2] == ["row_sums", "affine"]  # in the file's order
+    finally:
+        h.close()
+
+
+def test_worker_outputs_are_poisoned_so_writing_nothing_fails(fake_cupy, tmp_path) -> None:
+    fake_cupy.KERNELS["scale_shift_sum"] = lambda grid, block, shared, *args: None
+    h, rows, _ = _run_worker(fake_cupy, tmp_path, FIXTURES / "gpu" / "writes_nothing.cu",
+                             mode="verify", reps=0)
+    try:
+        assert all(r.status == "fail" for r in rows)
+        assert "NaN" in rows[0].detail or "nan" in rows[0].detail.lower()
+    finally:
+        h.close()
+
+
+def test_worker_input_checksums_come_from_the_device_copy(fake_cupy, tmp_path) -> None:
+    def zeroes_input(grid, block, shared, x, out, a, b, rows, cols):
+        out[:] = (a * x.reshape(int(rows), int(cols)) + b).sum(axis=1)
+        x[:] = 0
+
+    fake_cupy.KERNELS["scale_shift_sum"] = zeroes_input
+    h, rows, _ = _run_worker(fake_cupy, tmp_path, FIXTURES / "gpu" / "modifies_input.cu",
+                             mode="verify", reps=0)
+    try:
+        assert "modified its input" in rows[0].detail
+    finally:
+        h.close()
+
+
+def test_a_kernel_error_propagates_out_of_the_worker(fake_cupy, tmp_path) -> None:
+    def illegal(grid, block, shared, *args):
+        raise RuntimeError("cudaErrorIllegalAddress: an illegal memory access was encountered")
+
+    fake_cupy.KERNELS["scale_shift_sum"] = illegal
+    with pytest.raises(RuntimeError, match="IllegalAddress"):
+        _run_worker(fake_cupy, tmp_path, FIXTURES / "gpu" / "illegal_address.cu",
+                    mode="verify", reps=0)
+
+
+def test_missing_kernel_symbol_fails_while_loading(fake_cupy, tmp_path) -> None:
+    with pytest.raises(RuntimeError, match="named symbol not found"):
+        _run_worker(fake_cupy, tmp_path, FIXTURES / "gpu" / "writes_nothing.cu", mode="verify",
+                    reps=0)

@@ -1,0 +1,109 @@
+"""The specialist's context: focused, folded, held to a token budget, and reported."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernelcrew.agents.context import Feedback, IterationNote
+from kernelcrew.agents.llm import build_context, focus
+from tests.llm.conftest import settings_for
+from tests.llm.scripted_server import answer
+from tests.llm.scripts import PLAN, code, vadd_context
+
+
+@pytest.fixture(autouse=True)
+def _chars_over_four(monkeypatch):
+    """Count tokens as chars/4 here, whether or not tiktoken's files are cached."""
+    monkeypatch.setattr(focus, "_tokenizer", lambda: None)
+
+
+def busy_context(**over):
+    """Twelve iterations of history, 40 tried lines, 10 reflections, 10 kinds of stats."""
+    recent = [IterationNote(iteration=i, author="loop", kind=f"kind{i}", outcome="slower",
+                            speedup=0.9, detail="the gate said slower " * 3)
+              for i in range(1, 13)]
+    return vadd_context(
+        recent=recent, tried=[f"old{i:02d} by loop: slower" for i in range(40)],
+        reflections=[f"reflection {i}: " + "restrict helped on a similar add. " * 4
+                     for i in range(10)],
+        change_stats={f"kind{i}": {"tried": 3, "accepted": 1} for i in range(10)},
+        iteration=13, **over)
+
+
+def test_old_iterations_are_folded_into_the_tried_list():
+    c = build_context(busy_context(), "loop", budget=100_000)
+    # the last five iterations in full, the seven before folded to one line each
+    for i in range(8, 13):
+        assert f"iteration {i}: loop/kind{i}: slower, 0.90x vs baseline" in c.text
+    for i in range(1, 8):
+        assert f"iteration {i}: loop" not in c.text
+        assert f"kind{i} by loop: slower 0.90x (iteration {i})" in c.text
+    assert "old39 by loop: slower" in c.text and c.trimmed == []
+    assert c.report()["over_budget"] is False and c.tokens <= c.budget
+
+
+def test_the_budget_trims_lowest_priority_sections_first_and_reports_it():
+    full = build_context(busy_context(), "loop", budget=100_000)
+    # room for everything but about 500 tokens: the track record and the tried list go
+    # first, then the least relevant reflections
+    c = build_context(busy_context(), "loop", budget=full.tokens - 500)
+    rep = c.report()
+    assert rep["tokens"] <= rep["budget"] == full.tokens - 500
+    assert rep["trimmed"][0] == "change_stats: 10 dropped"
+    assert rep["trimmed"][1].startswith("tried: ")
+    assert "(10 more omitted for the context budget)" in c.text  # the model is told
+    assert "iteration 8: loop/kind8" in c.text  # recent iterations are kept longer
+    assert rep["counted_with"] == "chars/4"
+    # a tight budget: the recent iterations fold down to three, the metrics go before
+    # the profile summary; the operator, the kernel and the rules of the game stay
+    tight = build_context(busy_context(), "loop", budget=400)
+    assert tight.tokens <= 400
+    assert "recent: 2 oldest folded into tried" in tight.trimmed
+    for i in (10, 11, 12):
+        assert f"iteration {i}: loop/kind{i}" in tight.text
+    assert "iteration 9: loop/kind9" not in tight.text
+    assert "extern \"C\" void vadd" in tight.text and "Tolerance: rtol=1e-05" in tight.text
+    names = [t.split(":")[0] for t in tight.trimmed]
+    assert names.index("metrics") < names.index("profile")
+
+
+def test_a_budget_below_what_must_stay_is_reported_as_over_budget():
+    fb = Feedback(kind="compile-error", message="line 8: error: expected ';'", attempt=2)
+    c = build_context(busy_context(feedback=fb), "memory_access", budget=10)
+    assert c.report()["over_budget"] is True and c.tokens > 10
+    # never trimmed: the operator, the current best kernel, the feedback
+    assert "extern \"C\" void vadd" in c.text and "expected ';'" in c.text
+    assert "Compile errors of your last candidate (attempt 2 of 3)" in c.text
+
+
+@pytest.mark.parametrize("kind, message, title", [
+    ("incorrect",
+     ("unaligned n=100003: y max abs err 0.5 (atol 1e-06), max rel err 0.25; "
+      "failing indices [[99999], [100000], [100002]]"),
+     ("Your last candidate was incorrect (failing group/case, max abs/rel error, failing "
+      "indices)")),
+    ("slower",
+     ("group      case      best_ms  cand_ms  speedup\n"
+      "typical    n=200000  0.120    0.200    0.60x"),
+     "Your last candidate was slower: regression table"),
+])
+def test_correctness_failures_and_regressions_reach_the_agent(serve, tmp_path, kind, message,
+                                                                title):
+    from kernelcrew.agents.llm import make_specialist
+
+    srv = serve({("loop", "plan"): [answer(PLAN)], ("loop", "code"): [answer(code())]})
+    a = make_specialist("loop", settings=settings_for(srv), run_dir=str(tmp_path))
+    a.propose(vadd_context(feedback=Feedback(kind=kind, message=message)))
+    for call in srv.exchanges:
+        assert f"## {title}" in call.user and message in call.user
+
+
+def test_the_context_report_is_kept_for_the_trace(serve, tmp_path):
+    from kernelcrew.agents.llm import make_specialist
+
+    srv = serve({("loop", "plan"): [answer(PLAN)], ("loop", "code"): [answer(code())]})
+    a = make_specialist("loop", settings=settings_for(srv, context_budget=500),
+                        run_dir=str(tmp_path))
+    a.propose(busy_context())
+    assert a.last_context["budget"] == 500 and a.last_context["tokens"] <= 500
+    assert a.last_context["trimmed"]
