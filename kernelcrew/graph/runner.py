@@ -16,7 +16,7 @@ from kernelcrew.errors import InputError
 from kernelcrew.graph.build import RECURSION_LIMIT, build_graph
 from kernelcrew.graph.context import RunContext, runs_root
 from kernelcrew.graph.nodes.setup import new_run_id
-from kernelcrew.graph.trace import read_trace
+from kernelcrew.graph.trace import append_event, now_iso, read_trace
 from kernelcrew.kernels.spec import load_op
 
 Approver = Callable[[dict], bool]
@@ -36,6 +36,17 @@ def find_run(ref: str, runs_dir: str | None = None) -> Path:
 
 def _drive(graph: Any, first: Any, config: dict, ctx: RunContext, run_dir: Path,
            progress: Progress | None, approver: Approver | None) -> dict:
+    try:
+        return _drive_inner(graph, first, config, ctx, run_dir, progress, approver)
+    except Exception as e:  # recorded for `kernelcrew runs`, then raised as it was
+        if run_dir.exists():
+            append_event(run_dir, {"time": now_iso(), "node": "error", "iteration": None,
+                                   "summary": f"{type(e).__name__}: {e}"[:300]})
+        raise
+
+
+def _drive_inner(graph: Any, first: Any, config: dict, ctx: RunContext, run_dir: Path,
+                 progress: Progress | None, approver: Approver | None) -> dict:
     seen = len(read_trace(run_dir))
     payload = first
     while True:

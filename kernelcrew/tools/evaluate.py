@@ -28,7 +28,8 @@ def verify(h: Harness, comp: CompileResult, kf: KernelFile) -> KernelRun:
 
 
 def race(h: Harness, challenger: tuple[CompileResult, KernelFile],
-         incumbent: tuple[CompileResult, KernelFile], *, rounds: int = 2) -> Race:
+         incumbent: tuple[CompileResult, KernelFile], *, rounds: int = 2,
+         against: str = "the baseline") -> Race:
     reps = max(3, h.bench.reps // rounds)
     cr, ir = [], []
     with bench_lock():
@@ -45,4 +46,5 @@ def race(h: Harness, challenger: tuple[CompileResult, KernelFile],
     c, i = merge_runs(cr), merge_runs(ir)
     rows = compare_rows(c, i, h)
     weights = {g: s.weight for g, s in h.spec.shapes.items()}
-    return Race(rows, decide(rows, i.samples, c.samples, weights, h.bench.min_speedup), c, i)
+    gate = decide(rows, i.samples, c.samples, weights, h.bench.min_speedup, against=against)
+    return Race(rows, gate, c, i)

@@ -70,7 +70,7 @@ def weighted_speedup(rows: list[CaseRow], weights: dict[str, float]) -> tuple[fl
 
 def decide(rows: list[CaseRow], baseline_samples: dict[str, list[float]],
            candidate_samples: dict[str, list[float]], weights: dict[str, float],
-           min_speedup: float) -> GateDecision:
+           min_speedup: float, against: str = "the baseline") -> GateDecision:
     band = noise_band(baseline_samples, candidate_samples, weights, min_speedup)
     s, groups = weighted_speedup(rows, weights)
     hi, lo = 1 + band, 1 / (1 + band)
@@ -85,7 +85,7 @@ def decide(rows: list[CaseRow], baseline_samples: dict[str, list[float]],
                   "not accepted")
     elif s <= lo:
         verdict = "slower"
-        reason = f"{1 / s:.2f}x slower than the baseline"
+        reason = f"{1 / s:.2f}x slower than {against}"
     else:
         verdict = "same"
         reason = f"{s:.2f}x is inside the noise band of ±{band:.0%}"

@@ -47,6 +47,7 @@ class StaticFacts:
 def static_facts(kf: KernelFile) -> StaticFacts:
     f = StaticFacts()
     s = Source(kf.body)
+    off = kf.text[: len(kf.text) - len(kf.body)].count("\n")  # report lines of the file
     for name in entries(kf):
         fn = find_function(s, name)
         if fn is None:
@@ -68,7 +69,7 @@ def static_facts(kf: KernelFile) -> StaticFacts:
             if lp.children or not lp.canonical:
                 continue
             v = check_loop(m, lp, allow_reductions=True)
-            f.reductions += [f"{k} ({op}) at line {s.line_of(lp.node)}"
+            f.reductions += [f"{k} ({op}) at line {s.line_of(lp.node) + off}"
                              for k, op in v.reductions.items()]
             for n in walk(lp.body):
                 if n.type != "subscript_expression":
@@ -79,7 +80,7 @@ def static_facts(kf: KernelFile) -> StaticFacts:
                 coef = sp[0].get(lp.key)
                 if coef is not None and coef != {(): 1}:
                     f.strided.append(f"{s.text_of(n)} (stride {p_str(coef)} in {lp.var}, "
-                                     f"line {s.line_of(lp.node)})")
+                                     f"line {s.line_of(lp.node) + off})")
     f.math_calls = sorted(set(f.math_calls))
     return f
 
@@ -113,6 +114,7 @@ class Evidence:
     time_ms: float | None = None
     access: str = "unknown"  # the profiler's verdict on the hot loops' strides
     hot: str = ""
+    _hot: list = field(default_factory=list)  # the profile's hot regions
 
     @property
     def flags(self) -> list[str]:
@@ -174,15 +176,24 @@ class Evidence:
         """Stride / vectorization of the hot loop, one sentence ('' when nothing known)."""
         bits = []
         if self.stride is not None and self.stride > 1:
-            bits.append(f"stride {self.stride:.0f} elements ({self.stride_note})"
-                        if self.stride_note else f"stride {self.stride:.0f} elements")
+            bits.append(f"has stride {self.stride:.0f} elements ({self.stride_note})"
+                        if self.stride_note else f"has stride {self.stride:.0f} elements")
         elif self.facts.strided:
-            bits.append(f"strided access {self.facts.strided[0]}")
+            bits.append(f"has strided access {self.facts.strided[0]}")
         if self.vector_bytes is not None:
-            bits.append(f"hot loop vectorized with {self.vector_bytes:.0f}-byte vectors"
+            bits.append(f"is vectorized with {self.vector_bytes:.0f}-byte vectors"
                         if self.vector_bytes > 0 else
-                        f"hot loop not vectorized ({self.vector_note or 'compiler report'})")
-        return ("The hot loop has " + " and ".join(bits) + ".") if bits else ""
+                        f"is not vectorized ({self.vector_note or 'compiler report'})")
+        if self.libm_share:
+            bits.append(f"spends {self.libm_share}")
+        return ("The hot loop " + " and ".join(bits) + ".") if bits else ""
+
+    @property
+    def libm_share(self) -> str:
+        """'55% of samples in libm erff, 21% in expf' from the profile's hot regions."""
+        parts = [f"{h.share:.0%} of samples in {h.where.split(' called')[0]}"
+                 for h in self._hot if "libm" in h.where and h.share]
+        return ", ".join(parts)
 
 
 def evidence(ctx: AgentContext) -> Evidence:
@@ -221,6 +232,7 @@ def evidence(ctx: AgentContext) -> Evidence:
     ev.spill_bytes, _ = _metric(p, "spill_stores_bytes")
     ev.launches, _ = _metric(p, "launches")
     ev.time_ms, _ = _metric(p, "time_ms")
+    ev._hot = list(p.hot_regions)
     if p.hot_regions:
         h = p.hot_regions[0]
         ev.hot = f"{h.where}" + (f" ({h.share:.0%} of samples)" if h.share is not None else "")

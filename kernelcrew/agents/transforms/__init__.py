@@ -32,6 +32,7 @@ from kernelcrew.agents.transforms.loops import (
     tile,
     unroll,
 )
+from kernelcrew.agents.transforms.vecmath import vector_math
 from kernelcrew.errors import InputError
 from kernelcrew.kernels.kernelfile import (
     FrontMatter,
@@ -63,6 +64,7 @@ __all__ = [
     "tile",
     "transform_names",
     "unroll",
+    "vector_math",
 ]
 
 
@@ -338,6 +340,12 @@ def _t_tile(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
            "fuse consecutive loops over the same range that touch the same elements")
 def _t_fusion(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
     return _each_entry(kf, fuse_loops)
+
+
+@_register("vector_math", "vector_math", ("cpu",),
+           "float exp/erf calls in loops -> inline vectorizable kc_expf/kc_erff")
+def _t_vector_math(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    return _each_entry(kf, vector_math)
 
 
 @_register("flags", "flags", ("cpu", "cuda"),

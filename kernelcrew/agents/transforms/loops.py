@@ -44,6 +44,30 @@ from kernelcrew.agents.transforms.cst import (
 )
 
 DEFAULT_MIN_WORK = 65536  # below this many inner iterations, threads cost more than they save
+MIN_INNER = 8  # below this inner trip count an interchanged (vectorized) loop does not pay
+# First line of the code kept for small sizes when a transformation versions a loop nest.
+# Tiny cases run it; later transformations (simd, unroll, interchange, tiling) leave it
+# alone, because their set-up costs more than such cases take.
+SMALL_MARK = "// kernelcrew: small-size path, kept simple"
+_HINTS = re.compile(r"^\s*#\s*pragma\s+(omp\s+simd\b|GCC\s+unroll\b|unroll\b)")
+
+
+def in_small_path(node: Node) -> bool:
+    """Inside a block that starts with SMALL_MARK."""
+    p = node.parent
+    while p is not None:
+        if p.type == "compound_statement":
+            first = p.named_children[0] if p.named_children else None
+            if first is not None and first.type == "comment" and \
+                    first.text.decode().strip() == SMALL_MARK:
+                return True
+        p = p.parent
+    return False
+
+
+def _strip_hints(text: str) -> str:
+    """Drop simd/unroll pragma lines (hints only: the loops mean the same without them)."""
+    return "\n".join(ln for ln in text.split("\n") if not _HINTS.match(ln))
 
 
 def _model(src: str, entry: str) -> tuple[Source, FunctionModel] | None:
@@ -65,18 +89,6 @@ def _finish(s: Source, edits: list[Edit]) -> str | None:
 
 def _has_pragma(s: Source, lp: Loop, word: str) -> bool:
     return any(re.search(word, pragma_text(s, p)) for p in pragmas_before(lp.node))
-
-
-def _in_omp_region(s: Source, node: Node) -> bool:
-    """Inside a statement that an `omp parallel`/`omp for` pragma governs."""
-    n = node
-    while n is not None:
-        if n.type in ("for_statement", "compound_statement"):
-            for p in pragmas_before(n):
-                if re.match(r"omp\s+(parallel|for|target|teams)", pragma_text(s, p)):
-                    return True
-        n = n.parent
-    return False
 
 
 # ---------------------------------------------------------------- restrict
@@ -222,7 +234,7 @@ def _guard_edit(s: Source, m: FunctionModel, knob: str, value: int) -> Edit:
 
 def _parallel_version(s: Source, m: FunctionModel, group: list[Loop], min_work: str) -> Edit:
     """One edit that replaces the loops of `group` (consecutive statements) by a threaded
-    copy for large work and the original code for small work."""
+    copy for large work and the original code, without simd/unroll hints, for small work."""
     first, last = group[0].node, group[-1].node
     start, end = s.line_start(first), last.end_byte
     ind = s.indent_of(first)
@@ -249,7 +261,7 @@ def _parallel_version(s: Source, m: FunctionModel, group: list[Loop], min_work: 
         return Edit(start, end, copy(True, ""))
     st = "    "
     par = copy(True, st + (st if region else ""))
-    ser = copy(False, st)
+    ser = f"{ind}{st}{SMALL_MARK}\n" + _strip_hints(copy(False, st))
     if region:
         par = f"#pragma omp parallel\n{ind}{st}{{\n{par}\n{ind}{st}}}"
     text = (f"{ind}if ({work} >= {min_work}) {{\n{par}\n{ind}}} else {{\n{ser}\n{ind}}}")
@@ -297,7 +309,8 @@ def omp_simd_inner(src: str, entry: str) -> str | None:
     s, m = got
     edits: list[Edit] = []
     for lp in m.loops:
-        if lp.children or not lp.canonical or _has_pragma(s, lp, r"^omp\b.*\bsimd\b"):
+        if lp.children or not lp.canonical or _has_pragma(s, lp, r"^omp\b.*\bsimd\b") or \
+                in_small_path(lp.node):
             continue
         v = check_loop(m, lp, allow_reductions=True)
         if not v.ok or _scatters(m, lp):
@@ -360,7 +373,7 @@ def unroll(src: str, factor: int, entry: str | None = None, *, style: str = "gcc
     for fn in fns:
         m = FunctionModel(s, fn)
         for lp in m.loops:
-            if lp.children or _has_pragma(s, lp, r"^omp\b"):
+            if lp.children or _has_pragma(s, lp, r"^omp\b") or in_small_path(lp.node):
                 continue  # g++ allows nothing between an OpenMP pragma and its loop
             existing = [p for p in pragmas_before(lp.node)
                         if re.match(r"(GCC\s+)?unroll\b", pragma_text(s, p))]
@@ -427,6 +440,8 @@ def _repeat(src: str, entry: str, once) -> str | None:
 
 
 def _interchange_one(s: Source, m: FunctionModel, j: Loop) -> str | None:
+    if in_small_path(j.node):
+        return None
     if not j.canonical or len(j.children) != 1 or j.body.type != "compound_statement":
         return None
     if any(not re.match(r"omp\s+simd\b|GCC\s+unroll|unroll", pragma_text(s, p))
@@ -516,22 +531,33 @@ def _interchange_one(s: Source, m: FunctionModel, j: Loop) -> str | None:
     c_text = s.text_of(target)
     y_text, x_text = s.text_of(y), s.text_of(x)
     prod_text = f"{a} * {y_text}" if x_first else f"{y_text} * {a}"
-    simd_line = f"{ind}{step}#pragma omp simd\n" if simd else ""
-    simd_line = simd_line.replace(f"{ind}{step}#", "#")
-    new = (
-        f"{_header(s, j)} {{\n"
-        f"{ind}{step}{c_text} = {zero.text.decode()};\n"
-        f"{ind}}}\n"
-        f"{ind}{_header(s, q)} {{\n"
-        f"{ind}{step}const {acc_type} {a} = {x_text};\n"
+    n_text = _invariant_text(s, m, j.end, j.node)
+    if n_text is None:
+        return None
+    simd_line = "#pragma omp simd\n" if simd else ""
+    ii = ind + step  # the interchanged nest sits one level deeper, inside the version test
+    fast = (
+        f"{ii}{_header(s, j)} {{\n"
+        f"{ii}{step}{c_text} = {zero.text.decode()};\n"
+        f"{ii}}}\n"
+        f"{ii}{_header(s, q)} {{\n"
+        f"{ii}{step}const {acc_type} {a} = {x_text};\n"
         f"{simd_line}"
-        f"{ind}{step}{_header(s, j)} {{\n"
-        f"{ind}{step}{step}{c_text} += {prod_text};\n"
-        f"{ind}{step}}}\n"
-        f"{ind}}}"
+        f"{ii}{step}{_header(s, j)} {{\n"
+        f"{ii}{step}{step}{c_text} += {prod_text};\n"
+        f"{ii}{step}}}\n"
+        f"{ii}}}"
     )
+    # short rows: the original order (one dot product per element) is cheaper than
+    # setting up a vector loop per (i, k) pair
+    original = _strip_hints(s.data[s.line_start(j.node):j.node.end_byte].decode())
+    original = "\n".join(step + ln if ln.strip() and not ln.startswith("#") else ln
+                          for ln in original.split("\n"))
+    n_cond = n_text if re.fullmatch(r"[\w.]+", n_text) else f"({n_text})"
+    new = (f"{ind}if ({n_cond} >= {MIN_INNER}) {{\n{fast}\n{ind}}} else {{\n"
+           f"{ii}{SMALL_MARK}\n{original}\n{ind}}}")
     edits = remove_lines(s, pragmas_before(j.node))
-    edits.append(Edit(j.node.start_byte, j.node.end_byte, new))
+    edits.append(Edit(s.line_start(j.node), j.node.end_byte, new))
     return _finish(s, edits)
 
 
@@ -546,7 +572,7 @@ def tile(src: str, entry: str, *, knob: str = "TILE", default: int = 32,
     a write-allocate per line); "keep" keeps the original order."""
     def once(s: Source, m: FunctionModel) -> str | None:
         for outer in m.loops:
-            if len(outer.children) != 1:
+            if len(outer.children) != 1 or in_small_path(outer.node):
                 continue
             inner_lp = outer.children[0]
             if inner_lp.children or len(_stmts(outer.body)) != 1 or \
@@ -659,11 +685,10 @@ def fuse_loops(src: str, entry: str) -> str | None:
             return None
         s, m = got
         out = None
-        for lp in m.loops + [None]:
-            block = m.body if lp is None else lp.body
+        for block in walk(m.body):
             if block.type != "compound_statement":
                 continue
-            stmts = [c for c in block.named_children if c.type != "comment"]
+            stmts = [c for c in block.named_children if c.type not in ("comment", "preproc_call")]
             for a_node, b_node in itertools.pairwise(stmts):
                 if a_node.type != "for_statement" or b_node.type != "for_statement":
                     continue

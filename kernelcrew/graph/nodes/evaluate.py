@@ -74,7 +74,8 @@ def benchmark(state: CrewState, runtime: Runtime[RunContext]) -> dict:
         cached = load_cached(state["run_dir"], key)
         if cached is None:
             kf = tools.parse(Path(c["path"]).read_text(), path=Path(c["path"]))
-            race = ev.race(tools.harness, (tools.compile(kf), kf), best_pair)
+            race = ev.race(tools.harness, (tools.compile(kf), kf), best_pair,
+                           against="the current best")
             cached = {"verdict": race.gate.verdict, "vs_best": race.gate.speedup,
                       "band": race.gate.band, "reason": race.gate.reason,
                       "groups": race.gate.group_speedups,
@@ -119,7 +120,8 @@ def benchmark(state: CrewState, runtime: Runtime[RunContext]) -> dict:
     emit(state["run_dir"], "gate", (f"accepted {Path(winner[0]['path']).name}: "
                                     f"{new_best['speedup']:.2f}x over the baseline")
          if improved else "no candidate accepted this iteration", t0=t0, iteration=it,
-         agent="gate", accepted=winner[0]["path"] if improved else None)
+         agent="gate", accepted=winner[0]["path"] if improved else None,
+         best_speedup=new_best["speedup"])
     return {"candidates": candidates, "evaluations": evaluations, "best": new_best,
             "since_improvement": 0 if improved else state.get("since_improvement", 0) + 1}
 

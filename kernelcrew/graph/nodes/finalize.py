@@ -67,15 +67,17 @@ def finalize(state: CrewState, runtime: Runtime[RunContext]) -> dict:
         "tokens": _tokens(run_dir),
     }
     write_json_atomic(run_dir / "result.json", result)
+    emit(run_dir, "finalize", f"best {final['speedup']:.2f}x over the baseline "
+         f"({final['verdict']}); stop: {reason}", t0=t0, iteration=state["iteration"] - 1,
+         refs={"result": str(run_dir / "result.json"), "best": best["path"]},
+         best_speedup=final["speedup"])
     try:
         from kernelcrew.evals.report import write_reports
 
         write_reports(run_dir)
-    except ImportError:
-        pass
-    emit(run_dir, "finalize", f"best {final['speedup']:.2f}x over the baseline "
-         f"({final['verdict']}); stop: {reason}", t0=t0, iteration=state["iteration"] - 1,
-         refs={"result": str(run_dir / "result.json"), "best": best["path"]})
+    except Exception as e:  # noqa: BLE001 - a report problem must not cost the finished run
+        emit(run_dir, "report", f"report not written: {type(e).__name__}: {e}",
+             t0=time.monotonic(), iteration=state["iteration"] - 1, ok=False)
     release(state["run_dir"])
     return {"stop_reason": reason, "result": result}
 

@@ -62,6 +62,7 @@ def observe(state: CrewState, runtime: Runtime[RunContext]) -> dict:
         family=state["family"], backend=state["backend"]).items()}
     emit(state["run_dir"], "observe",
          f"{bottleneck}; {len(reflections)} reflection(s) recalled; {note[:180]}", t0=t0,
-         iteration=it, refs={"profile": str(prof_dir / f"iter{it:02d}.json")},
+         iteration=it, refs={"profile": str(prof_dir / f"iter{it:02d}.json")} if profile_json
+         else {},
          reflections=reflections)
     return {"profile": profile_json, "reflections": reflections, "change_stats": stats}

@@ -46,7 +46,8 @@ def reflect(state: CrewState, runtime: Runtime[RunContext]) -> dict:
             change_kind=e["kind"], author=e["author"], accepted=e["outcome"] == "accepted",
             speedup=float(e.get("speedup") or 0.0), run_id=state["run_id"], iteration=it))
         emit(state["run_dir"], "reflect", text, t0=t0, iteration=it, agent="reflector",
-             about=e["path"], outcome=e["outcome"])
+             about=e["path"], outcome=e["outcome"], text=text, speedup=e.get("speedup"),
+             vs_best=e.get("vs_best"), kind=e["kind"], author=e["author"])
     return {"iteration": it + 1}
 
 

@@ -38,7 +38,9 @@ def baseline(state: CrewState, runtime: Runtime[RunContext]) -> dict:
     run_dir = Path(ctx.run_dir) if ctx.run_dir else Path(ctx.runs_dir or runs_root()) / run_id
     (run_dir / "candidates").mkdir(parents=True, exist_ok=True)
     write_json_atomic(run_dir / "context.json", {**ctx.to_dict(), "run_id": run_id,
-                                                 "operator": str(spec.folder)})
+                                                 "operator": str(spec.folder),
+                                                 "backend": backend.name,
+                                                 "requested_backend": ctx.backend})
     suffix = kernel_suffix(backend.name)
     base_src = spec.baseline_path(backend.name)
     base_copy = run_dir / f"baseline{suffix}"
@@ -65,7 +67,7 @@ def baseline(state: CrewState, runtime: Runtime[RunContext]) -> dict:
     total = sum(v for k, v in medians.items() if k.startswith("typical"))
     summary = f"baseline of {spec.name} on {backend.describe()}: typical total {total:.3f} ms"
     emit(run_dir, "baseline", summary, t0=t0, refs={"kernel": str(base_copy)},
-         sandbox=run.outcome.sandbox)
+         sandbox=run.outcome.sandbox, device=backend.describe(), medians=medians)
     best = {"path": str(run_dir / f"best{suffix}"), "source": str(base_copy),
             "digest": kf.digest(), "speedup": 1.0, "iteration": 0, "author": "baseline",
             "kind": "baseline"}

@@ -5,8 +5,9 @@ flags: [-O3, -march=native, -fopenmp]
 // Hand-optimized CPU version: rows split across OpenMP threads; the affine map
 // is hoisted out of the sum (sum(a*x+b) = a*sum(x) + b*cols), and the plain
 // sum is an `omp simd` reduction so it runs at memory bandwidth.
-// Small problems stay on the calling thread: waking the OpenMP team costs more
-// than it saves there.
+// Only problems worth more than about 1 ms of single-thread work go parallel:
+// below that, waking the OpenMP team (milliseconds on a busy machine) can
+// cost more than it saves.
 #include <cstdint>
 
 namespace {
@@ -25,7 +26,7 @@ inline float row_sum(const float* __restrict__ xr, int64_t cols) {
 extern "C" void scale_shift_sum(const float* __restrict__ x, float* __restrict__ out,
                                 float a, float b, int64_t rows, int64_t cols) {
     const float shift = b * (float)cols;
-    if (rows * cols < (int64_t)1 << 16) {
+    if (rows * cols < (int64_t)1 << 22) {  // under ~1 ms of work: stay on this thread
         for (int64_t i = 0; i < rows; ++i) out[i] = a * row_sum(x + i * cols, cols) + shift;
         return;
     }

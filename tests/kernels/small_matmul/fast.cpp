@@ -6,8 +6,9 @@ flags: [-O3, -march=native, -fopenmp]
 // so the innermost loop streams a row of b and a row of c (unit stride,
 // vectorized with `omp simd`); each c row stays in L1 while it accumulates.
 // Very narrow products (n < 8) use plain dot products.
-// Small problems stay on the calling thread: waking the OpenMP team costs more
-// than it saves there.
+// Only problems worth more than about 1 ms of single-thread work go parallel:
+// below that, waking the OpenMP team (milliseconds on a busy machine) can
+// cost more than it saves.
 #include <cstdint>
 
 namespace {
@@ -42,7 +43,7 @@ inline void matmul_one(const float* __restrict__ ap, const float* __restrict__ b
 extern "C" void small_matmul(const float* __restrict__ a, const float* __restrict__ b,
                              float* __restrict__ c, int64_t batch, int64_t m, int64_t k,
                              int64_t n) {
-    if (batch * m * k * n < (int64_t)1 << 16) {
+    if (batch * m * k * n < (int64_t)1 << 24) {  // under ~1 ms of work: stay on this thread
         for (int64_t p = 0; p < batch; ++p)
             matmul_one(a + p * m * k, b + p * k * n, c + p * m * n, m, k, n);
         return;

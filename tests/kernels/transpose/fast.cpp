@@ -7,8 +7,9 @@ knobs: {TILE: 32}
 // tiles; each tile is read and written while its lines stay in L1, so neither
 // side walks a whole column. Tiles are split across OpenMP threads. Tiles fewer
 // than 8 rows high are copied row by row (the writes are then nearly contiguous),
-// and small problems stay on the calling thread: waking the OpenMP team costs
-// more than it saves there.
+// and only problems worth more than about 1 ms of single-thread work go
+// parallel: below that, waking the OpenMP team (milliseconds on a busy machine)
+// can cost more than it saves.
 #include <cstdint>
 
 #ifndef TILE
@@ -40,7 +41,7 @@ inline void tile_copy(const float* __restrict__ x, float* __restrict__ y, int64_
 extern "C" void transpose(const float* __restrict__ x, float* __restrict__ y,
                           int64_t rows, int64_t cols) {
     const int64_t ti = (rows + TILE - 1) / TILE, tj = (cols + TILE - 1) / TILE;
-    if (rows * cols < (int64_t)1 << 16) {
+    if (rows * cols < (int64_t)1 << 21) {  // under ~1 ms of work: stay on this thread
         for (int64_t t = 0; t < ti * tj; ++t)
             tile_copy(x, y, rows, cols, (t / tj) * TILE, (t % tj) * TILE);
         return;

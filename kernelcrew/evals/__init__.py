@@ -1,0 +1,1 @@
+"""Evaluation and reporting on top of the crew: run timelines, run reports."""
