@@ -110,17 +110,22 @@ def check(op: str | Path | OpSpec, kernel: str | Path | KernelFile, backend: str
         cand_runs, base_runs = [], []
         with bench_lock():
             for rnd in range(bench.rounds):
-                say(f"round {rnd + 1}/{bench.rounds}: candidate ({len(h.cases)} cases x {reps} runs)")
-                cr = h.run(comp, kf, reps=reps)
-                if not cr.correct:
-                    return rejected(cr.first_failure(), comp, cr.rows)
-                cand_runs.append(cr)
-                say(f"round {rnd + 1}/{bench.rounds}: baseline")
-                br = h.run(base_comp, base_kf, reps=reps)
-                if not br.correct:
-                    raise InputError(f"the op's own baseline fails: {br.first_failure()}",
-                                     path=base_kf.path)
-                base_runs.append(br)
+                # alternate who goes first, so neither kernel always runs on a cold machine
+                for who in (("cand", "base") if rnd % 2 == 0 else ("base", "cand")):
+                    if who == "cand":
+                        say(f"round {rnd + 1}/{bench.rounds}: candidate ({len(h.cases)} cases x "
+                            f"{reps} runs)")
+                        cr = h.run(comp, kf, reps=reps)
+                        if not cr.correct:
+                            return rejected(cr.first_failure(), comp, cr.rows)
+                        cand_runs.append(cr)
+                    else:
+                        say(f"round {rnd + 1}/{bench.rounds}: baseline")
+                        br = h.run(base_comp, base_kf, reps=reps)
+                        if not br.correct:
+                            raise InputError(f"the op's own baseline fails: {br.first_failure()}",
+                                             path=base_kf.path)
+                        base_runs.append(br)
         cand, base = merge_runs(cand_runs), merge_runs(base_runs)
         rows = compare_rows(cand, base, h)
         weights = {g: s.weight for g, s in spec.shapes.items()}

@@ -33,16 +33,21 @@ def race(h: Harness, challenger: tuple[CompileResult, KernelFile],
     reps = max(3, h.bench.reps // rounds)
     cr, ir = [], []
     with bench_lock():
-        for _ in range(rounds):
-            c = h.run(*challenger, reps=reps)
-            if not c.correct:  # timed outputs are checked again
-                gate = GateDecision("rejected", 0.0, 0.0, {}, c.first_failure())
-                return Race(c.rows, gate, c, c, failure=c.first_failure())
-            cr.append(c)
-            i = h.run(*incumbent, reps=reps)
-            if not i.correct:
-                raise RuntimeError(f"the incumbent kernel failed a re-check: {i.first_failure()}")
-            ir.append(i)
+        for rnd in range(rounds):
+            # alternate who goes first, so neither kernel always runs on a cold machine
+            for who in (("c", "i") if rnd % 2 == 0 else ("i", "c")):
+                if who == "c":
+                    c = h.run(*challenger, reps=reps)
+                    if not c.correct:  # timed outputs are checked again
+                        gate = GateDecision("rejected", 0.0, 0.0, {}, c.first_failure())
+                        return Race(c.rows, gate, c, c, failure=c.first_failure())
+                    cr.append(c)
+                else:
+                    i = h.run(*incumbent, reps=reps)
+                    if not i.correct:
+                        raise RuntimeError("the incumbent kernel failed a re-check: "
+                                           f"{i.first_failure()}")
+                    ir.append(i)
     c, i = merge_runs(cr), merge_runs(ir)
     rows = compare_rows(c, i, h)
     weights = {g: s.weight for g, s in h.spec.shapes.items()}

@@ -253,7 +253,10 @@ class Harness:
         run = run_confined(
             [*wrap, sys.executable, "-m", "kernelcrew.tools.worker", str(job_path)],
             scratch=out_dir, readonly=[self.inputs_dir], timeout_s=self.limits.timeout_s,
-            address_space_gib=self.limits.address_space_gib,
+            address_space_gib=getattr(self.backend, "worker_address_space_gib",
+                                      self.limits.address_space_gib),
+            devices=self.backend.worker_devices() if hasattr(self.backend, "worker_devices")
+            else (),
             file_size_mib=self.limits.file_size_mib, processes=self.limits.processes,
             open_files=self.limits.open_files, env=env, log_name="worker")
         events = _read_progress(out_dir / "progress.jsonl")

@@ -162,6 +162,7 @@ def _pids_cgroup(limit: int) -> Iterator[Path | None]:
     base = pids_cgroup_base()
     cg = None
     if base is not None:
+        _sweep_stale_cgroups(base)
         cg = base / f"kernelcrew-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         try:
             cg.mkdir()
@@ -175,6 +176,16 @@ def _pids_cgroup(limit: int) -> Iterator[Path | None]:
     finally:
         if cg is not None:
             _kill_and_remove(cg)
+
+
+def _sweep_stale_cgroups(base: Path) -> None:
+    """Remove the empty cgroups of kernelcrew processes that died without cleaning up
+    (killed with SIGKILL, say): their names carry the owner's pid."""
+    for d in base.glob("kernelcrew-*"):
+        pid = d.name.removeprefix("kernelcrew-").removeprefix("probe-").split("-")[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            with contextlib.suppress(OSError):
+                d.rmdir()  # fails, harmlessly, if anything still runs in it
 
 
 def _kill_and_remove(cg: Path) -> None:
@@ -210,7 +221,7 @@ def _count_user_processes() -> int:
     return n
 
 
-def _limits_preexec(cpu_s: int, as_bytes: int, fsize: int, nproc: int, nofile: int,
+def _limits_preexec(cpu_s: int, as_bytes: int | None, fsize: int, nproc: int, nofile: int,
                     cgroup: Path | None = None):
     def apply() -> None:
         os.setsid()
@@ -219,7 +230,8 @@ def _limits_preexec(cpu_s: int, as_bytes: int, fsize: int, nproc: int, nofile: i
                 f.write("0")
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
-        resource.setrlimit(resource.RLIMIT_AS, (as_bytes, as_bytes))
+        if as_bytes is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (as_bytes, as_bytes))
         resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
         resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
         resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
@@ -278,14 +290,17 @@ def run_confined(
     readonly: Sequence[Path] = (),
     timeout_s: float,
     cpu_s: float | None = None,
-    address_space_gib: float = 16.0,
+    address_space_gib: float | None = 16.0,  # None: no RLIMIT_AS (a CUDA driver needs that)
     file_size_mib: int = 2048,
     processes: int = 64,
     open_files: int = 256,
     env: dict[str, str] | None = None,
     log_name: str = "proc",
+    devices: Sequence[str] = (),
 ) -> SandboxRun:
-    """Run argv with cwd=scratch under the sandbox; stdout/stderr go to files in scratch."""
+    """Run argv with cwd=scratch under the sandbox; stdout/stderr go to files in scratch.
+
+    `devices` are device nodes bound into bubblewrap's fresh /dev (a GPU's /dev/nvidia*)."""
     scratch = Path(scratch).resolve()
     scratch.mkdir(parents=True, exist_ok=True)
     bw = bwrap_path()
@@ -293,6 +308,8 @@ def run_confined(
     if bw:
         prefix = [bw, "--die-with-parent", "--unshare-all", "--ro-bind", "/", "/",
                   "--dev", "/dev", "--proc", "/proc"]
+        for d in devices:  # device nodes the command needs (a GPU's), on top of the fresh /dev
+            prefix += ["--dev-bind", str(d), str(d)]
         home, keep = home_to_hide(argv)
         if home is not None:
             prefix += ["--tmpfs", str(home)]
@@ -318,7 +335,8 @@ def run_confined(
             cmd, cwd=scratch, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=full_env,
             preexec_fn=_limits_preexec(
                 int(cpu_s if cpu_s is not None else timeout_s * (os.cpu_count() or 1) + 5),
-                int(address_space_gib * 2**30), int(file_size_mib * 2**20), nproc, open_files,
+                None if address_space_gib is None else int(address_space_gib * 2**30),
+                int(file_size_mib * 2**20), nproc, open_files,
                 cgroup),
         )
         timed_out = False

@@ -155,11 +155,8 @@ class HeuristicSpecialist:
             knobs = {k: v for k, v in after.meta.knobs.items() if base.meta.knobs.get(k) != v}
             knobs = knobs or None
         regions = changed_regions(ctx.kernel, new)
-        regions = [r for r in regions if r != "front-matter"]
-        sentences = [s for s in (ev.headline(), ev.access_sentence(), mv.why) if s]
-        if len(sentences) > 3:
-            sentences = [sentences[0], sentences[2], sentences[3]]
-        bottleneck = " ".join(sentences[:3])
+        # three sentences: the numbers, the hot loop's access, what this move attacks
+        bottleneck = " ".join(s for s in (ev.headline(), ev.access_sentence(), mv.why) if s)
         confidence = min(0.95, mv.confidence * track_factor(mv.kind, ctx.change_stats))
         return Proposal(
             author=self.name,

@@ -13,18 +13,33 @@ from kernelcrew.agents.heuristic.evidence import Evidence
 
 # knobs searched elsewhere: TILE by memory_access, the threading threshold by its own rule
 _NOT_MINE = {"TILE", "GRID_CAP", "OMP_MIN_WORK"}
-LARGE_WORK = 1 << 20
+# each threaded attempt that regressed a group raises the threshold one step
+MAX_KNOB_STEPS = 2
+
+
+def _knob_steps(ctx: AgentContext, name: str) -> int:
+    """Accepted changes of a knob so far in this run."""
+    kind = f"knob:{name}"
+    notes = [(n.kind, n.outcome) for n in ctx.recent] + [
+        (line.split(" by ")[0], line.rsplit(": ", 1)[-1].split()[0]) for line in ctx.tried
+        if " by " in line and ": " in line]
+    return sum(1 for k, o in notes if kind in k.split("+") and o == "accepted")
+
+
+LARGER_WORK = [("omp_parallel:large", 1 << 23), ("omp_parallel:huge", 1 << 25)]
 _REGRESSED = re.compile(r"the (\w+) group regresses \(([\d.]+x)\)")
 
 
-def _threading_regressed(ctx: AgentContext) -> tuple[str, str] | None:
-    """(group, speedup) when a threaded candidate lost the gate on a regressing group."""
-    for note in reversed(ctx.recent):
+def _threading_regressed(ctx: AgentContext) -> tuple[str, str, int] | None:
+    """(group, speedup, attempts) when threaded candidates lost the gate on a regressing
+    group (thread start-up or scheduling stalls on mid-size shapes)."""
+    hits = []
+    for note in ctx.recent:
         if "omp_parallel" in note.kind and note.outcome != "accepted":
             m = _REGRESSED.search(note.detail)
             if m:
-                return m.group(1), m.group(2)
-    return None
+                hits.append((m.group(1), m.group(2)))
+    return (*hits[-1], len(hits)) if hits else None
 
 
 class Loop(HeuristicSpecialist):
@@ -33,7 +48,7 @@ class Loop(HeuristicSpecialist):
 
     def moves(self, ctx: AgentContext, ev: Evidence) -> list[Move]:
         out = self._cuda(ev) if ev.backend == "cuda" else self._cpu(ev, ctx)
-        out += self._knobs(ev)
+        out += self._knobs(ev, ctx)
         return out
 
     def _cpu(self, ev: Evidence, ctx: AgentContext) -> list[Move]:
@@ -56,19 +71,19 @@ class Loop(HeuristicSpecialist):
                 plan="Split the independent outer loop across threads with `#pragma omp "
                      "parallel for schedule(static)` (checked: each iteration writes only its "
                      "own elements); consecutive passes share one parallel region. The threaded "
-                     "copy runs only above 32K inner iterations, so tiny shapes keep the serial "
-                     "code.",
+                     "copy runs only above OMP_MIN_WORK (a knob, 1M) inner iterations; smaller "
+                     "shapes keep the serial code.",
                 risks="thread start-up (a few microseconds) on mid-size shapes; no gain when "
                       "one thread already saturates memory bandwidth"))
-        if regressed and ev.serial() and cores > 1:
-            group, detail = regressed
+        if regressed and ev.serial() and cores > 1 and regressed[2] <= len(LARGER_WORK):
+            group, detail, attempts = regressed
+            kind, work = LARGER_WORK[attempts - 1]
             out.append(Move(
-                "omp_parallel", "omp_parallel:large", 1.5, 0.6,
-                params={"min_work": LARGE_WORK},
+                "omp_parallel", kind, 1.5, 0.6, params={"min_work": work},
                 why=f"Threading was tried and the {group} group regressed ({detail}): thread "
                     "start-up and scheduling cost more than mid-size shapes take.",
                 plan=f"Thread the independent outer loop again, but keep the serial copy for "
-                     f"work below {LARGE_WORK} inner iterations (OMP_MIN_WORK), so only the "
+                     f"work below {work} inner iterations (OMP_MIN_WORK), so only the "
                      "large shapes pay for threads.",
                 risks="mid-size shapes stay single-threaded"))
         vec_calls = [c for c in ev.facts.math_calls if re.fullmatch(r"(exp|erf)f?", c)]
@@ -152,8 +167,10 @@ class Loop(HeuristicSpecialist):
                 risks="register pressure"))
         return out
 
-    def _knobs(self, ev: Evidence) -> list[Move]:
-        """One neighbour per knob, in the direction the evidence suggests."""
+    def _knobs(self, ev: Evidence, ctx: AgentContext) -> list[Move]:
+        """One neighbour per knob, in the direction the evidence suggests. The direction
+        only changes when the evidence does, and a knob moves at most MAX_KNOB_STEPS
+        accepted steps in a run, so the search cannot oscillate."""
         out: list[Move] = []
         for name, value in ev.knobs.items():
             if name in _NOT_MINE or not isinstance(value, int) or value < 1:
@@ -161,27 +178,31 @@ class Loop(HeuristicSpecialist):
             if ev.kf is not None and name not in ev.kf.body and not any(
                     name in str(x) for lc in ev.kf.meta.launch for x in lc.block + lc.grid):
                 continue  # the source does not use it
+            if _knob_steps(ctx, name) >= MAX_KNOB_STEPS:
+                continue
+            occ = ev.occupancy_pct
             if name == "BLOCK":
-                up = value <= 128 or (value < 512 and ev.kind in ("memory-bound",
-                                                                  "latency-bound", None)
-                                      and (ev.occupancy_pct is None or ev.occupancy_pct >= 50))
-                new = min(1024, value * 2) if up else max(32, value // 2)
-                why = (f"Blocks of {value} threads" + (
-                    f" at {ev.occupancy_pct:.0f}% theoretical occupancy"
-                    if ev.occupancy_pct is not None else "")
-                    + (": larger blocks keep more loads in flight per SM." if up else
-                       ": smaller blocks let more blocks fit per SM."))
+                if occ is not None and occ < 50 and value > 64:
+                    new, why = value // 2, (f"Blocks of {value} threads at {occ:.0f}% "
+                                            "theoretical occupancy: smaller blocks let more "
+                                            "blocks fit per SM.")
+                elif value < 512 and (occ is None or occ >= 50):
+                    new, why = value * 2, (f"Blocks of {value} threads"
+                                           + (f" at {occ:.0f}% theoretical occupancy"
+                                              if occ is not None else "")
+                                           + ": larger blocks keep more loads in flight per SM.")
+                else:
+                    continue
             elif any(w in name for w in ("UNROLL", "VEC", "ELEMS", "PER_THREAD")):
-                up = ev.kind != "memory-bound" or value < 4
-                new = value * 2 if up else max(1, value // 2)
-                why = (f"{name}={value}: more independent work per iteration hides latency."
-                       if up else f"{name}={value}: the kernel is memory-bound, a smaller "
-                       "factor lowers register pressure.")
+                if value >= 8 or (ev.kind == "memory-bound" and value >= 4):
+                    continue
+                new = value * 2
+                why = f"{name}={value}: more independent work per iteration hides latency."
             else:
+                if _knob_steps(ctx, name) >= 1:
+                    continue
                 new = value * 2
                 why = f"{name}={value}: one step up, the knob's effect is not known."
-            if new == value:
-                continue
             out.append(Move("knobs", f"knob:{name}", 1.08, 0.4, type="knobs",
                             params={"values": {name: new}}, why=why,
                             plan=f"Set {name} {value} -> {new}.",

@@ -6,7 +6,11 @@ the source uses), or None when it does not apply to that text. Because they are 
 proposal's change can be replayed on another base: `apply_change(change, text)`. The
 coordinator relies on this to merge compatible proposals into one candidate.
 
-Body-level functions (`str -> str | None`) live in `loops` (C++ and shared) and `cuda`.
+Body-level functions (`str -> str | None`, on the source after the front matter) live in
+`threads` (OpenMP parallel for), `vectorize` (restrict, omp simd, unroll), `nests`
+(interchange, tiling), `fusion`, `vecmath` (vectorizable exp/erf) and `cuda` (device-code
+specifics); `cst`, `analysis` and `common` hold the tree-sitter layer, the dependence
+analysis and the helpers they share.
 """
 
 from __future__ import annotations
@@ -20,19 +24,20 @@ from typing import Any
 import yaml
 
 from kernelcrew.agents.transforms import cuda as cuda_tf
-from kernelcrew.agents.transforms import loops as loops_tf
-from kernelcrew.agents.transforms.cst import Source, all_loops, functions, loops_in, walk
-from kernelcrew.agents.transforms.cuda import grid_stride, launch_bounds, ldg
-from kernelcrew.agents.transforms.loops import (
-    add_restrict,
-    fuse_loops,
-    interchange,
-    omp_parallel_outer,
-    omp_simd_inner,
-    tile,
-    unroll,
+from kernelcrew.agents.transforms.cst import (
+    EditConflict,
+    Source,
+    all_loops,
+    functions,
+    loops_in,
+    walk,
 )
+from kernelcrew.agents.transforms.cuda import grid_stride, launch_bounds, ldg
+from kernelcrew.agents.transforms.fusion import fuse_loops
+from kernelcrew.agents.transforms.nests import interchange, tile
+from kernelcrew.agents.transforms.threads import DEFAULT_MIN_WORK, omp_parallel_outer
 from kernelcrew.agents.transforms.vecmath import vector_math
+from kernelcrew.agents.transforms.vectorize import add_restrict, omp_simd_inner, unroll
 from kernelcrew.errors import InputError
 from kernelcrew.kernels.kernelfile import (
     FrontMatter,
@@ -182,7 +187,10 @@ def apply_transform(name: str, kernel_text: str, params: dict[str, Any] | None =
         return None
     if kf.backend not in t.backends:
         return None
-    out = t.run(kf, {**t.params, **(params or {})})
+    try:
+        out = t.run(kf, {**t.params, **(params or {})})
+    except EditConflict:
+        return None  # the rewrite would garble the source: treat it as not applicable
     if out is None:
         return None
     text = _render(kf, out)
@@ -296,7 +304,7 @@ def _t_restrict(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
 @_register("omp_parallel", "omp_parallel", ("cpu",),
            "#pragma omp parallel for on independent outer loops; the serial copy runs below "
            "OMP_MIN_WORK inner iterations (a knob)",
-           min_work=loops_tf.DEFAULT_MIN_WORK, knob="OMP_MIN_WORK")
+           min_work=DEFAULT_MIN_WORK, knob="OMP_MIN_WORK")
 def _t_parallel(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
     knob = p.get("knob") or None
     value = int(kf.meta.knobs.get(knob, p["min_work"])) if knob else int(p["min_work"])

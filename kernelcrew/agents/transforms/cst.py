@@ -59,6 +59,10 @@ class Source:
         return self.root.has_error
 
 
+class EditConflict(ValueError):
+    """Two edits of one transformation overlap (a bug in that transformation)."""
+
+
 @dataclass(frozen=True)
 class Edit:
     start: int
@@ -75,7 +79,7 @@ def apply_edits(src: Source, edits: list[Edit]) -> str:
     last_start = len(data) + 1
     for _, e in indexed:
         if e.end > last_start:
-            raise ValueError(f"overlapping edits at byte {e.start}")
+            raise EditConflict(f"overlapping edits at byte {e.start}")
         data = data[:e.start] + e.text.encode() + data[e.end:]
         last_start = e.start
     return data.decode()

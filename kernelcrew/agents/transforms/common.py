@@ -1,0 +1,140 @@
+"""Helpers the loop transformations share: parsing a function, finishing edits, pragmas,
+versioned small-size paths, fresh names."""
+
+from __future__ import annotations
+
+import re
+
+from kernelcrew.agents.transforms.analysis import (
+    FunctionModel,
+)
+from kernelcrew.agents.transforms.cst import (
+    Edit,
+    Loop,
+    Node,
+    Source,
+    apply_edits,
+    find_function,
+    identifiers,
+    lookup,
+    pragma_text,
+    pragmas_before,
+    walk,
+    within,
+)
+
+MIN_INNER = 8  # below this inner trip count an interchanged (vectorized) loop does not pay
+# First line of the original code that a transformation keeps for sizes where its rewrite
+# does not pay (the interchange's short rows); later transformations (simd, unroll,
+# interchange, tiling) leave such a block alone: their set-up costs more than it saves.
+SMALL_MARK = "// kernelcrew: small-size path, kept simple"
+_HINTS = re.compile(r"^\s*#\s*pragma\s+(omp\s+simd\b|GCC\s+unroll\b|unroll\b)")
+
+
+def in_small_path(node: Node) -> bool:
+    """Inside a block that starts with SMALL_MARK."""
+    p = node.parent
+    while p is not None:
+        if p.type == "compound_statement":
+            first = p.named_children[0] if p.named_children else None
+            if first is not None and first.type == "comment" and \
+                    first.text.decode().strip() == SMALL_MARK:
+                return True
+        p = p.parent
+    return False
+
+
+def strip_hints(text: str) -> str:
+    """Drop simd/unroll pragma lines (hints only: the loops mean the same without them)."""
+    return "\n".join(ln for ln in text.split("\n") if not _HINTS.match(ln))
+
+
+def model_of(src: str, entry: str) -> tuple[Source, FunctionModel] | None:
+    s = Source(src)
+    fn = find_function(s, entry)
+    if fn is None or fn.child_by_field_name("body") is None:
+        return None
+    return s, FunctionModel(s, fn)
+
+
+def finish(s: Source, edits: list[Edit]) -> str | None:
+    if not edits:
+        return None
+    out = apply_edits(s, edits)
+    if out == s.text or Source(out).has_errors() and not s.has_errors():
+        return None
+    return out
+
+
+def has_pragma(s: Source, lp: Loop, word: str) -> bool:
+    return any(re.search(word, pragma_text(s, p)) for p in pragmas_before(lp.node))
+
+
+def invariant_text(s: Source, m: FunctionModel, node: Node | None, at: Node) -> str | None:
+    """The text of a bound expression if every name in it is visible and fixed at `at`."""
+    if node is None:
+        return None
+    for ident in identifiers(node):
+        d = lookup(ident.text.decode(), ident)
+        if d is None:
+            continue  # a macro/knob
+        if within(d.node, at) or m.is_written(d):
+            return None
+    return s.text_of(node).strip()
+
+
+def descendants(lp: Loop) -> list[Loop]:
+    out = []
+    for c in lp.children:
+        out.append(c)
+        out.extend(descendants(c))
+    return out
+
+
+def guard_edit(s: Source, m: FunctionModel, knob: str, value: int) -> Edit:
+    """`#ifndef KNOB / #define KNOB value / #endif` before the function."""
+    top = m.fn
+    while top.parent is not None and top.parent.type != "translation_unit":
+        top = top.parent
+    at = s.line_start(top)
+    return Edit(at, at, f"#ifndef {knob}\n#define {knob} {value}\n#endif\n\n")
+
+
+def mentions_var(m: FunctionModel, node: Node, lp: Loop) -> bool:
+    for ident in identifiers(node, lp.var):
+        d = lookup(lp.var, ident)
+        if d is not None and lp.decl is not None and d.node.start_byte == lp.decl.start_byte:
+            return True
+    return False
+
+
+def statements(body: Node) -> list[Node]:
+    if body.type == "compound_statement":
+        return [c for c in body.named_children if c.type != "comment"]
+    return [body]
+
+
+def loop_header(s: Source, lp: Loop) -> str:
+    return s.data[lp.node.start_byte:lp.body.start_byte].decode().rstrip()
+
+
+def fresh_name(m: FunctionModel, base: str) -> str:
+    names = {n.text.decode() for n in walk(m.fn) if n.type == "identifier"}
+    name, k = base, 2
+    while name in names:
+        name, k = f"{base}{k}", k + 1
+    return name
+
+
+def repeat(src: str, entry: str, once) -> str | None:
+    """Apply a one-site rewrite until no site is left (versioned code has two copies)."""
+    text, changed = src, False
+    for _ in range(8):
+        got = model_of(text, entry)
+        if got is None:
+            return None
+        out = once(*got)
+        if out is None:
+            break
+        text, changed = out, True
+    return text if changed else None

@@ -1,0 +1,182 @@
+"""Threads: `#pragma omp parallel for` on independent outer loops, versioned so that
+work below a threshold runs the serial copy."""
+
+from __future__ import annotations
+
+import re
+
+from kernelcrew.agents.transforms.analysis import (
+    FunctionModel,
+    Verdict,
+    check_loop,
+)
+from kernelcrew.agents.transforms.common import (
+    descendants,
+    finish,
+    guard_edit,
+    invariant_text,
+    mentions_var,
+    model_of,
+    statements,
+)
+from kernelcrew.agents.transforms.cst import (
+    Edit,
+    Loop,
+    Source,
+    lookup,
+    pragma_text,
+    same,
+    walk,
+)
+
+DEFAULT_MIN_WORK = 1 << 20
+
+
+def _work_expr(s: Source, m: FunctionModel, lp: Loop) -> str | None:
+    """A product of loop trip bounds for the nest under `lp`: the work an `if` clause
+    compares against a threshold."""
+    factors = []
+    cur: Loop | None = lp
+    while cur is not None:
+        t = invariant_text(s, m, cur.end, lp.node)
+        if t is not None:
+            factors.append(t if re.fullmatch(r"[\w.]+", t) else f"({t})")
+        # follow the deepest child whose bound is known where the pragma goes
+        kids = [c for c in cur.children if invariant_text(s, m, c.end, lp.node) is not None]
+        cur = max(kids or cur.children, key=lambda c: len(descendants(c)), default=None)
+    return " * ".join(factors) if factors else None
+
+
+def owned_loops(m: FunctionModel, lp: Loop) -> set[str]:
+    """Inner loops that walk one tile of a tiled loop: `for (i = i0; i < min(i0 + T, n); ..)`
+    inside `for (i0 = 0; i0 < n; i0 += T)`. Distinct tiles own disjoint ranges of i."""
+    if lp.step is None:
+        return set()
+    out = set()
+    step_text = m.src.text_of(lp.step).replace(" ", "")
+    for inner in descendants(lp):
+        if inner.start is None or inner.start.type != "identifier" or \
+                inner.start.text.decode() != lp.var or inner.end is None:
+            continue
+        end = inner.end
+        if end.type == "identifier":
+            d = lookup(end.text.decode(), end)
+            end = d.init if d is not None and d.init is not None else end
+        arms = m._min_arms(end) if end.type in ("conditional_expression",
+                                                "call_expression") else None
+        for arm in arms or []:
+            t = m.src.text_of(arm).replace(" ", "")
+            if t in (f"{lp.var}+{step_text}", f"{step_text}+{lp.var}"):
+                out.add(inner.key)
+    return out
+
+
+def parallel_verdict(m: FunctionModel, lp: Loop) -> Verdict:
+    """Whether the iterations of `lp` may run on different threads (tiles count as the
+    elements they own)."""
+    return check_loop(m, lp, allow_reductions=False, owned=owned_loops(m, lp))
+
+
+def omp_parallel_outer(src: str, entry: str, *, min_work: int = DEFAULT_MIN_WORK,
+                       knob: str | None = None) -> str | None:
+    """`#pragma omp parallel for schedule(static)` on each independent outermost loop of
+    `entry`. Consecutive top-level loops that are all independent share one `omp parallel`
+    region, each with `omp for` (its implicit barrier keeps the passes in order).
+
+    The parallel code is versioned: `if (work >= min_work) { parallel } else { serial }`,
+    because even an OpenMP `if(false)` clause costs ~0.4 us per call in libgomp, which is
+    as much as a tiny case takes in all. With `knob`, the threshold is that macro (defined
+    to `min_work` when the build does not set it), so it can be tuned like any knob."""
+    got = model_of(src, entry)
+    if got is None:
+        return None
+    s, m = got
+    if any(re.match(r"omp\s+(parallel|for)\b", pragma_text(s, n))
+           for n in walk(m.body) if n.type == "preproc_call"):
+        return None  # already threaded
+    chosen: list[Loop] = []
+    for top in m.forest:
+        if top.canonical and parallel_verdict(m, top).ok:
+            chosen.append(top)
+            continue
+        # a sequential outer loop: one level down
+        for c in top.children:
+            if c.canonical and parallel_verdict(m, c).ok:
+                chosen.append(c)
+    if not chosen:
+        return None
+    groups: list[list[Loop]] = []
+    run = _region_run(s, m, chosen)
+    if run is not None and len(run) > 1:
+        groups.append(run)
+    groups += [[lp] for lp in chosen if run is None or lp not in run or len(run) < 2]
+    threshold = knob or str(min_work)
+    edits: list[Edit] = [_parallel_version(s, m, g, threshold) for g in groups]
+    if knob and f"#define {knob}" not in s.text and any(
+            f">= {knob}" in e.text for e in edits):
+        edits.append(guard_edit(s, m, knob, min_work))
+    return finish(s, edits)
+
+
+def _parallel_version(s: Source, m: FunctionModel, group: list[Loop], min_work: str) -> Edit:
+    """One edit that replaces the loops of `group` (consecutive statements) by a threaded
+    copy for large work and the same code, single-threaded, below the threshold."""
+    first, last = group[0].node, group[-1].node
+    start, end = s.line_start(first), last.end_byte
+    ind = s.indent_of(first)
+    work = _work_expr(s, m, group[0])
+    region = len(group) > 1
+    pragma = "#pragma omp for" if region else "#pragma omp parallel for"
+
+    def copy(with_pragmas: bool, extra: str) -> str:
+        text = s.data[start:end]
+        for lp in sorted(group, key=lambda x: x.node.start_byte, reverse=True):
+            if with_pragmas:
+                at = s.line_start(lp.node) - start
+                clause = " collapse(2)" if _collapsible(m, lp) else ""
+                line = f"{pragma}{clause} schedule(static)\n"
+                text = text[:at] + line.encode() + text[at:]
+        lines = text.decode().split("\n")
+        return "\n".join(ln if not ln.strip() or ln.startswith("#") else extra + ln
+                         for ln in lines)
+
+    if work is None:  # no size known before the loop: thread it unconditionally
+        if region:
+            return Edit(start, end, f"#pragma omp parallel\n{ind}{{\n{copy(True, '    ')}\n"
+                                    f"{ind}}}")
+        return Edit(start, end, copy(True, ""))
+    st = "    "
+    par = copy(True, st + (st if region else ""))
+    ser = copy(False, st)
+    if region:
+        par = f"#pragma omp parallel\n{ind}{st}{{\n{par}\n{ind}{st}}}"
+    text = (f"{ind}if ({work} >= {min_work}) {{\n{par}\n{ind}}} else {{\n{ser}\n{ind}}}")
+    return Edit(start, end, text)
+
+
+def _collapsible(m: FunctionModel, lp: Loop) -> bool:
+    """A tile loop whose body is just the next tile loop (rectangular, independent too):
+    threads share out tiles of both, so a thin shape (3 rows: one row of tiles) still
+    keeps every thread busy."""
+    stmts = statements(lp.body)
+    if lp.step is None or len(stmts) != 1 or len(lp.children) != 1:
+        return False
+    c = lp.children[0]
+    if not same(stmts[0], c.node) or not c.canonical or c.step is None:
+        return False
+    if any(mentions_var(m, n, lp) for n in (c.start, c.end, c.step)):
+        return False
+    return parallel_verdict(m, c).ok
+
+
+def _region_run(s: Source, m: FunctionModel, chosen: list[Loop]) -> list[Loop] | None:
+    """The chosen top-level loops when they are consecutive statements of the function body
+    (only comments between): they can share one parallel region."""
+    tops = [lp for lp in chosen if lp.parent is None]
+    if len(tops) < 2:
+        return None
+    stmts = [c for c in m.body.named_children if c.type != "comment"]
+    idx = [next((k for k, st in enumerate(stmts) if same(st, lp.node)), -1) for lp in tops]
+    if -1 in idx or idx != list(range(idx[0], idx[0] + len(idx))):
+        return None
+    return tops

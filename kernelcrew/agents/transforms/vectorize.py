@@ -1,0 +1,154 @@
+"""Aliasing and vectorization: `__restrict__` parameters, `omp simd` with reductions on
+innermost loops, unroll pragmas."""
+
+from __future__ import annotations
+
+import re
+
+from kernelcrew.agents.transforms.analysis import (
+    FunctionModel,
+    check_loop,
+    split_terms,
+)
+from kernelcrew.agents.transforms.common import (
+    finish,
+    has_pragma,
+    in_small_path,
+    model_of,
+)
+from kernelcrew.agents.transforms.cst import (
+    Edit,
+    Loop,
+    Source,
+    find_function,
+    functions,
+    insert_lines_before,
+    params,
+    pragma_text,
+    pragmas_before,
+    remove_lines,
+    walk,
+)
+
+# ---------------------------------------------------------------- restrict
+
+def add_restrict(src: str, entry: str) -> str | None:
+    """Add `__restrict__` to every pointer parameter of `entry` (distinct buffers)."""
+    s = Source(src)
+    fn = find_function(s, entry)
+    if fn is None:
+        return None
+    edits = []
+    for p in params(fn):
+        if p.pointer is None or p.restrict:
+            continue
+        star = next((c for c in p.pointer.children if c.type == "*"), None)
+        if star is None:
+            continue
+        edits.append(Edit(star.end_byte, star.end_byte, " __restrict__"))
+        # `float *x` style: keep one space between the qualifier and the name
+        nxt = s.data[star.end_byte:star.end_byte + 1]
+        if nxt not in (b" ", b"\t"):
+            edits[-1] = Edit(star.end_byte, star.end_byte, " __restrict__ ")
+    return finish(s, edits)
+
+
+# ---------------------------------------------------------------- OpenMP simd
+
+def omp_simd_inner(src: str, entry: str) -> str | None:
+    """`#pragma omp simd` (with reduction clauses) on every innermost loop whose iterations
+    are independent apart from recognized reductions. Loops that store with a non-unit
+    stride are left alone (vector scatters cost more than scalar stores). An unroll pragma
+    on a loop that gets simd is dropped (g++ refuses any pragma between the two)."""
+    got = model_of(src, entry)
+    if got is None:
+        return None
+    s, m = got
+    edits: list[Edit] = []
+    for lp in m.loops:
+        if lp.children or not lp.canonical or has_pragma(s, lp, r"^omp\b.*\bsimd\b") or \
+                in_small_path(lp.node):
+            continue
+        v = check_loop(m, lp, allow_reductions=True)
+        if not v.ok or _scatters(m, lp):
+            continue
+        by_op: dict[str, list[str]] = {}
+        for name, op in v.reductions.items():
+            by_op.setdefault(op, []).append(name)
+        clauses = "".join(f" reduction({op} : {', '.join(names)})"
+                          for op, names in sorted(by_op.items()))
+        # g++ accepts no other pragma between `omp simd` and its loop: an unroll pragma goes
+        edits += remove_lines(s, [p for p in pragmas_before(lp.node)
+                                  if re.match(r"(GCC\s+)?unroll\b", pragma_text(s, p))])
+        worksharing = next((p for p in pragmas_before(lp.node)
+                            if re.match(r"omp\s+(parallel\s+)?for\b", pragma_text(s, p))), None)
+        if worksharing is not None:
+            # the threaded loop is also the innermost one: the combined `for simd` construct
+            arg = worksharing.child_by_field_name("argument")
+            text = re.sub(r"\bfor\b", "for simd", pragma_text(s, worksharing), count=1)
+            edits.append(Edit(arg.start_byte, arg.end_byte, text + clauses))
+        else:
+            edits += _insert_first(s, lp, f"#pragma omp simd{clauses}")
+        for node, text in v.rewrites:
+            edits.append(Edit(node.start_byte, node.end_byte, text))
+    return finish(s, edits)
+
+
+def _scatters(m: FunctionModel, lp: Loop) -> bool:
+    """Whether the loop stores to an array with a stride other than one element."""
+    for n in walk(lp.body):
+        p = n.parent
+        if n.type != "subscript_expression" or p is None or \
+                p.type != "assignment_expression" or p.child_by_field_name("left") != n:
+            continue
+        acc = m.subscript(n, lp.node)
+        sp = split_terms(acc[1]) if acc is not None and acc[1] is not None else None
+        coef = sp[0].get(lp.key) if sp is not None else None
+        if coef is not None and coef != {(): 1}:
+            return True
+    return False
+
+
+def _insert_first(s: Source, lp: Loop, line: str) -> list[Edit]:
+    """Insert a pragma line before a loop, above any pragmas already attached to it."""
+    prag = pragmas_before(lp.node)
+    anchor = prag[0] if prag else lp.node
+    if prag:
+        start = s.line_start(anchor)
+        return [Edit(start, start, line + "\n")]
+    return insert_lines_before(s, lp.node, [line])
+
+
+# ---------------------------------------------------------------- unroll
+
+def unroll(src: str, factor: int, entry: str | None = None, *, style: str = "gcc"
+           ) -> str | None:
+    """`#pragma GCC unroll N` (CUDA: `#pragma unroll N`) on innermost loops of `entry`
+    (every function when None); an existing unroll pragma gets the new factor. Loops under an
+    OpenMP pragma are left alone (g++ allows no pragma between it and the loop)."""
+    s = Source(src)
+    if entry is None:
+
+        fns = functions(s)
+    else:
+        fn = find_function(s, entry)
+        fns = [fn] if fn is not None else []
+    word = "GCC unroll" if style == "gcc" else "unroll"
+    edits: list[Edit] = []
+    for fn in fns:
+        m = FunctionModel(s, fn)
+        for lp in m.loops:
+            if lp.children or not lp.canonical or has_pragma(s, lp, r"^omp\b") or \
+                    in_small_path(lp.node):
+                continue  # g++ allows nothing between an OpenMP pragma and its loop
+            existing = [p for p in pragmas_before(lp.node)
+                        if re.match(r"(GCC\s+)?unroll\b", pragma_text(s, p))]
+            if existing:
+                if pragma_text(s, existing[0]) == f"{word} {factor}":
+                    continue
+                edits += remove_lines(s, existing)
+                edits.append(Edit(s.line_start(lp.node), s.line_start(lp.node),
+                                  f"#pragma {word} {factor}\n"))
+                continue
+            edits += insert_lines_before(s, lp.node, [f"#pragma {word} {factor}"])
+    return finish(s, edits)
