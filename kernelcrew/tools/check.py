@@ -12,7 +12,7 @@ from kernelcrew.kernels.kernelfile import KernelFile, load_kernel, validate_agai
 from kernelcrew.kernels.spec import OpSpec, load_op
 from kernelcrew.tools.backend import Backend, get_backend
 from kernelcrew.tools.config import BenchSettings, Limits, cache_dir
-from kernelcrew.tools.gate import decide
+from kernelcrew.tools.gate import decide, weighted_speedup
 from kernelcrew.tools.harness import Harness, KernelRun, case_key
 from kernelcrew.tools.results import CaseRow, CheckResult, CompileResult
 
@@ -45,8 +45,10 @@ def merge_runs(runs: list[KernelRun]) -> KernelRun:
 
 
 def compare_rows(cand: KernelRun, base: KernelRun, harness: Harness) -> list[CaseRow]:
+    """Per-case medians and speedups; medians under the backend's timing floor are clamped."""
     import numpy as np
 
+    floor = harness.backend.timing_floor_ms
     rows = []
     for c, row in zip(harness.cases, cand.rows, strict=True):
         k = case_key(c)
@@ -57,7 +59,7 @@ def compare_rows(cand: KernelRun, base: KernelRun, harness: Harness) -> list[Cas
             row.p10_ms = float(np.percentile(cs, 10))
             row.p90_ms = float(np.percentile(cs, 90))
             row.baseline_ms = float(np.median(bs))
-            row.speedup = row.baseline_ms / row.median_ms if row.median_ms > 0 else None
+            row.speedup = max(row.baseline_ms, floor) / max(row.median_ms, floor)
         rows.append(row)
     return rows
 
@@ -129,7 +131,10 @@ def check(op: str | Path | OpSpec, kernel: str | Path | KernelFile, backend: str
         cand, base = merge_runs(cand_runs), merge_runs(base_runs)
         rows = compare_rows(cand, base, h)
         weights = {g: s.weight for g, s in spec.shapes.items()}
-        gate = decide(rows, base.samples, cand.samples, weights, bench.min_speedup)
+        per_round = [weighted_speedup(compare_rows(c, b, h), weights)[0]
+                     for c, b in zip(cand_runs, base_runs, strict=True)]
+        gate = decide(rows, base.samples, cand.samples, weights, bench.min_speedup,
+                      round_speedups=per_round)
         res = CheckResult(op=spec.name, kernel=name, backend=be.name, correct=True,
                           verdict=gate.verdict, speedup=gate.speedup, reason=gate.reason,
                           noise_band=gate.band, rows=rows, compile=comp,

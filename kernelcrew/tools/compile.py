@@ -32,7 +32,8 @@ _NVCC_DIAG = re.compile(r"^(?P<file>[^\s(]+)\((?P<line>\d+)\):\s*"
 def tool_version(exe: str) -> str:
     """First line of `exe --version` (part of the cache key)."""
     try:
-        out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30)
+        out = subprocess.run([exe, "--version"], check=False, capture_output=True, text=True,
+                             timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return "missing"
     lines = [ln for ln in out.stdout.splitlines() if ln.strip()]

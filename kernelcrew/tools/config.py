@@ -32,7 +32,7 @@ def scratch_root() -> Path:
 class Limits:
     """Limits of one worker process (a kernel under test)."""
 
-    timeout_s: float = field(default_factory=lambda: float(os.environ.get("KERNELCREW_TIMEOUT", 30)))
+    timeout_s: float = field(default_factory=lambda: float(os.environ.get("KERNELCREW_TIMEOUT", "30")))
     address_space_gib: float = 16.0  # RLIMIT_AS; OpenMP stacks and NumPy need headroom
     file_size_mib: int = 2048  # RLIMIT_FSIZE: outputs are written as .npy files
     processes: int = 64  # extra processes/threads a kernel may start
@@ -51,7 +51,7 @@ class CompileLimits:
 class BenchSettings:
     """How timing is done; see README, 'How the gate decides'."""
 
-    reps: int = field(default_factory=lambda: int(os.environ.get("KERNELCREW_REPS", 20)))
+    reps: int = field(default_factory=lambda: int(os.environ.get("KERNELCREW_REPS", "20")))
     warmup: int = 3
     input_sets: int = 2  # timed runs rotate over these so caches/replay cannot help
     min_speedup: float = 0.10  # a win must clear this as well as the noise band

@@ -333,6 +333,7 @@ def _symbol_reason(kf: KernelFile, entries: list[str]) -> str:
 class CudaBackend(Backend):
     name = "cuda"
     suffix = ".cu"
+    timing_floor_ms = 0.005  # events resolve ~0.5 us; a launch costs a few us
 
     def can_run(self) -> tuple[bool, str]:
         if nvcc_path() is None:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from kernelcrew.kernels.kernelfile import KernelFile
 from kernelcrew.tools.check import bench_lock, compare_rows, merge_runs
-from kernelcrew.tools.gate import GateDecision, decide
+from kernelcrew.tools.gate import GateDecision, decide, weighted_speedup
 from kernelcrew.tools.harness import Harness, KernelRun
 from kernelcrew.tools.results import CaseRow, CompileResult
 
@@ -51,5 +51,8 @@ def race(h: Harness, challenger: tuple[CompileResult, KernelFile],
     c, i = merge_runs(cr), merge_runs(ir)
     rows = compare_rows(c, i, h)
     weights = {g: s.weight for g, s in h.spec.shapes.items()}
-    gate = decide(rows, i.samples, c.samples, weights, h.bench.min_speedup, against=against)
+    per_round = [weighted_speedup(compare_rows(a, b, h), weights)[0]
+                 for a, b in zip(cr, ir, strict=True)]
+    gate = decide(rows, i.samples, c.samples, weights, h.bench.min_speedup, against=against,
+                  round_speedups=per_round)
     return Race(rows, gate, c, i)

@@ -6,7 +6,10 @@ Method (also in the README):
 - the noise band is the larger of the minimum threshold (default 10%) and twice
   the relative standard error of the two medians, from the measured spreads
   (SE(median) ~ 1.25 sigma / sqrt(N), sigma ~ (P90 - P10) / 2.56), averaged over
-  cases with the groups' weights;
+  cases with the groups' weights, widened to the largest deviation of a single
+  round's overall speedup from the pooled one (rounds that disagree are noise);
+- medians under the backend's timing floor (CPU 20 us, CUDA 5 us: call overhead and
+  timer resolution) are clamped to it before speedups are taken;
 - the overall speedup is the geometric mean of per-case speedups, averaged within
   each shape group and weighted across groups by op.yaml's weights;
 - `faster` needs the overall speedup above 1 + band and no group below
@@ -70,8 +73,15 @@ def weighted_speedup(rows: list[CaseRow], weights: dict[str, float]) -> tuple[fl
 
 def decide(rows: list[CaseRow], baseline_samples: dict[str, list[float]],
            candidate_samples: dict[str, list[float]], weights: dict[str, float],
-           min_speedup: float, against: str = "the baseline") -> GateDecision:
+           min_speedup: float, against: str = "the baseline",
+           round_speedups: list[float] | None = None) -> GateDecision:
     band = noise_band(baseline_samples, candidate_samples, weights, min_speedup)
+    s_all = weighted_speedup(rows, weights)[0]
+    rounds = [r for r in (round_speedups or []) if r and r > 0]
+    if len(rounds) > 1 and s_all > 0:
+        # rounds that disagree widen the band: the spread between repeated measurements
+        # is noise the within-round spread does not see
+        band = max(band, math.exp(max(abs(math.log(r / s_all)) for r in rounds)) - 1)
     s, groups = weighted_speedup(rows, weights)
     hi, lo = 1 + band, 1 / (1 + band)
     regressing = {g: v for g, v in groups.items() if v < lo}

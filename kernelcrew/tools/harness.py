@@ -18,6 +18,7 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
 import numpy as np
 
@@ -95,7 +96,7 @@ class Harness:
         self._data: dict[str, CaseData] = {}
         self._runs = 0
 
-    def __enter__(self) -> Harness:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -120,7 +121,7 @@ class Harness:
             if make:
                 try:
                     arrays = make(rng, **case.sizes)
-                except Exception as e:  # user code from the op folder
+                except Exception as e:  # noqa: BLE001 - user code from the op folder
                     raise InputError(f"make_inputs failed for {case.label}: {type(e).__name__}: "
                                      f"{e}", path=spec.folder / "inputs.py") from None
             else:
@@ -185,7 +186,7 @@ class Harness:
             out = spec.reference_fn()(**kw)
         except InputError:
             raise
-        except Exception as e:  # user code from the op folder
+        except Exception as e:  # noqa: BLE001 - user code from the op folder
             raise InputError(f"reference raised {type(e).__name__}: {e} (case {case.label})",
                              path=path) from None
         if not isinstance(out, dict) or set(out) != set(spec.outputs):

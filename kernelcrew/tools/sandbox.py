@@ -83,7 +83,8 @@ def bwrap_path() -> str | None:
         return None
     try:
         r = subprocess.run([exe, "--ro-bind", "/", "/", "--dev", "/dev", "--unshare-all",
-                            "--die-with-parent", "true"], capture_output=True, timeout=20)
+                            "--die-with-parent", "true"], check=False, capture_output=True,
+                           timeout=20)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return exe if r.returncode == 0 else None
@@ -333,7 +334,9 @@ def run_confined(
           _pids_cgroup(cap) as cgroup):
         proc = subprocess.Popen(
             cmd, cwd=scratch, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=full_env,
-            preexec_fn=_limits_preexec(
+            # preexec_fn is needed for setsid/rlimits/cgroup; workers are started only from
+            # graph nodes that run alone (the parallel specialists never spawn processes)
+            preexec_fn=_limits_preexec(  # noqa: PLW1509
                 int(cpu_s if cpu_s is not None else timeout_s * (os.cpu_count() or 1) + 5),
                 None if address_space_gib is None else int(address_space_gib * 2**30),
                 int(file_size_mib * 2**20), nproc, open_files,

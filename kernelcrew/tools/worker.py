@@ -127,10 +127,12 @@ def _runtime(job: dict):
 def main(job_path: str) -> int:
     job = json.loads(Path(job_path).read_text())
     out_dir = Path(job["out_dir"])
-    progress = open(out_dir / "progress.jsonl", "a", buffering=1)
+    progress_path = out_dir / "progress.jsonl"
 
     def note(**kw: Any) -> None:
-        progress.write(json.dumps(kw) + "\n")
+        # open/append/close per event: a crash right after still leaves the line on disk
+        with open(progress_path, "a") as f:
+            f.write(json.dumps(kw) + "\n")
 
     rt = _runtime(job)
     note(event="loaded")

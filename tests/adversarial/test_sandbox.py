@@ -1,0 +1,150 @@
+"""Attacks on the machine: files, network, processes, memory, the compiler.
+
+The kernels here get past the static check on purpose (names glued with ##, raw
+system calls), so what stops them is the sandbox: bubblewrap's read-only root and
+empty network namespace, the process cap, RLIMIT_AS, the timeouts, and the rule that
+a CPU worker's own output never reaches a verdict.
+"""
+
+from __future__ import annotations
+
+import socket
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.adversarial.conftest import (
+    EVASIVE_ARCH,
+    KERNELS,
+    MARKER,
+    PASSWD_LINES,
+    TINY,
+    assert_judged_normally,
+    assert_rejected,
+    bubblewrap_used,
+    fresh_copy,
+    judge,
+    marker_places,
+)
+
+KERNELS_USED = {"write_outside_evasive.cpp", "network_evasive.cpp", "fork_bomb_evasive.cpp",
+                "alloc_unbounded.cpp", "reads_host_file_evasive.cpp", "compile_bomb.cpp",
+                "fake_load_error.cpp"}
+
+needs_bwrap = pytest.mark.skipif(not bubblewrap_used(),
+                                 reason="bubblewrap is not usable here: only limits apply")
+needs_arch = pytest.mark.skipif(not EVASIVE_ARCH,
+                                reason="the evasive kernels use x86-64/aarch64 syscall numbers")
+
+
+def _process_cap() -> bool:
+    from kernelcrew.tools.sandbox import sandbox_description
+
+    return "NO process cap" not in sandbox_description()
+
+
+@needs_bwrap
+@needs_arch
+def test_write_outside_scratch_fails_read_only():
+    """openat(O_CREAT) outside the scratch directory gets EROFS; no marker file appears."""
+    j = judge("write_outside_evasive.cpp")
+    # the kernel puts what openat("/tmp/...") returned into out[0]: -30 is EROFS
+    assert_rejected(j, r"worst at \[0\]: got -30,")
+    found = [p / MARKER for p in marker_places() if (p / MARKER).exists()]
+    assert not found, found
+
+
+@needs_bwrap
+@needs_arch
+def test_network_connection_is_unreachable(tmp_path):
+    """connect() to the outside: ENETUNREACH (-101). connect() to a port this test
+    listens on at 127.0.0.1: ECONNREFUSED (-111), the sandbox's own empty loopback."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(4)
+        port = listener.getsockname()[1]
+        src = (KERNELS / "network_evasive.cpp").read_text()
+        kernel = tmp_path / "network_evasive_port.cpp"
+        kernel.write_text(src.replace("knobs: {PORT: 22}", f"knobs: {{PORT: {port}}}", 1))
+        j = judge(kernel)
+        listener.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nobody reached the host's loopback
+    assert_rejected(j, r"worst at \[[01]\]: got -(101|111),")
+    rows = {r["case"]: r for r in j.doc["rows"]}
+    assert rows["rows=256,cols=1024"]["failing_indices"] == [[0], [1]], rows
+    assert "got 0," not in j.reason
+
+
+@needs_arch
+@pytest.mark.skipif(not _process_cap(), reason="no process cap can bind here (root without a "
+                    "writable pids cgroup): a fork bomb would only be stopped by the timeout")
+def test_fork_bomb_ends_within_limits_then_next_kernel_is_judged_normally(tmp_path):
+    j = judge("fork_bomb_evasive.cpp", timeout=3)
+    assert_rejected(j, r"kernel timed out after 3\.\d s \(killed\)")
+    assert j.seconds < 3 + 30, j.seconds
+    nxt = judge(fresh_copy(TINY / "baseline.cpp", tmp_path))
+    assert_judged_normally(nxt)
+
+
+def test_unbounded_allocation_is_a_crash_verdict():
+    """RLIMIT_AS makes the allocation fail; the uncaught bad_alloc aborts the worker."""
+    j = judge("alloc_unbounded.cpp")
+    assert_rejected(j, r"kernel crashed with SIG(ABRT|SEGV|KILL) in case typical\[0\]")
+    assert j.seconds < 60, j.seconds
+
+
+@needs_arch
+def test_host_file_read_at_run_time_does_not_reach_the_output():
+    """The kernel prints /etc/passwd on the worker's stderr and exits 3: the verdict
+    says it exited, and quotes nothing the worker printed."""
+    j = judge("reads_host_file_evasive.cpp")
+    assert_rejected(j, r"^kernel exited with code 3 in case typical\[0\] \([^)]*\)$")
+    assert "root:" not in j.stdout + j.stderr
+
+
+def test_compile_bomb_ends_within_limits_then_next_kernel_compiles(tmp_path):
+    env = {"KERNELCREW_COMPILE_TIMEOUT": "5"}
+    j = judge(fresh_copy(TINY.parent.parent / "kernels" / "compile_bomb.cpp", tmp_path),
+              env=env)
+    assert_rejected(j, r"compile timed out after 5 s|compiler killed")
+    assert j.seconds < 5 + 30, j.seconds
+    nxt = judge(fresh_copy(TINY / "baseline.cpp", tmp_path), env=env)
+    assert_judged_normally(nxt)
+    assert nxt.doc["compile"]["cached"] is False
+
+
+@needs_bwrap
+@needs_arch
+def test_home_directory_is_hidden(tmp_path):
+    """A file in the home directory of the user running kernelcrew cannot be opened:
+    the sandbox shows an empty home. (The kernel exits with code 3 when its read
+    succeeds; when it fails, it writes a wrong answer instead.)"""
+    secret = Path.home() / f".kernelcrew_adv_secret_{uuid.uuid4().hex[:8]}"
+    secret.write_text("token=kernelcrew-adversarial-suite\n")
+    try:
+        src = (KERNELS / "reads_host_file_evasive.cpp").read_text()
+        kernel = tmp_path / "reads_home_file.cpp"
+        kernel.write_text(src.replace('"/etc/passwd"', f'"{secret}"'))
+        j = judge(kernel)
+    finally:
+        secret.unlink()
+    assert_rejected(j, r"^wrong result in typical case .*outside tolerance")
+    assert "kernelcrew-adversarial-suite" not in j.stdout + j.stderr
+
+
+@needs_arch
+def test_fake_load_error_names_nothing_from_outside_the_source():
+    """A constructor prints passwd's first line as an 'undefined symbol' and exits: the
+    verdict says a symbol was undefined, and names none (KERNELCREW_DEBUG=1, which quotes
+    the worker's stderr for debugging, shows what the kernel tried to pass on)."""
+    j = judge("fake_load_error.cpp")
+    assert_rejected(j, r"^kernel exited with code 1 while loading the kernel: "
+                       r"an undefined symbol$")
+    first = PASSWD_LINES[0] if PASSWD_LINES else ""
+    smuggled = "".join(c if c.isalnum() else "_" for c in first)
+    assert not smuggled or smuggled not in j.stdout + j.stderr
+    if smuggled:
+        debug = judge("fake_load_error.cpp", env={"KERNELCREW_DEBUG": "1"})
+        assert smuggled in debug.reason  # the channel the default closes
