@@ -28,8 +28,9 @@ def verify(h: Harness, comp: CompileResult, kf: KernelFile) -> KernelRun:
 
 
 def race(h: Harness, challenger: tuple[CompileResult, KernelFile],
-         incumbent: tuple[CompileResult, KernelFile], *, rounds: int = 2,
+         incumbent: tuple[CompileResult, KernelFile], *, rounds: int | None = None,
          against: str = "the baseline") -> Race:
+    rounds = rounds or h.bench.rounds
     reps = max(3, h.bench.reps // rounds)
     cr, ir = [], []
     with bench_lock():

@@ -6,8 +6,9 @@ Method (also in the README):
 - the noise band is the larger of the minimum threshold (default 10%) and twice
   the relative standard error of the two medians, from the measured spreads
   (SE(median) ~ 1.25 sigma / sqrt(N), sigma ~ (P90 - P10) / 2.56), averaged over
-  cases with the groups' weights, widened to the largest deviation of a single
-  round's overall speedup from the pooled one (rounds that disagree are noise);
+  cases with the groups' weights, widened to twice the standard error of the
+  per-round overall speedups (each round runs in fresh workers, and worker-to-worker
+  variation is the largest noise on a shared machine);
 - medians under the backend's timing floor (CPU 20 us, CUDA 5 us: call overhead and
   timer resolution) are clamped to it before speedups are taken;
 - the overall speedup is the geometric mean of per-case speedups, averaged within
@@ -77,11 +78,12 @@ def decide(rows: list[CaseRow], baseline_samples: dict[str, list[float]],
            round_speedups: list[float] | None = None) -> GateDecision:
     band = noise_band(baseline_samples, candidate_samples, weights, min_speedup)
     s_all = weighted_speedup(rows, weights)[0]
-    rounds = [r for r in (round_speedups or []) if r and r > 0]
+    rounds = [math.log(r) for r in (round_speedups or []) if r and r > 0]
     if len(rounds) > 1 and s_all > 0:
-        # rounds that disagree widen the band: the spread between repeated measurements
-        # is noise the within-round spread does not see
-        band = max(band, math.exp(max(abs(math.log(r / s_all)) for r in rounds)) - 1)
+        # rounds that disagree widen the band: the spread between repeated measurements in
+        # fresh workers is noise the within-round spread does not see (2 x its SE)
+        se = float(np.std(rounds, ddof=1)) / math.sqrt(len(rounds))
+        band = max(band, math.exp(2 * se) - 1)
     s, groups = weighted_speedup(rows, weights)
     hi, lo = 1 + band, 1 / (1 + band)
     regressing = {g: v for g, v in groups.items() if v < lo}
