@@ -23,6 +23,8 @@ def _isolated_dirs(tmp_path_factory: pytest.TempPathFactory) -> None:
                      ("KERNELCREW_RUNS_DIR", "runs")):
         os.environ.setdefault(var, str(base / sub))
     os.environ.setdefault("KERNELCREW_REPS", "6")
+    os.environ.setdefault("KERNELCREW_ROUNDS", "2")  # fewer worker starts; the gate's
+    # honesty at the default 4 rounds is measured by scripts/gate_honesty.py
 
 
 def kernelcrew(*args: str, timeout: float = 300, env: dict | None = None

@@ -49,10 +49,7 @@ def _conflict(a: Proposal, b: Proposal) -> str | None:
             sorted(a.change.flags) != sorted(b.change.flags):
         return f"both set the flags ({' '.join(a.change.flags)} vs {' '.join(b.change.flags)})"
     overlap = set(a.change.regions) & set(b.change.regions)
-    # two named transforms on the same code may still compose: the merge re-applies the
-    # second on the first's result and falls back to keeping them apart if it cannot
-    replayable = bool(getattr(a.change, "transform", None) and getattr(b.change, "transform", None))
-    if overlap and not replayable:
+    if overlap:
         return f"both rewrite {min(overlap)}"
     if a.change.type == "source" and b.change.type == "source" and not (
             a.change.regions and b.change.regions):

@@ -58,4 +58,4 @@ class BenchSettings:
     # baseline and candidate are timed in alternating rounds, each round in fresh workers:
     # worker-to-worker variation (memory placement, neighbours) is the largest noise on a
     # shared machine, and only several rounds can measure it (see gate.decide)
-    rounds: int = 4
+    rounds: int = field(default_factory=lambda: int(os.environ.get("KERNELCREW_ROUNDS", "4")))

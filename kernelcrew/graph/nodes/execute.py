@@ -116,13 +116,23 @@ def revise(state: CrewState, runtime: Runtime[RunContext]) -> dict:
             emit(state["run_dir"], "revise", f"{author} gives up on {c['kind']} after "
                  f"{c['tries']} compile error(s)", t0=t0, iteration=it, agent=author)
             continue
+        digest = text_digest(new.change.kernel)
+        others = {o["digest"] for o in candidates if o is not c and o["status"] != "abandoned"}
+        others |= {e.get("digest") for e in state.get("evaluations", [])}
+        if digest in others:
+            # the revision is a kernel already in this iteration or already evaluated
+            c["status"] = "duplicate"
+            emit(state["run_dir"], "revise", f"{author}'s revision is identical to a kernel "
+                 "already being evaluated; dropped", t0=t0, iteration=it, agent=author,
+                 refs={"feedback": c["feedback"]}, duplicate=True,
+                 tokens=getattr(agent, "last_usage", None) or {})
+            continue
         tries = c["tries"]
         path = Path(c["path"])
         new_path = path.with_name(f"{path.stem.split('.r')[0]}.r{tries}{path.suffix}")
         new_path.write_text(new.change.kernel)
         Path(c["proposal"]).write_text(new.model_dump_json(indent=1))
-        c.update(path=str(new_path), status="pending", kind=new.change.kind,
-                 digest=text_digest(new.change.kernel))
+        c.update(path=str(new_path), status="pending", kind=new.change.kind, digest=digest)
         emit(state["run_dir"], "revise", f"{author} revised after the compile error: "
              f"{new.plan[:160]}", t0=t0, iteration=it, agent=author,
              refs={"kernel": str(new_path), "feedback": c["feedback"]},
