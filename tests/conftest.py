@@ -30,7 +30,7 @@ def _isolated_dirs(tmp_path_factory: pytest.TempPathFactory) -> None:
 def kernelcrew(*args: str, timeout: float = 300, env: dict | None = None
                ) -> subprocess.CompletedProcess:
     """Run the real CLI in a subprocess."""
-    return subprocess.run([sys.executable, "-m", "kernelcrew.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "kernelcrew.cli", *args], check=False, capture_output=True,
                           text=True, timeout=timeout, cwd=ROOT, env={**os.environ, **(env or {})})
 
 

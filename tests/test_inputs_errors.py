@@ -45,7 +45,7 @@ def test_kernel_without_front_matter_exits_2(op_copy, tmp_path):
     op = op_copy("vadd")
     bare = tmp_path / "bare.cpp"
     bare.write_text(re.sub(r"/\* kernelcrew.*?\*/\n", "", (op / "baseline.cpp").read_text(),
-                           flags=re.S))
+                           flags=re.DOTALL))
     res = kernelcrew("check", str(op), str(bare))
     _one_line_error(res, "bare.cpp", "front matter")
 

@@ -15,7 +15,7 @@ from kernelcrew.kernels.expr import names_in
 from kernelcrew.kernels.flags import check_flags, knob_defines
 from kernelcrew.kernels.spec import DTYPES, OpSpec, TensorSpec
 
-_FRONT = re.compile(r"\A\s*/\*\s*kernelcrew[ \t]*\n(?P<yaml>.*?)\*/[ \t]*\n?", re.S)
+_FRONT = re.compile(r"\A\s*/\*\s*kernelcrew[ \t]*\n(?P<yaml>.*?)\*/[ \t]*\n?", re.DOTALL)
 Backend = Literal["cpu", "cuda"]
 
 

@@ -209,7 +209,7 @@ def _load_module(path: Path, name: str) -> Any:
     mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     try:
         spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    except Exception as e:  # user code: any failure is bad input
+    except Exception as e:  # noqa: BLE001 - user code: any failure is bad input
         raise InputError(f"failed to import: {type(e).__name__}: {e}", path=path) from None
     return mod
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from kernelcrew.agents.proposal import Change, Proposal
 from kernelcrew.kernels.kernelfile import parse_kernel_text
 
@@ -39,7 +41,7 @@ class FlakyCompilerSpecialist:
 
     name = "flaky"
     field = "tests the compile-error loop"
-    feedback_seen: list[str] = []
+    feedback_seen: ClassVar[list[str]] = []
 
     def propose(self, ctx):
         if "flaky-fixed" in ctx.kernel:
@@ -57,7 +59,7 @@ class AlwaysBrokenSpecialist:
 
     name = "always_broken"
     field = "tests plan-first"
-    plans: list[int] = []
+    plans: ClassVar[list[int]] = []
 
     def plan(self, ctx):
         type(self).plans.append(ctx.iteration)
