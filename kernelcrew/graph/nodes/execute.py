@@ -121,7 +121,7 @@ def revise(state: CrewState, runtime: Runtime[RunContext]) -> dict:
         others |= {e.get("digest") for e in state.get("evaluations", [])}
         if digest in others:
             # the revision is a kernel already in this iteration or already evaluated
-            c["status"] = "duplicate"
+            c["status"] = "abandoned"  # recorded as a compile error: its own code never built
             emit(state["run_dir"], "revise", f"{author}'s revision is identical to a kernel "
                  "already being evaluated; dropped", t0=t0, iteration=it, agent=author,
                  refs={"feedback": c["feedback"]}, duplicate=True,
