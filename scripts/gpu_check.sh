@@ -51,7 +51,7 @@ if [ "${1:-}" = "--fetch-wheels" ]; then
     mkdir -p "$(dirname "$exclude")"
     grep -qx '/.whl/' "$exclude" 2>/dev/null || echo '/.whl/' >>"$exclude"  # never commit them
     # the packages (pinned to the versions installed here) the image lacks; the image's
-    # list is /work/.library/device/KINDS.md's, as of 2026-11-17
+    # the package list of the lent GPU machine image, as of 2026-11-17
     "$PY" - "$which_set" >"$REPO/.whl/wanted.txt" <<'PYEOF' || exit 2
 import re, sys
 from importlib import metadata as md
