@@ -3,12 +3,22 @@ correct through the real harness (`check`, on the op cut down to small shapes)."
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
 
 from kernelcrew.agents.proposal import Change
 from kernelcrew.agents.transforms import apply_change, apply_transform, parse_any
+from kernelcrew.agents.transforms.cst import (
+    Source,
+    all_loops,
+    functions,
+    loops_in,
+    pragma_text,
+    pragmas_before,
+    walk,
+)
 from kernelcrew.kernels.kernelfile import parse_kernel_text
 from kernelcrew.kernels.spec import load_op
 from kernelcrew.tools.check import check
@@ -102,6 +112,63 @@ def test_apply_change_replays_a_change_on_another_base(small_ops, tmp_path):
     assert replayed.meta.flags[:2] == ["-O3", "-march=native"] and "-fopenmp" in \
         replayed.meta.flags
     assert apply_change(Change(type="source", kind="rewrite", kernel=""), merged) is None
+
+
+def loop_pragmas(text: str) -> list[list[str]]:
+    """The pragmas attached to each loop of a kernel file, loops in source order. Asserts
+    that no other pragma is left (one in front of anything but its loop does not compile),
+    the `omp parallel` that opens a region apart."""
+    s = Source(parse_any(text).body)
+    loops = [lp for fn in functions(s) for lp in all_loops(loops_in(fn))]
+    on_loops = [pragmas_before(lp.node) for lp in loops]
+    attached = {p.start_byte for ps in on_loops for p in ps}
+    stray = [s.text_of(n) for n in walk(s.root) if n.type == "preproc_call"
+             and n.start_byte not in attached and pragma_text(s, n) != "omp parallel"]
+    assert not stray, text
+    return [[pragma_text(s, p) for p in ps] for ps in on_loops]
+
+
+# library kernels: simd on the inner loops, omp_parallel on the outer one (the versioned
+# nest copies them); vadd and axpy (tests/ops): one loop, so the loop that omp_parallel
+# versions is the very loop that simd annotates
+@pytest.mark.parametrize("op", ["scale_shift_sum", "softmax_rows", "vadd", "axpy"])
+def test_simd_and_omp_parallel_compose_in_either_order(op, small_ops, op_copy, tmp_path):
+    """The pragmas of a loop move with it when omp_parallel versions it: `omp simd` is on
+    the loop in the serial copy and part of the worksharing pragma in the threaded one,
+    whichever of the two changes came first. The threshold is low enough that the typical
+    case runs the threaded copy and the smaller ones the serial copy."""
+    folder = small_ops(op) if op in OPS else op_copy(op)
+    spec = load_op(folder)
+    base = (folder / "baseline.cpp").read_text()
+    par = {"min_work": 150000}
+    simd_only = loop_pragmas(apply_transform("simd", base))
+    vectorized = sum(any(re.match(r"omp simd\b", p) for p in ps) for ps in simd_only)
+    assert vectorized >= 1
+    outs = []
+    for first, then in ((("simd", {}), ("omp_parallel", par)),
+                        (("omp_parallel", par), ("simd", {}))):
+        one = apply_transform(first[0], base, first[1])
+        assert one is not None, f"{first[0]} should apply to {op}"
+        two = apply_transform(then[0], one, then[1])
+        assert two is not None, f"{then[0]} should apply to {op} after {first[0]}"
+        kf = parse_kernel_text(two, "cpu")
+        comp = CpuBackend().compile(kf, spec)
+        assert comp.ok, f"{first[0]}, {then[0]} on {op}: {comp.reason}\n{comp.log[-2000:]}"
+        assert "-fopenmp" in kf.meta.flags and kf.meta.knobs["OMP_MIN_WORK"] == 150000
+        prags = loop_pragmas(two)
+        threaded = [ps for ps in prags if any(p.startswith("omp parallel for") for p in ps)]
+        assert len(threaded) == 1, prags  # one loop threaded, its serial copy is not
+        # every loop simd annotated, in both copies: the threaded one with the combined
+        # construct when it is the threaded loop itself
+        assert sum(any(re.match(r"omp (parallel for )?simd\b", p) for p in ps)
+                   for ps in prags) == 2 * vectorized, prags
+        assert all(len(ps) == 1 for ps in prags if ps), prags  # g++ takes one per loop
+        outs.append((two, prags))
+    assert outs[0][1] == outs[1][1]  # the same pragmas on the same loops either way
+    path = tmp_path / f"{op}-simd-omp.cpp"
+    path.write_text(outs[0][0])
+    res = check(str(folder), str(path), "cpu", bench=QUICK)
+    assert res.correct, f"simd + omp_parallel on {op}: {res.reason}"
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (compile only)")

@@ -412,3 +412,39 @@ def test_simd_on_a_threaded_innermost_loop_uses_the_combined_construct():
         ["omp parallel for simd schedule(static)"], ["omp simd"]]
     assert omp_simd_inner(out, "f") is None
     assert compiles(out, "-fopenmp")
+
+
+def test_parallel_takes_the_pragmas_of_the_loops_it_versions():
+    """A pragma already on a loop that omp_parallel versions moves with the loop (in front of
+    the inserted `if` it does not compile): the serial copy keeps it, the threaded copy
+    merges `omp simd` into the worksharing pragma and leaves loop hints out (g++ takes no
+    other pragma next to an OpenMP one)."""
+    one = "void f(const float* x, float* y, int64_t n) {\n" \
+          "    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * 2.0f;\n}\n"
+    out = omp_parallel_outer(omp_simd_inner(one, "f"), "f", min_work=100)
+    assert out == omp_simd_inner(omp_parallel_outer(one, "f", min_work=100), "f")
+    m = model(out)
+    assert [[pragma_text(m.src, p) for p in pragmas_before(lp.node)] for lp in m.loops] == [
+        ["omp parallel for simd schedule(static)"], ["omp simd"]]
+    assert compiles(out, "-fopenmp")
+    m = model(omp_parallel_outer(unroll(one, 4, "f"), "f", min_work=100))
+    assert list(pragmas_of(m).values()) == [["omp parallel for schedule(static)"],
+                                            ["GCC unroll 4"]]
+    assert compiles(m.src.text, "-fopenmp")
+    # two passes share one region whether or not simd came first
+    two = """
+void f(const float* x, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] + 1.0f;
+    for (int64_t i = 0; i < n; ++i) y[i] = y[i] * 2.0f;
+}
+"""
+    out = omp_parallel_outer(omp_simd_inner(two, "f"), "f", min_work=10)
+    assert out == omp_simd_inner(omp_parallel_outer(two, "f", min_work=10), "f")
+    m = model(out)
+    assert [pragma_text(m.src, n) for n in walk(m.body) if n.type == "preproc_call"] == [
+        "omp parallel", "omp for simd schedule(static)", "omp for simd schedule(static)",
+        "omp simd", "omp simd"]
+    assert compiles(out, "-fopenmp")
+    # a pragma the threaded copy could not carry: the loop is not threaded
+    other = one.replace("    for", "#pragma omp loop\n    for")
+    assert compiles(other, "-fopenmp") and omp_parallel_outer(other, "f") is None

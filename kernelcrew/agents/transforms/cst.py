@@ -365,6 +365,14 @@ def pragmas_before(stmt: Node) -> list[Node]:
     return list(reversed(out))
 
 
+def lead_start(src: Source, stmt: Node) -> int:
+    """Where the lines of a statement begin, its attached `#pragma` lines included: a
+    rewrite that wraps or copies the statement takes them along (a pragma must directly
+    precede the loop it annotates)."""
+    prag = pragmas_before(stmt)
+    return src.line_start(prag[0] if prag else stmt)
+
+
 def pragma_text(src: Source, node: Node) -> str:
     arg = node.child_by_field_name("argument")
     return src.text_of(arg).strip() if arg is not None else ""

@@ -23,13 +23,17 @@ from kernelcrew.agents.transforms.cst import (
     Edit,
     Loop,
     Source,
+    lead_start,
     lookup,
     pragma_text,
+    pragmas_before,
     same,
     walk,
 )
 
 DEFAULT_MIN_WORK = 1 << 20
+# pragmas that only hint the compiler about a loop: the threaded copy goes without them
+_HINT = re.compile(r"(GCC\s+)?(unroll|nounroll|ivdep|novector)\b|clang\s+loop\b")
 
 
 def _work_expr(s: Source, m: FunctionModel, lp: Loop) -> str | None:
@@ -95,13 +99,18 @@ def omp_parallel_outer(src: str, entry: str, *, min_work: int = DEFAULT_MIN_WORK
            for n in walk(m.body) if n.type == "preproc_call"):
         return None  # already threaded
     chosen: list[Loop] = []
+
+    def threadable(lp: Loop) -> bool:
+        return lp.canonical and _threaded_pragma(s, lp, "omp for") is not None and \
+            parallel_verdict(m, lp).ok
+
     for top in m.forest:
-        if top.canonical and parallel_verdict(m, top).ok:
+        if threadable(top):
             chosen.append(top)
             continue
         # a sequential outer loop: one level down
         for c in top.children:
-            if c.canonical and parallel_verdict(m, c).ok:
+            if threadable(c):
                 chosen.append(c)
     if not chosen:
         return None
@@ -118,24 +127,44 @@ def omp_parallel_outer(src: str, entry: str, *, min_work: int = DEFAULT_MIN_WORK
     return finish(s, edits)
 
 
+def _threaded_pragma(s: Source, lp: Loop, construct: str, clause: str = "") -> str | None:
+    """The pragma line of the threaded copy of `lp`, in place of the pragmas attached to it:
+    g++ accepts no other pragma between an OpenMP one and its loop, so an `omp simd` on the
+    loop makes the combined `.. for simd` construct (its clauses kept) and loop hints
+    (unroll, ivdep) stay on the serial copy only. None when the loop carries another
+    pragma (one the threaded copy could neither merge nor do without)."""
+    simd = None
+    for p in pragmas_before(lp.node):
+        text = pragma_text(s, p)
+        if simd is None and re.match(r"omp\s+simd\b", text):
+            simd = re.sub(r"^omp\s+simd\b", "", text)
+        elif not _HINT.match(text):
+            return None
+    if simd is None:
+        return f"#pragma {construct}{clause} schedule(static)"
+    return f"#pragma {construct} simd{clause} schedule(static){simd}"
+
+
 def _parallel_version(s: Source, m: FunctionModel, group: list[Loop], min_work: str) -> Edit:
     """One edit that replaces the loops of `group` (consecutive statements) by a threaded
-    copy for large work and the same code, single-threaded, below the threshold."""
+    copy for large work and the same code, single-threaded, below the threshold. The
+    pragmas attached to a loop move with it: the serial copy keeps them as they are, the
+    threaded copy has them merged into its worksharing pragma."""
     first, last = group[0].node, group[-1].node
-    start, end = s.line_start(first), last.end_byte
+    start, end = lead_start(s, first), last.end_byte
     ind = s.indent_of(first)
     work = _work_expr(s, m, group[0])
     region = len(group) > 1
-    pragma = "#pragma omp for" if region else "#pragma omp parallel for"
+    construct = "omp for" if region else "omp parallel for"
 
     def copy(with_pragmas: bool, extra: str) -> str:
         text = s.data[start:end]
         for lp in sorted(group, key=lambda x: x.node.start_byte, reverse=True):
             if with_pragmas:
-                at = s.line_start(lp.node) - start
+                at, to = lead_start(s, lp.node) - start, s.line_start(lp.node) - start
                 clause = " collapse(2)" if _collapsible(m, lp) else ""
-                line = f"{pragma}{clause} schedule(static)\n"
-                text = text[:at] + line.encode() + text[at:]
+                line = f"{_threaded_pragma(s, lp, construct, clause)}\n"
+                text = text[:at] + line.encode() + text[to:]
         lines = text.decode().split("\n")
         return "\n".join(ln if not ln.strip() or ln.startswith("#") else extra + ln
                          for ln in lines)
@@ -171,11 +200,14 @@ def _collapsible(m: FunctionModel, lp: Loop) -> bool:
 
 def _region_run(s: Source, m: FunctionModel, chosen: list[Loop]) -> list[Loop] | None:
     """The chosen top-level loops when they are consecutive statements of the function body
-    (only comments between): they can share one parallel region."""
+    (only comments and the loops' own pragmas between): they can share one parallel
+    region."""
     tops = [lp for lp in chosen if lp.parent is None]
     if len(tops) < 2:
         return None
-    stmts = [c for c in m.body.named_children if c.type != "comment"]
+    own = [p for lp in tops for p in pragmas_before(lp.node)]
+    stmts = [c for c in m.body.named_children
+             if c.type != "comment" and not any(same(c, p) for p in own)]
     idx = [next((k for k, st in enumerate(stmts) if same(st, lp.node)), -1) for lp in tops]
     if -1 in idx or idx != list(range(idx[0], idx[0] + len(idx))):
         return None
