@@ -3,9 +3,19 @@
 Two proposals conflict when they set the same knob or flag two ways, or rewrite the
 same code region. A conflict is resolved by score = expected gain x confidence x the
 track record of that kind of change (from memory), and the reason is written down.
+
 Compatible proposals are merged into one candidate by re-applying each change on top
-of the previous one (`apply_change`); the best single proposals go too, so a merge
-that fails or regresses does not hide a good change.
+of the previous one (`apply_change`). The other candidates of the iteration are hedges, so
+a merge that fails or regresses does not hide a good change; memory decides how many are
+needed (`kernelcrew.agents.record`):
+
+- no track record (an empty store): the best single proposals go too;
+- every part of the merge helped before on this family and backend and never failed on its
+  own: no hedge, the merge alone is evaluated (if it fails after all, the parts come back
+  the next iteration as single candidates, since the merge is then a tried kernel);
+- some parts proven, some not: one hedge, the merge of the proven parts;
+- a part that failed before and never helped is kept out of the merge and tried on its own
+  only when no merge is left to evaluate.
 """
 
 from __future__ import annotations
@@ -13,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kernelcrew.agents.proposal import Decision, Proposal
+from kernelcrew.agents.record import KindRecord, acceptance_weight, kind_records, parts
 from kernelcrew.kernels.kernelfile import text_digest
 
 ApplyFn = Callable[[Proposal, str], str | None]  # (proposal, base kernel text) -> new text
@@ -20,20 +31,16 @@ ApplyFn = Callable[[Proposal, str], str | None]  # (proposal, base kernel text) 
 
 def track_record(kind: str, stats: dict[str, dict]) -> float:
     """A multiplier from how this kind of change fared before (1.0 when unknown)."""
-    s = stats.get(kind)
-    if not s or not s.get("tried"):
-        return 1.0
-    rate = (s.get("accepted", 0) + 1) / (s["tried"] + 2)  # Laplace-smoothed acceptance rate
-    return 0.5 + rate  # 0.5 .. 1.5
+    return acceptance_weight(kind, kind_records(stats))
 
 
 def record_note(kind: str, stats: dict[str, dict]) -> str:
     """How memory weighed this kind of change, for the written reason."""
-    s = stats.get(kind)
-    if not s or not s.get("tried"):
+    recs = kind_records(stats)
+    known = [recs[k].note(k) for k in parts(kind) if k in recs and recs[k].tried]
+    if not known:
         return "no track record"
-    return (f"memory: {kind} tried {s['tried']}x, accepted {s.get('accepted', 0)}x "
-            f"-> weight x{track_record(kind, stats):.2f}")
+    return f"memory: {'; '.join(known)} -> weight x{acceptance_weight(kind, recs):.2f}"
 
 
 def score(p: Proposal, stats: dict[str, dict]) -> float:
@@ -61,11 +68,52 @@ def _digest(text: str) -> str:
     return text_digest(text)
 
 
+def _label(p: Proposal) -> str:
+    return f"{p.author}/{p.change.kind}"
+
+
+def _alone(p: Proposal, stats: dict[str, dict]) -> str:
+    return f"{_label(p)} on its own (score {score(p, stats):.3f}; " \
+           f"{record_note(p.change.kind, stats)})"
+
+
+def _merge(props: list[Proposal], apply: ApplyFn,
+           notes: list[str]) -> tuple[Proposal | None, list[Proposal]]:
+    """One candidate from several compatible proposals, each applied on top of the last,
+    and the proposals in it; a part that does not apply is left out (and noted). None when
+    fewer than two apply."""
+    if len(props) < 2:
+        return None, []
+    text, used = props[0].change.kernel, [props[0]]
+    for p in props[1:]:
+        new = apply(p, text)
+        if new is None:
+            notes.append(f"{_label(p)}: could not be merged on top of "
+                         f"{'+'.join(q.change.kind for q in used)}; kept on its own")
+            continue
+        text, used = new, used + [p]
+    if len(used) < 2:
+        return None, []
+    return Proposal(
+        author="+".join(q.author for q in used),
+        bottleneck=used[0].bottleneck,
+        plan=" Then: ".join(q.plan for q in used),
+        change=used[0].change.model_copy(update={
+            "kernel": text, "kind": "+".join(q.change.kind for q in used),
+            "regions": sorted({r for q in used for r in q.change.regions}),
+            "type": "source"}),
+        expected_gain=min(10.0, float(_prod(q.expected_gain for q in used))),
+        risks="; ".join(q.risks for q in used),
+        confidence=min(q.confidence for q in used),
+    ), used
+
+
 def coordinate(proposals: list[Proposal], base_kernel: str, *, stats: dict[str, dict] | None = None,
                apply: ApplyFn | None = None, max_candidates: int = 3,
                tried_digests: set[str] | None = None) -> Decision:
     """Pick up to `max_candidates` candidates from the specialists' proposals."""
     stats = stats or {}
+    records = kind_records(stats)
     tried_digests = tried_digests or set()
     ranked = sorted(proposals, key=lambda p: score(p, stats), reverse=True)
     rejected: list[str] = []
@@ -75,66 +123,80 @@ def coordinate(proposals: list[Proposal], base_kernel: str, *, stats: dict[str, 
         clash = next(((q, why) for q in chosen if (why := _conflict(p, q))), None)
         if clash:
             q, why = clash
-            rejected.append(f"{p.author}/{p.change.kind}: conflicts with {q.author}/{q.change.kind}"
-                            f" ({why}); kept {q.author}'s, score {score(q, stats):.3f} > "
-                            f"{score(p, stats):.3f} (gain x confidence x track record; "
+            rejected.append(f"{_label(p)}: conflicts with {_label(q)} ({why}); kept "
+                            f"{q.author}'s, score {score(q, stats):.3f} > {score(p, stats):.3f} "
+                            f"(gain x confidence x track record; "
                             f"{record_note(p.change.kind, stats)})")
             continue
         chosen.append(p)
-    candidates: list[Proposal] = []
-    merged_from: list[list[str]] = []
-    reasons: list[str] = []
-    # 1) everything compatible merged into one candidate
-    if len(chosen) > 1 and apply is not None:
-        text, parts = chosen[0].change.kernel, [chosen[0]]
-        for p in chosen[1:]:
-            new = apply(p, text)
-            if new is None:
-                rejected.append(f"{p.author}/{p.change.kind}: could not be merged on top of "
-                                f"{'+'.join(q.change.kind for q in parts)}; kept on its own")
-                continue
-            text, parts = new, parts + [p]
-        if len(parts) > 1:
-            merged = Proposal(
-                author="+".join(q.author for q in parts),
-                bottleneck=parts[0].bottleneck,
-                plan=" Then: ".join(q.plan for q in parts),
-                change=parts[0].change.model_copy(update={
-                    "kernel": text, "kind": "+".join(q.change.kind for q in parts),
-                    "regions": sorted({r for q in parts for r in q.change.regions}),
-                    "type": "source"}),
-                expected_gain=min(10.0, float(_prod(q.expected_gain for q in parts))),
-                risks="; ".join(q.risks for q in parts),
-                confidence=min(q.confidence for q in parts),
-            )
-            candidates.append(merged)
-            merged_from.append([q.author for q in parts])
-            reasons.append(f"merged {len(parts)} compatible changes "
-                           f"({', '.join(q.author + '/' + q.change.kind for q in parts)})")
-    # 2) the best single proposals, so a failing merge does not hide a good change
-    for p in chosen:
-        if len(candidates) >= max_candidates:
-            rejected.append(f"{p.author}/{p.change.kind}: over the budget of {max_candidates} "
-                            "candidates this iteration")
-            continue
-        candidates.append(p)
-        merged_from.append([p.author])
-        reasons.append(f"{p.author}/{p.change.kind} on its own (score {score(p, stats):.3f}; "
-                       f"{record_note(p.change.kind, stats)})")
-    # drop duplicates and kernels already evaluated
+
+    def rec(p: Proposal) -> list[tuple[str, KindRecord | None]]:
+        return [(k, records.get(k)) for k in parts(p.change.kind)]
+
+    def proven(p: Proposal) -> bool:
+        return all(r is not None and r.proven for _, r in rec(p))
+
+    discredited = [p for p in chosen if any(r is not None and r.discredited for _, r in rec(p))]
+    pool = [p for p in chosen if p not in discredited]
+    new_text = (lambda c: text_digest(c.change.kernel) not in tried_digests
+                and c.change.kernel.strip() != base_kernel.strip())
+
+    candidates: list[tuple[Proposal, str]] = []  # (candidate, why it is evaluated)
+    merged, in_merge = _merge(pool, apply, rejected) if apply is not None else (None, [])
+    if merged is not None and not new_text(merged):
+        rejected.append(f"{_label(merged)}: the merge is a kernel already evaluated; its parts "
+                        "go on their own")
+        merged = None
+    if merged is not None:
+        candidates.append((merged, f"merged {len(in_merge)} compatible changes ("
+                           + ", ".join(_label(q) for q in in_merge) + ")"))
+        for p in discredited:
+            rejected.append(f"{_label(p)}: kept out of the merge ("
+                            + "; ".join(r.note(k) for k, r in rec(p) if r and r.discredited)
+                            + " on this family and backend); tried on its own once no merge "
+                            "is left")
+        sure = [p for p in in_merge if proven(p)]
+        unsure = [p for p in in_merge if not proven(p)]
+        if not unsure:
+            rejected.append("no hedge candidates: every part of the merge helped before on "
+                            "this family and backend and never failed ("
+                            + "; ".join(records[k].note(k) for p in in_merge
+                                        for k in parts(p.change.kind)) + ")")
+        elif sure:
+            hedge = _merge(sure, apply, rejected)[0] if len(sure) > 1 else sure[0]
+            if hedge is not None:
+                candidates.append((hedge, "hedge: the merge without the parts memory has no "
+                                   "record of (" + ", ".join(_label(q) for q in unsure) + ")"))
+            rejected.extend(f"{_label(p)}: no hedge on its own (its part of the merge is new; "
+                            "the proven parts are the hedge)" for p in unsure)
+        else:  # nothing known: the best single proposals hedge the merge
+            candidates += [(p, _alone(p, stats)) for p in in_merge]
+        # parts that could not be merged still go on their own
+        candidates += [(p, f"{_label(p)} on its own (could not be merged)") for p in pool
+                       if p not in in_merge]
+    else:
+        candidates += [(p, _alone(p, stats)) for p in pool + discredited]
+
+    # keep the budget; drop duplicates and kernels already evaluated
     seen: set[str] = set()
-    final, final_from = [], []
-    for c, f in zip(candidates, merged_from, strict=True):
-        d = _digest(c.change.kernel)
-        if d in seen or d in tried_digests or c.change.kernel.strip() == base_kernel.strip():
-            rejected.append(f"{c.author}/{c.change.kind}: same kernel as one already evaluated")
+    final: list[Proposal] = []
+    reasons: list[str] = []
+    for c, why in candidates:
+        d = text_digest(c.change.kernel)
+        if d in seen or not new_text(c):
+            rejected.append(f"{_label(c)}: same kernel as one already evaluated")
+            continue
+        if len(final) >= max_candidates:
+            rejected.append(f"{_label(c)}: over the budget of {max_candidates} candidates this "
+                            "iteration")
             continue
         seen.add(d)
         final.append(c)
-        final_from.append(f)
+        reasons.append(why)
     reason = "; ".join(reasons) if final else "no new candidate: every proposal was a duplicate " \
                                               "or lost a conflict"
-    return Decision(candidates=final, merged_from=final_from, rejected=rejected, reason=reason)
+    return Decision(candidates=final, merged_from=[c.author.split("+") for c in final],
+                    rejected=rejected, reason=reason)
 
 
 def _prod(xs) -> float:

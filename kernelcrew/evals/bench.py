@@ -339,15 +339,22 @@ def render(data: dict[str, Any]) -> str:
         add(f"`{a_name}` and `{b_name}` are both `family: reduction` in the library. `{a_name}` "
             f"ran first (part 1) into an empty store; `{b_name}` then ran once with a copy of "
             "that store and once from an empty store (its part-1 run); same seed and budget. "
-            "*evals to final* counts candidates evaluated until the run's final best was "
-            "accepted (0: nothing was accepted); *evals to common* until it reached the lower "
-            "of the two runs' best chained speedups.\n")
+            "*evals to final* counts the candidates evaluated up to the end of the iteration "
+            "in which the run's final best was accepted (the gate races every candidate of an "
+            "iteration before it chooses; 0: nothing was accepted); *evals to common* the same "
+            "up to the iteration that reached the lower of the two runs' best chained "
+            "speedups. What memory changes: the coordinator weighs each kind of change by its "
+            "record in the family and backend, and evaluates no hedge candidate beside a merge "
+            "whose every part helped before and never failed (a merge with some proven parts "
+            "gets one hedge, the merge of those parts); the run's `coordinator` trace events "
+            "say which.\n")
         add(S.markdown_table(["run", "final race speedup", "best chained speedup",
                               "evals to final", "evals to common", "evals in all",
-                              "reflections recalled", "stop"],
+                              "wall s", "reflections recalled", "stop"],
                              [[m.label, _f(m.row.speedup, "{:.2f}x"),
                                _f(m.final_speedup, "{:.2f}x"), _f(m.evals_to_final),
-                               _f(m.evals_to_common), str(m.row.evaluations), str(m.recalled),
+                               _f(m.evals_to_common), str(m.row.evaluations),
+                               _f(m.row.wall_s, "{:.0f}"), str(m.recalled),
                                m.row.stop_reason[:45]] for m in mem]))
         add("\n*final race speedup*: the best kernel raced against the baseline at the end; "
             "*best chained speedup*: the product of the accepted candidates' wins over the "

@@ -190,9 +190,16 @@ def evaluation_sequence(run_dir: str | Path) -> list[dict[str, Any]]:
 
 
 def accepted_trajectory(run_dir: str | Path, result: dict) -> list[tuple[int, float, str]]:
-    """(evaluation number, speedup over the baseline, kernel) of every accepted candidate;
-    evaluation numbers count candidates evaluated (verified) so far, in order."""
-    order = {s["kernel"]: i for i, s in enumerate(evaluation_sequence(run_dir), 1)}
+    """(evaluation number, speedup over the baseline, kernel) of every accepted candidate.
+
+    The evaluation number counts the candidates evaluated (verified) up to the end of the
+    accepted one's iteration: the gate chooses only after racing every candidate of the
+    iteration, so all of them were spent to get there, whatever their order."""
+    seq = evaluation_sequence(run_dir)
+    upto: dict[Any, int] = {}
+    for i, s in enumerate(seq, 1):
+        upto[s["iteration"]] = i
+    order = {s["kernel"]: upto[s["iteration"]] for s in seq}
     out = []
     for a in result.get("accepted", []):
         n = order.get(a.get("path"))

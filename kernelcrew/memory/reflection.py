@@ -10,8 +10,14 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validat
 
 Bottleneck = Literal["memory-bound", "compute-bound", "latency-bound", "launch-bound", "unknown"]
 
-# Bumped when the metadata layout written to the store changes.
-METADATA_SCHEMA = 1
+# Bumped when the metadata layout written to the store changes (2: `outcome` added; records
+# of schema 1 read back with outcome "" and count only by `accepted`).
+METADATA_SCHEMA = 2
+
+# What an evaluation's outcome says about the change, for track records. "faster-not-best"
+# beat the incumbent but lost to a better candidate of the same iteration: it helped.
+HELPED_OUTCOMES = frozenset({"accepted", "faster-not-best"})
+FAILED_OUTCOMES = frozenset({"slower", "rejected", "compile-error"})
 
 
 def _now() -> datetime:
@@ -34,6 +40,11 @@ class Reflection(BaseModel):
     )
     author: str = Field(min_length=1, description="Name of the agent that wrote it.")
     accepted: bool = Field(description="Whether the verifier accepted the change.")
+    outcome: str = Field(
+        default="",
+        description="The evaluation's outcome: accepted, faster-not-best, same, slower, "
+        "rejected (incorrect), compile-error, declined; '' when not recorded.",
+    )
     speedup: float = Field(
         ge=0.0, allow_inf_nan=False, description="Speedup over the baseline; 0 if it failed."
     )
@@ -68,6 +79,7 @@ class Reflection(BaseModel):
             "change_kind": self.change_kind,
             "author": self.author,
             "accepted": self.accepted,
+            "outcome": self.outcome,
             "speedup": float(self.speedup),
             "run_id": self.run_id,
             "iteration": self.iteration,

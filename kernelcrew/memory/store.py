@@ -27,7 +27,7 @@ from filelock import FileLock
 from filelock import Timeout as LockTimeout
 
 from .embedding import default_embedding, embedding_spec, situation_text
-from .reflection import Reflection
+from .reflection import FAILED_OUTCOMES, HELPED_OUTCOMES, Reflection
 
 COLLECTION = "reflections"
 ENV_MEMORY_DIR = "KERNELCREW_MEMORY_DIR"
@@ -65,6 +65,8 @@ class MemoryUnavailableWarning(RuntimeWarning):
 class ChangeKindStats(TypedDict):
     tried: int  # reflections recorded for this change kind
     accepted: int  # of which the verifier accepted
+    helped: int  # of which beat the incumbent (accepted, or faster but outdone that iteration)
+    failed: int  # of which were slower, incorrect or did not compile
     mean_speedup: float  # arithmetic mean over all tried (failed attempts count as 0)
 
 
@@ -433,14 +435,20 @@ class MemoryStore:
             )
         tried: dict[str, int] = defaultdict(int)
         accepted: dict[str, int] = defaultdict(int)
+        helped: dict[str, int] = defaultdict(int)
+        failed: dict[str, int] = defaultdict(int)
         speedups: dict[str, float] = defaultdict(float)
         for meta in got["metadatas"] or []:
             kind = str(meta["change_kind"])
+            outcome = str(meta.get("outcome") or "")  # "" in records of schema 1
             tried[kind] += 1
             accepted[kind] += bool(meta["accepted"])
+            helped[kind] += bool(meta["accepted"]) or outcome in HELPED_OUTCOMES
+            failed[kind] += outcome in FAILED_OUTCOMES
             speedups[kind] += float(meta["speedup"])  # type: ignore[arg-type]
         return {
-            kind: ChangeKindStats(tried=n, accepted=accepted[kind], mean_speedup=speedups[kind] / n)
+            kind: ChangeKindStats(tried=n, accepted=accepted[kind], helped=helped[kind],
+                                  failed=failed[kind], mean_speedup=speedups[kind] / n)
             for kind, n in sorted(tried.items())
         }
 

@@ -98,7 +98,8 @@ def test_evaluation_order_and_accepted_trajectory(tmp_path: Path) -> None:
     assert seq[0]["verdict"] == "faster" and seq[1]["correct"] is False
     result = {"accepted": [{"path": k[0], "speedup": 1.5}, {"path": k[3], "speedup": 2.5}]}
     traj = accepted_trajectory(tmp_path, result)
-    assert [(n, s) for n, s, _ in traj] == [(1, 1.5), (4, 2.5)]
+    # counted to the end of each accepted candidate's iteration: the gate raced them all
+    assert [(n, s) for n, s, _ in traj] == [(2, 1.5), (4, 2.5)]
     assert evals_to_reach(traj, 2.0) == 4
     assert evals_to_reach(traj, 1.0) == 0
     assert evals_to_reach(traj, 3.0) is None

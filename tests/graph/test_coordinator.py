@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kernelcrew.agents.coordinator import coordinate
 from kernelcrew.agents.proposal import Change, Proposal
+from kernelcrew.kernels.kernelfile import text_digest
 
 BASE = "/* kernelcrew\nentry: f\nflags: [-O2]\nknobs: {TILE: 16}\n*/\nint f;\n"
 
@@ -62,3 +63,67 @@ def test_compatible_changes_are_merged_into_one_candidate():
     assert "-O3" in merged.change.kernel and "// a" in merged.change.kernel
     assert decision.merged_from[0] == ["loop", "compiler_flags"]
     assert len(decision.candidates) == 3  # the merge plus both on their own
+
+
+def _three_compatible():
+    """Three compatible proposals whose changes compose by appending a line each."""
+    a = prop("loop", "simd", regions=["loop@9"], type_="source", gain=2.0, conf=0.8,
+             text=BASE + "// simd\n")
+    b = prop("loop", "omp_parallel", regions=["loop@7"], type_="source", gain=1.7, conf=0.8,
+             text=BASE + "// omp\n")
+    c = prop("memory_access", "vector_math", regions=["call@12"], type_="source", gain=1.5,
+             conf=0.6, text=BASE + "// vecmath\n")
+
+    def apply(p, text):
+        return text + p.change.kernel[len(BASE):]
+
+    return [a, b, c], apply
+
+
+def test_without_memory_the_best_single_proposals_hedge_the_merge():
+    props, apply = _three_compatible()
+    decision = coordinate(props, BASE, apply=apply, max_candidates=3)
+    kinds = [p.change.kind for p in decision.candidates]
+    assert kinds == ["simd+omp_parallel+vector_math", "simd", "omp_parallel"]
+    assert "vector_math: over the budget" in " ".join(decision.rejected)
+
+
+def test_memory_that_vouches_for_every_part_drops_the_hedges():
+    props, apply = _three_compatible()
+    # an earlier run of the family: the merge was accepted, the parts alone beat the baseline
+    stats = {"simd+omp_parallel+vector_math": {"tried": 1, "accepted": 1, "helped": 1},
+             "simd": {"tried": 1, "accepted": 0, "helped": 1},
+             "omp_parallel": {"tried": 1, "accepted": 0, "helped": 1}}
+    decision = coordinate(props, BASE, stats=stats, apply=apply, max_candidates=3)
+    assert [p.change.kind for p in decision.candidates] == ["simd+omp_parallel+vector_math"]
+    assert "no hedge candidates: every part of the merge helped before" in \
+        " ".join(decision.rejected)
+
+
+def test_memory_for_some_parts_hedges_with_the_merge_of_the_proven_parts():
+    props, apply = _three_compatible()
+    stats = {"simd+omp_parallel": {"tried": 1, "accepted": 1, "helped": 1}}
+    decision = coordinate(props, BASE, stats=stats, apply=apply, max_candidates=3)
+    assert [p.change.kind for p in decision.candidates] == [
+        "simd+omp_parallel+vector_math", "simd+omp_parallel"]
+    assert "hedge: the merge without the parts memory has no record of " \
+           "(memory_access/vector_math)" in decision.reason
+
+
+def test_a_part_that_failed_before_is_kept_out_of_the_merge_until_nothing_else_is_left():
+    props, apply = _three_compatible()
+    stats = {"simd+omp_parallel": {"tried": 1, "accepted": 1, "helped": 1},
+             "vector_math": {"tried": 2, "accepted": 0, "helped": 0, "failed": 2}}
+    decision = coordinate(props, BASE, stats=stats, apply=apply, max_candidates=3)
+    assert [p.change.kind for p in decision.candidates] == ["simd+omp_parallel"]
+    assert "vector_math: kept out of the merge (vector_math helped 0 of 2 tries, failed 2" in \
+        " ".join(decision.rejected)
+    # once the merge is a tried kernel, the parts go on their own, the discredited one last
+    tried = {text_digest(decision.candidates[0].change.kernel)}
+    again = coordinate(props, BASE, stats=stats, apply=apply, max_candidates=3,
+                       tried_digests=tried)
+    assert [p.change.kind for p in again.candidates] == ["simd", "omp_parallel", "vector_math"]
+    # a failed merge is ambiguous: it counts as a try for its parts, not as a failure
+    blamed = {"simd+omp_parallel": {"tried": 1, "accepted": 0, "helped": 0, "failed": 1}}
+    assert coordinate(props, BASE, stats=blamed, apply=apply).candidates[0].change.kind == \
+        "simd+omp_parallel+vector_math"

@@ -93,7 +93,7 @@ def test_add_search_and_stats_through_server(server_url: str, make_reflection) -
     )
     assert [r.id for r, _ in results] == [near.id, far.id]
     assert again.change_kind_stats(backend="cuda") == {
-        "knob:BLOCK": {"tried": 1, "accepted": 0, "mean_speedup": 0.8}
+        "knob:BLOCK": {"tried": 1, "accepted": 0, "helped": 0, "failed": 0, "mean_speedup": 0.8}
     }
 
 

@@ -131,8 +131,11 @@ def test_list_filters(store: MemoryStore, mixed: dict[str, str]) -> None:
 def test_change_kind_stats(store: MemoryStore, make_reflection) -> None:
     store.add(make_reflection(change_kind="simd", iteration=0, accepted=True, speedup=1.5))
     store.add(make_reflection(change_kind="simd", iteration=1, accepted=True, speedup=2.5))
-    store.add(make_reflection(change_kind="simd", iteration=2, accepted=False, speedup=0.9))
+    store.add(make_reflection(change_kind="simd", iteration=2, accepted=False, speedup=0.9,
+                              outcome="slower"))
     store.add(make_reflection(change_kind="flags", iteration=3, accepted=False, speedup=0.0))
+    store.add(make_reflection(change_kind="flags", iteration=5, accepted=False, speedup=1.4,
+                              outcome="faster-not-best"))
     store.add(
         make_reflection(change_kind="simd", family="gemm", iteration=4, accepted=False, speedup=1.0)
     )
@@ -140,7 +143,11 @@ def test_change_kind_stats(store: MemoryStore, make_reflection) -> None:
     assert stats["simd"]["tried"] == 3
     assert stats["simd"]["accepted"] == 2
     assert stats["simd"]["mean_speedup"] == pytest.approx((1.5 + 2.5 + 0.9) / 3)
-    assert stats["flags"] == {"tried": 1, "accepted": 0, "mean_speedup": 0.0}
+    assert stats["simd"]["helped"] == 2 and stats["simd"]["failed"] == 1
+    # a candidate that beat the incumbent but lost to a better one of its iteration helped;
+    # a record without an outcome (schema 1) counts only by `accepted`
+    assert stats["flags"] == {"tried": 2, "accepted": 0, "helped": 1, "failed": 0,
+                              "mean_speedup": pytest.approx(0.7)}
     assert store.change_kind_stats()["simd"]["tried"] == 4
     assert store.change_kind_stats(family="stencil") == {}
 

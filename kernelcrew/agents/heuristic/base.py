@@ -15,6 +15,7 @@ from typing import Any
 from kernelcrew.agents.context import AgentContext
 from kernelcrew.agents.heuristic.evidence import Evidence, evidence
 from kernelcrew.agents.proposal import Change, ChangeType, Proposal
+from kernelcrew.agents.record import confidence_factor, kind_records
 from kernelcrew.agents.transforms import TRANSFORMS, apply_transform, changed_regions, parse_any
 
 MAX_PROPOSALS = 3
@@ -61,12 +62,7 @@ def blocked(kind: str, tried: dict[str, str]) -> bool:
 
 def track_factor(kind: str, stats: dict[str, dict]) -> float:
     """Confidence multiplier from memory's record of this kind of change."""
-    s = stats.get(kind) or {}
-    n, acc = s.get("tried", 0) or 0, s.get("accepted", 0) or 0
-    if n < 2:
-        return 1.0
-    rate = acc / n
-    return 0.6 if rate == 0 else min(1.15, 0.8 + 0.4 * rate)
+    return confidence_factor(kind, kind_records(stats))
 
 
 class HeuristicSpecialist:

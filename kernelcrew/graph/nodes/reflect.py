@@ -44,6 +44,7 @@ def reflect(state: CrewState, runtime: Runtime[RunContext]) -> dict:
             backend=state["backend"], device=device or state["backend"],
             bottleneck=bottleneck if bottleneck in _BOTTLENECKS else "unknown",
             change_kind=e["kind"], author=e["author"], accepted=e["outcome"] == "accepted",
+            outcome=e["outcome"],
             speedup=float(e.get("speedup") or 0.0), run_id=state["run_id"], iteration=it))
         emit(state["run_dir"], "reflect", text, t0=t0, iteration=it, agent="reflector",
              about=e["path"], outcome=e["outcome"], text=text, speedup=e.get("speedup"),
