@@ -1,7 +1,8 @@
 """The coordinator: merges compatible proposals, resolves conflicting ones, says why.
 
-Two proposals conflict when they set the same knob or flag two ways, or rewrite the
-same code region. A conflict is resolved by score = expected gain x confidence x the
+Two proposals conflict when they set the same knob or flag two ways, or are two free-form
+rewrites of the whole kernel; two rewrites of the same code region conflict only when the
+coordinator cannot re-apply one on top of the other. A conflict is resolved by score = expected gain x confidence x the
 track record of that kind of change (from memory), and the reason is written down.
 
 Compatible proposals are merged into one candidate by re-applying each change on top
@@ -47,7 +48,11 @@ def score(p: Proposal, stats: dict[str, dict]) -> float:
     return max(p.expected_gain - 1.0, 0.01) * p.confidence * track_record(p.change.kind, stats)
 
 
-def _conflict(a: Proposal, b: Proposal) -> str | None:
+def _conflict(a: Proposal, b: Proposal, *, can_merge: bool = False) -> str | None:
+    """Why `a` and `b` cannot both go ahead, or None. With `can_merge` (the coordinator can
+    re-apply changes on top of each other), two rewrites of one region are left to the
+    merge: the second is re-applied to the first's result and, if it no longer applies,
+    kept out of the merge and evaluated on its own."""
     ka, kb = a.change.knobs or {}, b.change.knobs or {}
     same_knobs = [k for k in ka if k in kb and ka[k] != kb[k]]
     if same_knobs:
@@ -56,16 +61,12 @@ def _conflict(a: Proposal, b: Proposal) -> str | None:
             sorted(a.change.flags) != sorted(b.change.flags):
         return f"both set the flags ({' '.join(a.change.flags)} vs {' '.join(b.change.flags)})"
     overlap = set(a.change.regions) & set(b.change.regions)
-    if overlap:
+    if overlap and not can_merge:
         return f"both rewrite {min(overlap)}"
     if a.change.type == "source" and b.change.type == "source" and not (
             a.change.regions and b.change.regions):
         return "two whole-kernel rewrites"
     return None
-
-
-def _digest(text: str) -> str:
-    return text_digest(text)
 
 
 def _label(p: Proposal) -> str:
@@ -120,7 +121,8 @@ def coordinate(proposals: list[Proposal], base_kernel: str, *, stats: dict[str, 
     # resolve conflicts greedily, best score first
     chosen: list[Proposal] = []
     for p in ranked:
-        clash = next(((q, why) for q in chosen if (why := _conflict(p, q))), None)
+        clash = next(((q, why) for q in chosen
+                      if (why := _conflict(p, q, can_merge=apply is not None))), None)
         if clash:
             q, why = clash
             rejected.append(f"{_label(p)}: conflicts with {_label(q)} ({why}); kept "
@@ -158,22 +160,21 @@ def coordinate(proposals: list[Proposal], base_kernel: str, *, stats: dict[str, 
         sure = [p for p in in_merge if proven(p)]
         unsure = [p for p in in_merge if not proven(p)]
         if not unsure:
-            rejected.append("no hedge candidates: every part of the merge helped before on "
-                            "this family and backend and never failed ("
+            rejected.append("no hedge candidates (memory: every part of the merge helped "
+                            "before on this family and backend and never failed: "
                             + "; ".join(records[k].note(k) for p in in_merge
                                         for k in parts(p.change.kind)) + ")")
         elif sure:
             hedge = _merge(sure, apply, rejected)[0] if len(sure) > 1 else sure[0]
             if hedge is not None:
                 candidates.append((hedge, "hedge: the merge without the parts memory has no "
-                                   "record of (" + ", ".join(_label(q) for q in unsure) + ")"))
+                                   "record of (memory: " + ", ".join(_label(q) for q in unsure) + ")"))
             rejected.extend(f"{_label(p)}: no hedge on its own (its part of the merge is new; "
                             "the proven parts are the hedge)" for p in unsure)
-        else:  # nothing known: the best single proposals hedge the merge
-            candidates += [(p, _alone(p, stats)) for p in in_merge]
-        # parts that could not be merged still go on their own
-        candidates += [(p, f"{_label(p)} on its own (could not be merged)") for p in pool
-                       if p not in in_merge]
+        outside = [p for p in pool if p not in in_merge]  # could not be merged
+        if unsure and not sure:  # nothing known: the best single proposals hedge the merge
+            outside = sorted(in_merge + outside, key=lambda p: score(p, stats), reverse=True)
+        candidates += [(p, _alone(p, stats)) for p in outside]
     else:
         candidates += [(p, _alone(p, stats)) for p in pool + discredited]
 

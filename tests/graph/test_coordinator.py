@@ -96,7 +96,7 @@ def test_memory_that_vouches_for_every_part_drops_the_hedges():
              "omp_parallel": {"tried": 1, "accepted": 0, "helped": 1}}
     decision = coordinate(props, BASE, stats=stats, apply=apply, max_candidates=3)
     assert [p.change.kind for p in decision.candidates] == ["simd+omp_parallel+vector_math"]
-    assert "no hedge candidates: every part of the merge helped before" in \
+    assert "no hedge candidates (memory: every part of the merge helped before" in \
         " ".join(decision.rejected)
 
 
@@ -107,7 +107,7 @@ def test_memory_for_some_parts_hedges_with_the_merge_of_the_proven_parts():
     assert [p.change.kind for p in decision.candidates] == [
         "simd+omp_parallel+vector_math", "simd+omp_parallel"]
     assert "hedge: the merge without the parts memory has no record of " \
-           "(memory_access/vector_math)" in decision.reason
+           "(memory: memory_access/vector_math)" in decision.reason
 
 
 def test_a_part_that_failed_before_is_kept_out_of_the_merge_until_nothing_else_is_left():
@@ -127,3 +127,31 @@ def test_a_part_that_failed_before_is_kept_out_of_the_merge_until_nothing_else_i
     blamed = {"simd+omp_parallel": {"tried": 1, "accepted": 0, "helped": 0, "failed": 1}}
     assert coordinate(props, BASE, stats=blamed, apply=apply).candidates[0].change.kind == \
         "simd+omp_parallel+vector_math"
+
+
+def test_two_rewrites_of_one_loop_are_merged_when_the_second_still_applies():
+    a = prop("loop", "vector_math", regions=["loop@9"], type_="source", gain=1.6, conf=0.7,
+             text=BASE + "// vecmath\n")
+    b = prop("loop", "simd", regions=["loop@9"], type_="source", gain=1.5, conf=0.7,
+             text=BASE + "// simd\n")
+    c = prop("loop", "unroll", regions=["loop@9"], type_="source", gain=1.1, conf=0.4,
+             text=BASE + "// unroll\n")
+
+    def apply(p, text):  # unroll no longer applies to the rewritten loop
+        return None if p.change.kind == "unroll" else text + p.change.kernel[len(BASE):]
+
+    decision = coordinate([a, b, c], BASE, apply=apply, max_candidates=3)
+    # the merge, then the best single proposals by score (unroll's is lowest)
+    assert [p.change.kind for p in decision.candidates] == ["vector_math+simd", "vector_math",
+                                                            "simd"]
+    notes = " ".join(decision.rejected)
+    assert "loop/unroll: could not be merged on top of vector_math+simd" in notes
+    assert "loop/unroll: over the budget" in notes
+    # when memory vouches for the merge, the part that could not be merged takes a slot
+    stats = {"vector_math+simd": {"tried": 1, "accepted": 1, "helped": 1}}
+    vouched = coordinate([a, b, c], BASE, stats=stats, apply=apply, max_candidates=3)
+    assert [p.change.kind for p in vouched.candidates] == ["vector_math+simd", "unroll"]
+    # without a way to re-apply changes, the same two rewrites conflict
+    alone = coordinate([a, b], BASE, apply=None)
+    assert [p.change.kind for p in alone.candidates] == ["vector_math"]
+    assert "both rewrite loop@9" in " ".join(alone.rejected)

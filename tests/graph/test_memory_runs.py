@@ -39,9 +39,14 @@ def test_second_run_of_the_family_retrieves_and_uses_the_first_runs_reflections(
     observe = next(e for e in trace if e["node"] == "observe")
     recalled = observe["reflections"]
     assert recalled and all("[vadd/" in r for r in recalled)
-    # used: the coordinator weighs the proposals by the first run's track record
+    # used: the coordinator weighs the proposals by the first run's track record. From an
+    # empty store it hedges its merge with single proposals; with the first run's record
+    # of these kinds of change (they all helped on vadd) it evaluates fewer candidates
     coord = next(e for e in trace if e["node"] == "coordinator")
     assert "memory: " in coord["summary"] + " ".join(coord["rejected"])
+    coord_a = next(e for e in read_trace(tmp_path / "a") if e["node"] == "coordinator")
+    assert "on its own" in coord_a["summary"] and "memory: " not in coord_a["summary"]
+    assert len(coord["candidates"]) < len(coord_a["candidates"])
 
 
 def test_two_runs_at_once_on_one_local_store_lose_no_reflection(tmp_path):
