@@ -289,9 +289,9 @@ def cmd_memory(args: argparse.Namespace) -> int:
         _print_json([{**r.model_dump(mode="json"), **({"score": s} if s is not None else {})}
                      for r, s in items])
     else:
-        print(table(["operator", "family", "backend", "change", "author", "accepted", "speedup",
+        print(table(["operator", "family", "backend", "change", "author", "outcome", "speedup",
                      "text"],
-                    [[r.operator, r.family, r.backend, r.change_kind, r.author, r.accepted,
+                    [[r.operator, r.family, r.backend, r.change_kind, r.author, r.verdict,
                       r.speedup, r.text[:70]] for r, _ in items]))
     return 0
 

@@ -67,6 +67,11 @@ class Reflection(BaseModel):
         key = "\x1f".join([self.run_id, str(self.iteration), self.author, self.change_kind])
         return "r-" + hashlib.blake2b(key.encode(), digest_size=12).hexdigest()
 
+    @property
+    def verdict(self) -> str:
+        """The outcome, or accepted / not accepted for records that predate outcomes."""
+        return self.outcome or ("accepted" if self.accepted else "not accepted")
+
     def to_metadata(self) -> dict[str, str | int | float | bool]:
         """Flat metadata for the vector store (Chroma accepts only scalars)."""
         return {

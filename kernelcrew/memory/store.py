@@ -508,7 +508,7 @@ def render_markdown(reflections: list[Reflection], note: str | None = None) -> s
         for bottleneck in sorted(groups[family]):
             lines += [f"### {bottleneck}", ""]
             for r in sorted(groups[family][bottleneck], key=lambda r: (r.created, r.id)):
-                verdict = "accepted" if r.accepted else "rejected"
+                verdict = r.verdict
                 text = " ".join(r.text.split())
                 lines.append(
                     f"- **{r.operator}** · `{r.change_kind}` · {r.author} · {verdict} · "

@@ -33,6 +33,17 @@ def test_metadata_round_trip(make_reflection) -> None:
     assert Reflection.from_metadata(r.text, meta) == r
 
 
+def test_outcome_round_trips_and_records_without_one_read_back(make_reflection) -> None:
+    r = make_reflection(accepted=False, speedup=1.4, outcome="faster-not-best")
+    meta = r.to_metadata()
+    assert meta["outcome"] == "faster-not-best" and meta["schema"] == 2
+    back = Reflection.from_metadata(r.text, meta)
+    assert back == r and back.verdict == "faster-not-best"
+    # a record written before outcomes were stored (schema 1)
+    old = {k: v for k, v in meta.items() if k != "outcome"} | {"schema": 1}
+    assert Reflection.from_metadata(r.text, old).verdict == "not accepted"
+
+
 @pytest.mark.parametrize(
     "bad",
     [{"bottleneck": "io-bound"}, {"speedup": float("nan")}, {"speedup": -1.0}, {"text": " "}],
