@@ -69,6 +69,15 @@ def _conflict(a: Proposal, b: Proposal, *, can_merge: bool = False) -> str | Non
     return None
 
 
+def _knob_alternative(p: Proposal, q: Proposal) -> bool:
+    """`p` and `q` are rungs of one specialist's ladder: knob changes by the same author,
+    `p` setting only knobs that `q` sets too, to other values. (Two specialists that want
+    one knob two ways are a conflict, resolved by score.)"""
+    kp, kq = p.change.knobs or {}, q.change.knobs or {}
+    return (p.author == q.author and p.change.type == q.change.type == "knobs" and bool(kp)
+            and set(kp) <= set(kq))
+
+
 def _label(p: Proposal) -> str:
     return f"{p.author}/{p.change.kind}"
 
@@ -120,11 +129,15 @@ def coordinate(proposals: list[Proposal], base_kernel: str, *, stats: dict[str, 
     rejected: list[str] = []
     # resolve conflicts greedily, best score first
     chosen: list[Proposal] = []
+    alternatives: list[tuple[Proposal, Proposal]] = []  # (other knob value, the one chosen)
     for p in ranked:
         clash = next(((q, why) for q in chosen
                       if (why := _conflict(p, q, can_merge=apply is not None))), None)
         if clash:
             q, why = clash
+            if _knob_alternative(p, q):
+                alternatives.append((p, q))
+                continue
             rejected.append(f"{_label(p)}: conflicts with {_label(q)} ({why}); kept "
                             f"{q.author}'s, score {score(q, stats):.3f} > {score(p, stats):.3f} "
                             f"(gain x confidence x track record; "
@@ -177,6 +190,26 @@ def coordinate(proposals: list[Proposal], base_kernel: str, *, stats: dict[str, 
         candidates += [(p, _alone(p, stats)) for p in outside]
     else:
         candidates += [(p, _alone(p, stats)) for p in pool + discredited]
+
+    # other values of a chosen knob (a ladder) go right after the merge, set in it, or
+    # right after the chosen value when that goes on its own
+    in_merged_rungs = 0
+    for p, q in alternatives:
+        if merged is not None and q in in_merge and apply is not None:
+            text = apply(p, merged.change.kernel)
+            if text is None:
+                continue
+            alt = merged.model_copy(update={
+                "plan": f"{merged.plan} Alternative: {p.plan}",
+                "change": merged.change.model_copy(update={"kernel": text})})
+            in_merged_rungs += 1
+            at = in_merged_rungs
+        else:
+            alt = p
+            at = next((i + 1 for i, (c, _) in enumerate(candidates) if c is q), len(candidates))
+        values = ", ".join(f"{k}={v}" for k, v in (p.change.knobs or {}).items())
+        candidates.insert(at, (alt, f"{_label(p)} at {values}: another rung of the ladder "
+                                    + ("in the merge" if alt is not p else "on its own")))
 
     # keep the budget; drop duplicates and kernels already evaluated
     seen: set[str] = set()

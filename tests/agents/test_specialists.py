@@ -4,6 +4,7 @@ the tried list respected, knobs searched one step, revise, and the registry."""
 from __future__ import annotations
 
 import importlib.metadata
+import os
 
 import pytest
 
@@ -318,3 +319,33 @@ def test_block_knob_search_is_monotone_and_bounded():
     assert knob_moves(at512, [step]) == []  # no way back down without new evidence
     at128 = apply_transform("knobs", base, {"values": {"BLOCK": 128}})
     assert knob_moves(at128, [step, step]) == []  # two accepted steps: done
+
+
+def test_knobs_of_unknown_effect_get_a_ladder_that_continues_after_a_win_and_stops_after_a_loss():
+    from kernelcrew.evals.peers import tunable_path
+
+    base = tunable_path("scale_shift_sum").read_text()  # knobs ACC 1, THREADS 1, CHUNK 1
+    loop = get_specialist("loop")
+
+    def knob_moves(text, recent=()):
+        ctx = ctx_for("scale_shift_sum", kernel=text, recent=list(recent))
+        return sorted((p.change.kind, tuple(p.change.knobs.items()))
+                      for p in loop.propose(ctx) if p.change.type == "knobs")
+
+    moves = knob_moves(base)
+    # ACC (accumulators, unroll-like): x2 and x4; THREADS: up to the cores only
+    assert ("knob:ACC", (("ACC", 2),)) in moves and ("knob:ACC", (("ACC", 4),)) in moves
+    assert all(v <= (os.cpu_count() or 1) for k, ((_, v),) in moves if k == "knob:THREADS")
+    # CHUNK (effect unknown): x2 and x8; seen once ACC and THREADS are at their ends (a
+    # specialist proposes three kinds of change at most)
+    ends = apply_transform("knobs", base, {"values": {"ACC": 16, "THREADS": 256}})
+    chunk = [m for m in knob_moves(ends) if m[0] == "knob:CHUNK"]
+    assert chunk == [("knob:CHUNK", (("CHUNK", 2),)), ("knob:CHUNK", (("CHUNK", 8),))]
+    # the x4 rung won (the x2 rung was outdone in the same iteration): the ladder goes on
+    at4 = apply_transform("knobs", base, {"values": {"ACC": 4}})
+    won = [IterationNote(iteration=1, author="loop", kind="knob:ACC", outcome="accepted"),
+           IterationNote(iteration=1, author="loop", kind="knob:ACC", outcome="faster-not-best")]
+    assert {v for k, ((_, v),) in knob_moves(at4, won) if k == "knob:ACC"} == {8, 16}
+    # the next step lost: the knob is left where it is
+    lost = won + [IterationNote(iteration=2, author="loop", kind="knob:ACC", outcome="same")]
+    assert not [m for m in knob_moves(at4, lost) if m[0] == "knob:ACC"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from kernelcrew.agents.coordinator import coordinate
 from kernelcrew.agents.proposal import Change, Proposal
 from kernelcrew.kernels.kernelfile import text_digest
@@ -155,3 +157,28 @@ def test_two_rewrites_of_one_loop_are_merged_when_the_second_still_applies():
     alone = coordinate([a, b], BASE, apply=None)
     assert [p.change.kind for p in alone.candidates] == ["vector_math"]
     assert "both rewrite loop@9" in " ".join(alone.rejected)
+
+
+def test_a_knob_ladder_is_evaluated_as_alternatives_set_in_the_merge():
+    two = prop("loop", "knob:TILE", knobs={"TILE": 32}, gain=1.08, conf=0.4,
+               text=BASE.replace("TILE: 16", "TILE: 32"))
+    eight = prop("loop", "knob:TILE", knobs={"TILE": 128}, gain=1.08, conf=0.35,
+                 text=BASE.replace("TILE: 16", "TILE: 128"))
+    flags = prop("compiler_flags", "flags", type_="flags", gain=1.3, conf=0.8,
+                 text=BASE.replace("-O2", "-O3"))
+    flags.change.flags = ["-O3"]
+
+    def apply(p, text):  # replays a flags or knob change on another text
+        if p.change.type == "flags":
+            return text.replace("-O2", "-O3")
+        return re.sub(r"TILE: \d+", f"TILE: {p.change.knobs['TILE']}", text)
+
+    decision = coordinate([two, eight, flags], BASE, apply=apply, max_candidates=3)
+    texts = [c.change.kernel for c in decision.candidates]
+    assert "-O3" in texts[0] and "TILE: 32" in texts[0]  # the merge: the first rung
+    assert "-O3" in texts[1] and "TILE: 128" in texts[1]  # the second rung, in the merge
+    assert "another rung of the ladder in the merge" in decision.reason
+    assert "conflicts with" not in " ".join(decision.rejected)
+    # on their own (nothing to merge with) the rungs follow each other
+    alone = coordinate([eight, two], BASE, apply=apply, max_candidates=3)
+    assert [c.change.knobs for c in alone.candidates] == [{"TILE": 32}, {"TILE": 128}]

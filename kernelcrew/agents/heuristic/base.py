@@ -18,7 +18,7 @@ from kernelcrew.agents.proposal import Change, ChangeType, Proposal
 from kernelcrew.agents.record import confidence_factor, kind_records
 from kernelcrew.agents.transforms import TRANSFORMS, apply_transform, changed_regions, parse_any
 
-MAX_PROPOSALS = 3
+MAX_PROPOSALS = 3  # kinds of change per specialist and iteration
 _TRIED = re.compile(r"^(?P<kind>\S+) by (?P<author>[^:]+): (?P<outcome>[\w-]+)")
 
 
@@ -44,7 +44,10 @@ def tried_kinds(ctx: AgentContext) -> dict[str, str]:
         m = _TRIED.match(line)
         if m:
             seen.append((m["kind"], m["outcome"]))
-    seen += [(n.kind, n.outcome) for n in sorted(ctx.recent, key=lambda n: n.iteration)]
+    # within an iteration the accepted candidate counts last: a knob ladder's other value,
+    # outdone by the accepted one, does not block the knob
+    seen += [(n.kind, n.outcome) for n in sorted(
+        ctx.recent, key=lambda n: (n.iteration, n.outcome == "accepted"))]
     for kind, outcome in seen:
         out[kind] = outcome
         if "+" in kind and outcome == "accepted":
@@ -92,7 +95,8 @@ class HeuristicSpecialist:
             texts.add(new)
             out.append(self._proposal(ctx, ev, mv, new))
         out.sort(key=lambda p: (p.expected_gain - 1.0) * p.confidence, reverse=True)
-        return out[:MAX_PROPOSALS]
+        kinds = list(dict.fromkeys(p.change.kind for p in out))[:MAX_PROPOSALS]
+        return [p for p in out if p.change.kind in kinds]  # a knob's ladder stays whole
 
     def revise(self, ctx: AgentContext, failed: Proposal) -> Proposal | None:
         """A more conservative variant of a change that failed to compile: drop the last step

@@ -168,9 +168,13 @@ class Loop(HeuristicSpecialist):
         return out
 
     def _knobs(self, ev: Evidence, ctx: AgentContext) -> list[Move]:
-        """One neighbour per knob, in the direction the evidence suggests. The direction
-        only changes when the evidence does, and a knob moves at most MAX_KNOB_STEPS
-        accepted steps in a run, so the search cannot oscillate."""
+        """Knob moves in the direction the evidence suggests. BLOCK takes one step at a
+        time (occupancy says which way). Other knobs get a ladder of two values, both
+        evaluated in one iteration (the coordinator makes the second an alternative of the
+        first): x2 and x4 for unroll-like knobs, x2 and x8 for knobs whose effect is not
+        known (a coarse bracket first, refined by the next step); thread counts stop at the
+        cores. A knob moves at most MAX_KNOB_STEPS accepted steps in a run and stops when
+        its last attempt lost, so the search cannot oscillate."""
         out: list[Move] = []
         for name, value in ev.knobs.items():
             if name in _NOT_MINE or not isinstance(value, int) or value < 1:
@@ -193,20 +197,30 @@ class Loop(HeuristicSpecialist):
                                            + ": larger blocks keep more loads in flight per SM.")
                 else:
                     continue
-            elif any(w in name for w in ("UNROLL", "VEC", "ELEMS", "PER_THREAD")):
-                if value >= 8 or (ev.kind == "memory-bound" and value >= 4):
+                ladder = [new]
+            elif "THREAD" in name:
+                cores = ev.cores()
+                if value >= cores:
                     continue
-                new = value * 2
-                why = f"{name}={value}: more independent work per iteration hides latency."
+                ladder = [min(value * 2, cores)] + ([cores] if value * 2 < cores else [])
+                why = (f"{name}={value} of {cores} cores: more threads share the rows.")
+            elif any(w in name for w in ("UNROLL", "VEC", "ELEMS", "PER_THREAD", "ACC")):
+                cap = 8 if ev.kind == "memory-bound" else 16
+                if value >= cap:
+                    continue
+                ladder = [v for v in (value * 2, value * 4) if v <= cap]
+                why = (f"{name}={value}: more independent work per iteration (more "
+                       "accumulators or loads in flight) hides latency.")
             else:
-                if _knob_steps(ctx, name) >= 1:
-                    continue
-                new = value * 2
-                why = f"{name}={value}: one step up, the knob's effect is not known."
-            out.append(Move("knobs", f"knob:{name}", 1.08, 0.4, type="knobs",
-                            params={"values": {name: new}}, why=why,
-                            plan=f"Set {name} {value} -> {new}.",
-                            risks="the best value depends on the shape; other shapes may lose"))
+                ladder = [value * 2, value * 8]
+                why = (f"{name}={value}: the knob's effect is not known; a coarse bracket "
+                       "first (x2 and x8), refined by the next step.")
+            for rank, new in enumerate(ladder):
+                out.append(Move("knobs", f"knob:{name}", 1.08, 0.4 - 0.05 * rank,
+                                type="knobs", params={"values": {name: new}}, why=why,
+                                plan=f"Set {name} {value} -> {new}.",
+                                risks="the best value depends on the shape; other shapes may "
+                                      "lose"))
         return out
 
     def fallbacks(self, transform: str, params: dict, ev: Evidence):
