@@ -1,7 +1,7 @@
 """loop: how loops map onto the machine. Threads on independent outer loops, SIMD (with
 reductions) on inner loops, unrolling; on CUDA grid-stride loops, launch bounds and
-unrolling; the kernel's own knobs (BLOCK, UNROLL, ...) searched one neighbour at a time in
-the direction the evidence points."""
+unrolling; the kernel's own knobs (BLOCK, UNROLL, ...) searched in the direction the
+evidence points, BLOCK one step at a time, the others by a ladder of two values per step."""
 
 from __future__ import annotations
 
