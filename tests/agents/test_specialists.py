@@ -169,6 +169,25 @@ def test_threading_that_regressed_a_group_comes_back_with_a_higher_threshold():
     assert not [p for p in props if p.change.kind.startswith("omp_parallel")]
 
 
+def test_register_block_is_proposed_once_the_matmul_is_interchanged():
+    mem = get_specialist("memory_access")
+    base = baseline_text("small_matmul")
+    assert "register_block" not in {p.change.kind for p in mem.propose(ctx_for("small_matmul"))}
+    ikj = apply_transform("simd", apply_transform("interchange", base))
+    ctx = ctx_for("small_matmul", kernel=ikj)
+    rb = [p for p in mem.propose(ctx) if p.change.kind == "register_block"]
+    assert len(rb) == 1
+    assert_valid(rb[0], ctx)
+    assert rb[0].change.knobs == {"RB": 4, "JB": 16} and "RB=4" in rb[0].plan
+    assert "[RB][JB]" in parse_any(rb[0].change.kernel).body
+    # blocked already, or blocking tried and lost: not proposed again
+    done = ctx_for("small_matmul", kernel=rb[0].change.kernel)
+    assert "register_block" not in {p.change.kind for p in mem.propose(done)}
+    tried = ["register_block by memory_access: slower 0.8x"]
+    lost = ctx_for("small_matmul", kernel=ikj, tried=tried)
+    assert "register_block" not in {p.change.kind for p in mem.propose(lost)}
+
+
 def test_tile_knob_is_searched_one_step_in_the_direction_the_cache_allows():
     tiled = apply_transform("tile", baseline_text("transpose"))
     ctx = ctx_for("transpose", kernel=tiled, profile=cpu_profile("transpose", stride=1.0))

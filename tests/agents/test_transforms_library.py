@@ -7,6 +7,7 @@ import re
 import shutil
 
 import pytest
+import yaml
 
 from kernelcrew.agents.proposal import Change
 from kernelcrew.agents.transforms import apply_change, apply_transform, parse_any
@@ -29,13 +30,15 @@ from tests.agents.conftest import OPS, QUICK, baseline_text
 APPLIES = {
     "fusion": {"add_gelu_muladd"},
     "interchange": {"small_matmul"},
+    "register_block": set(),  # only on an interchanged (i-k-j) nest, no baseline has one
     "tile": {"transpose"},
     "simd": set(OPS) - {"transpose"},  # transpose's strided store is not vectorized
     "vector_math": {"add_gelu_muladd", "softmax_rows"},
 }
 STACK = [("flags", {"add": ["-O3", "-march=native"]}), ("restrict", {}), ("vector_math", {}),
          ("fusion", {}),
-         ("interchange", {}), ("tile", {}), ("omp_parallel", {}), ("unroll", {"factor": 4}),
+         ("interchange", {}), ("tile", {}), ("omp_parallel", {}), ("register_block", {}),
+         ("unroll", {"factor": 4}),
          ("simd", {})]
 
 
@@ -90,6 +93,45 @@ def test_single_transform_stays_correct(op, name, small_ops, tmp_path):
     assert text is not None
     res = checked(small_ops, tmp_path, op, text, name)
     assert res.correct, f"{name} on {op}: {res.reason}"
+
+
+# shapes the register blocking has to get right besides the small op's: m < RB with n < JB,
+# m % RB != 0 with n % JB == JB - 1, n at the vector width (only leftover columns), k = 1
+BLOCKING_CASES = {"boundary": [{"batch": 2, "m": 3, "k": 4, "n": 9}],
+                  "unaligned": [{"batch": 5, "m": 6, "k": 3, "n": 47},
+                                {"batch": 3, "m": 4, "k": 1, "n": 8}]}
+
+
+def test_register_block_on_the_interchanged_matmul_is_correct_on_every_group(small_ops,
+                                                                              tmp_path):
+    folder = tmp_path / "small_matmul"
+    shutil.copytree(small_ops("small_matmul"), folder)
+    data = yaml.safe_load((folder / "op.yaml").read_text())
+    for group, cases in BLOCKING_CASES.items():
+        data["shapes"][group]["cases"] += cases
+    (folder / "op.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    base = baseline_text("small_matmul")
+    ikj = apply_transform("simd", apply_transform("interchange", base))
+    threaded = apply_transform("omp_parallel", apply_transform("restrict", ikj),
+                               {"min_work": 30000})
+    assert apply_transform("register_block", base) is None  # i-j-k: interchange first
+    variants = {"serial": apply_transform("register_block", ikj),
+                "threaded": apply_transform("register_block", threaded)}
+    variants["rb3-jb8"] = apply_transform("knobs", variants["threaded"],
+                                          {"values": {"RB": 3, "JB": 8}})
+    variants["fast"] = apply_transform("flags", variants["threaded"],
+                                       {"add": ["-O3", "-march=native"]})
+    for name, text in variants.items():
+        assert text is not None, name
+        kf = parse_kernel_text(text, "cpu")
+        copies = 2 if name != "serial" else 1  # the threaded and the serial copy
+        assert kf.body.count("+= RB)") == copies and kf.body.count("[RB][JB];") == copies
+        assert kf.meta.knobs["RB"] == (3 if name == "rb3-jb8" else 4)
+        assert "-fopenmp" in kf.meta.flags or "-fopenmp-simd" in kf.meta.flags
+        path = tmp_path / f"small_matmul-rb-{name}.cpp"
+        path.write_text(text)
+        res = check(str(folder), str(path), "cpu", bench=QUICK)
+        assert res.correct, f"register_block ({name}): {res.reason}"
 
 
 def test_apply_change_replays_a_change_on_another_base(small_ops, tmp_path):

@@ -14,6 +14,7 @@ from kernelcrew.agents.transforms import (
     interchange,
     omp_parallel_outer,
     omp_simd_inner,
+    register_block,
     tile,
     unroll,
     vector_math,
@@ -28,6 +29,7 @@ from kernelcrew.agents.transforms.cst import (
     pragmas_before,
     walk,
 )
+from kernelcrew.agents.transforms.regblock import REST_MARK
 
 
 def model(src: str, entry: str = "f") -> FunctionModel:
@@ -236,6 +238,186 @@ def test_interchange_refuses_unit_stride_and_non_matmul_nests():
     assert interchange(scaled, "f") is None  # the store is not a plain accumulator store
     reads_c = MATMUL.replace("a[i * k + q] * b[q * n + j]", "c[q] * b[q * n + j]")
     assert interchange(reads_c, "f") is None  # the product reads the output
+
+
+# C = A B (or C += A B) for every shape in SHAPES, against a double-precision reference;
+# exits non-zero on the first wrong element
+MATMUL_DRIVER = """
+#include <cstdio>
+#include <cmath>
+#include <vector>
+int main() {
+    const int64_t shapes[][3] = {SHAPES};
+    for (const auto& s : shapes) {
+        const int64_t m = s[0], k = s[1], n = s[2];
+        std::vector<float> a(m * k), b(k * n), c(m * n + 8, -7.0f);
+        for (int64_t x = 0; x < m * k; ++x) a[x] = float((x * 7 + 3) % 13) / 13.0f - 0.5f;
+        for (int64_t x = 0; x < k * n; ++x) b[x] = float((x * 5 + 1) % 11) / 11.0f - 0.5f;
+        for (int64_t x = 0; x < m * n; ++x) c[x] = ACCUMULATE ? float(x % 3) : -7.0f;
+        std::vector<float> c0(c);
+        f(a.data(), b.data(), c.data(), m, k, n);
+        for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) {
+                double want = ACCUMULATE ? c0[i * n + j] : 0.0;
+                for (int64_t q = 0; q < k; ++q) want += double(a[i * k + q]) * b[q * n + j];
+                if (!(std::fabs(want - c[i * n + j]) <= 1e-4)) {  // NaN fails too
+                    std::printf("m=%ld k=%ld n=%ld c[%ld][%ld]=%g want %g\\n", (long)m,
+                                (long)k, (long)n, (long)i, (long)j, c[i * n + j], want);
+                    return 1;
+                }
+            }
+        for (int64_t x = m * n; x < m * n + 8; ++x)
+            if (c[x] != -7.0f) { std::printf("wrote past the end\\n"); return 1; }
+    }
+    return 0;
+}
+"""
+# m < RB, m % RB != 0, n < 8 (the short-row path), n < JB, n % JB != 0, one row, k = 1
+BLOCK_SHAPES = [(1, 3, 9), (3, 5, 17), (4, 4, 16), (5, 1, 8), (7, 9, 7), (13, 6, 33),
+                (16, 16, 16), (31, 37, 29), (2, 3, 1), (9, 2, 48)]
+
+
+def runs_correctly(tmp_path, src: str, shapes, *, accumulate: bool = False,
+                   flags: tuple[str, ...] = ("-O2", "-fopenmp-simd")) -> str:
+    """Compile the kernel with the driver (real g++), run it: '' when every element is
+    right, otherwise what went wrong."""
+    driver = MATMUL_DRIVER.replace("SHAPES", ", ".join(f"{{{m}, {k}, {n}}}"
+                                                       for m, k, n in shapes))
+    driver = driver.replace("ACCUMULATE", "true" if accumulate else "false")
+    path = tmp_path / "mm.cpp"
+    path.write_text("#include <cstdint>\n" + src + driver)
+    exe = tmp_path / "mm"
+    r = subprocess.run(["g++", "-std=c++17", *flags, str(path), "-o", str(exe)],
+                       capture_output=True, text=True, check=False)
+    if r.returncode != 0:
+        return r.stderr[-2000:]
+    r = subprocess.run([str(exe)], capture_output=True, text=True, check=False, timeout=60)
+    return "" if r.returncode == 0 else r.stdout or f"exit {r.returncode}"
+
+
+def test_register_block_unroll_and_jams_the_interchanged_rows(tmp_path):
+    ikj = interchange(MATMUL, "f")
+    out = register_block(ikj, "f")
+    assert out is not None
+    m = model(out)
+    assert "#define RB 4" in out and "#define JB 16" in out
+    # versioned on the row length as before: blocked rows, then the rows left over, for
+    # n >= 8; the original i-j-k below
+    blocked, rest, small = [lp for lp in m.loops if lp.var == "i"]
+    assert m.src.text_of(blocked.step) == "RB" and m.src.text_of(blocked.end) == "i_rb"
+    assert "const int64_t i_rb = m / RB * RB;" in out
+    assert m.src.text_of(rest.start) == "i_rb" and REST_MARK in m.src.text_of(rest.body)
+    assert in_small_path(small.children[0].node)
+    # full chunks: RB x JB accumulators, B's element feeds every row, C stored once
+    chunk = blocked.children[0]
+    assert m.src.text_of(chunk.end) == "" and "j0 + JB <= n" in m.src.text_of(chunk.node)
+    body = m.src.text_of(chunk.body)
+    assert "float acc2[RB][JB];" in body
+    assert "acc2[r][j - j0] += a_q * b[q * n + j];" in body
+    assert "const float a_q = a[(i + r) * k + q];" in body
+    assert "c[(i + r) * n + j] = acc2[r][j - j0];" in body
+    # every innermost loop of the blocked rows is an omp simd loop over j, the row loops
+    # fully unrolled
+    inner = [lp for lp in m.loops if not lp.children and lp.node.start_byte >
+             blocked.node.start_byte and lp.node.end_byte <= blocked.node.end_byte]
+    assert len(inner) == 5 and all(lp.var == "j" for lp in inner)
+    assert all(pragmas_of(m)[m.src.line_of(lp.node)] == ["omp simd"] for lp in inner)
+    assert all(pragmas_of(m)[m.src.line_of(lp.node)] == ["GCC unroll 64"]
+               for lp in m.loops if lp.var == "r")
+    assert register_block(out, "f") is None  # the leftover rows are not blocked again
+    assert compiles(out, "-fopenmp-simd")
+    assert runs_correctly(tmp_path, out, BLOCK_SHAPES) == ""
+    # other block sizes, odd ones included, and -O3 -march=native
+    for rb, jb in ((3, 8), (1, 16), (8, 32)):
+        other = out.replace("#define RB 4", f"#define RB {rb}").replace(
+            "#define JB 16", f"#define JB {jb}")
+        assert runs_correctly(tmp_path, other, BLOCK_SHAPES,
+                              flags=("-O3", "-march=native", "-fopenmp")) == "", (rb, jb)
+
+
+def test_register_block_keeps_an_accumulating_threaded_nest_correct(tmp_path):
+    """Hand-written i-k-j without a zero loop (C += A B), the row loop threaded and offset,
+    columns starting at 0 with a scaled A element: the accumulators start from C, the
+    threaded pragma goes to the blocked rows, the leftover rows run serially."""
+    src = """
+void f(const float* a, const float* b, float* c, int64_t m, int64_t k, int64_t n) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 1; i < m; ++i) {
+        for (int64_t q = 0; q < k; ++q) {
+            const float aiq = 0.5f * a[i * k + q];
+            for (int64_t j = 0; j < n; ++j) {
+                c[i * n + j] += b[q * n + j] * aiq;
+            }
+        }
+    }
+}
+"""
+    out = register_block(src, "f", rows="ROWS", cols="COLS", rows_default=3,
+                         cols_default=8)
+    assert out is not None and "#define ROWS 3" in out and "#define COLS 8" in out
+    m = model(out)
+    tops = m.forest
+    assert [lp.var for lp in tops] == ["i", "i"]
+    assert pragmas_of(m)[m.src.line_of(tops[0].node)] == ["omp parallel for schedule(static)"]
+    assert pragmas_of(m)[m.src.line_of(tops[1].node)] == []
+    assert "acc[r][j - j0] = c[(i + r) * n + j];" in out
+    assert "const int64_t i_rows = 1 + (m - 1) / ROWS * ROWS;" in out
+    assert compiles(out, "-fopenmp")
+    # the same C as the original, row 0 and the threaded rows included
+    assert runs_correctly(tmp_path, _side_by_side(out, src), BLOCK_SHAPES,
+                          flags=("-O2", "-fopenmp")) == ""
+
+
+def _side_by_side(blocked: str, original: str) -> str:
+    """A kernel `f` for the driver: runs the blocked code and the original on copies of
+    C (C starts from values, not zero) and computes C = A B only where the two agree."""
+    return ("#include <vector>\n#include <cmath>\n"
+            + blocked.replace("void f(", "void f_blocked(")
+            + original.replace("void f(", "void f_orig(") + """
+void f(const float* a, const float* b, float* c, int64_t m, int64_t k, int64_t n) {
+    std::vector<float> c1(m * n), c2(m * n);
+    for (int64_t x = 0; x < m * n; ++x) c1[x] = c2[x] = float(x % 5) - 2.0f;
+    f_blocked(a, b, c1.data(), m, k, n);
+    f_orig(a, b, c2.data(), m, k, n);
+    for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+            float s = 0.0f;
+            for (int64_t q = 0; q < k; ++q) s += a[i * k + q] * b[q * n + j];
+            c[i * n + j] = std::fabs(c1[i * n + j] - c2[i * n + j]) <= 1e-5f ? s : NAN;
+        }
+}
+""")
+
+
+def test_register_block_refuses_what_it_does_not_recognize():
+    ikj = interchange(MATMUL, "f")
+    assert register_block(MATMUL, "f") is None  # i-j-k: interchange first
+    assert register_block(ROWSUM, "f") is None
+    assert register_block(TRANSPOSE, "f") is None
+    # B's row depends on the row of C: nothing to share between rows
+    assert register_block(ikj.replace("a_q * b[q * n + j]", "a_q * b[i * n + j]"), "f") is None
+    # the product reads C
+    assert register_block(ikj.replace("a_q * b[q * n + j]", "a_q * c[q * n + j]"), "f") is None
+    # C's element depends on k / on the row only
+    assert register_block(ikj.replace("c[i * n + j] += ", "c[q * n + j] += "), "f") is None
+    assert register_block(ikj.replace("c[i * n + j] += ", "c[i] += "), "f") is None
+    # rows overlap in C (c[i + j]): interleaving them would change what each one adds up
+    assert register_block(ikj.replace("c[i * n + j]", "c[i + j]"), "f") is None
+    # the zero loop clears other columns than the k loop accumulates
+    assert register_block(ikj.replace("c[i * n + j] = 0.0f;", "c[i * n + j + 1] = 0.0f;"),
+                          "f") is None
+    # not an FMA-shaped update, not a scalar hoisted per k step
+    assert register_block(ikj.replace("+= a_q * b[q * n + j]", "= a_q * b[q * n + j]"),
+                          "f") is None
+    assert register_block(ikj.replace("+= a_q * b[q * n + j]", "+= a_q + b[q * n + j]"),
+                          "f") is None
+    # the version test changes with the row
+    assert register_block(ikj.replace("if (n >= 8)", "if (i >= 8)"), "f") is None
+    # a bound that moves with the row (a triangular product)
+    assert register_block(ikj.replace("q < k; ++q) {\n                const",
+                                      "q < i; ++q) {\n                const"), "f") is None
+    # a name the knob would shadow
+    assert register_block(ikj.replace("int64_t n)", "int64_t n, int RB)"), "f") is None
 
 
 TRANSPOSE = """

@@ -1,6 +1,8 @@
 """memory_access: how the kernel moves data. Pass fusion (fewer trips through memory), loop
-interchange and tiling for strided access, restrict so loads/stores can be reordered and
-vectorized, the TILE knob; on CUDA read-only loads through __ldg."""
+interchange and tiling for strided access, register blocking of an interchanged matmul nest
+(each loaded element of B feeds several rows of C held in registers), restrict so
+loads/stores can be reordered and vectorized, the TILE knob; on CUDA read-only loads through
+__ldg."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import functools
 from kernelcrew.agents.context import AgentContext
 from kernelcrew.agents.heuristic.base import HeuristicSpecialist, Move
 from kernelcrew.agents.heuristic.evidence import Evidence
+from kernelcrew.agents.transforms import apply_transform
 
 
 @functools.cache
@@ -76,6 +79,22 @@ class MemoryAccess(HeuristicSpecialist):
                      "strided side's lines are reused while they are in L1; inside a tile the "
                      "innermost loop walks the written array contiguously.",
                 risks="tile-edge overhead on small or thin shapes"))
+        if ev.kf is not None and \
+                apply_transform("register_block", ev.kf.text) is not None:
+            rb, jb = int(ev.knobs.get("RB", 4)), int(ev.knobs.get("JB", 16))
+            out.append(Move(
+                "register_block", "register_block", 2.0, 0.7,
+                params={"rows": "RB", "cols": "JB", "rows_default": rb, "cols_default": jb},
+                why="The matmul nest is in i-k-j order: every element of B loaded from L1 feeds "
+                    "a single FMA, and the row of C is loaded and stored again at every k "
+                    "step, so the loop is bound by loads and stores rather than FMAs.",
+                plan=f"Register-block the i-k-j nest (unroll-and-jam of the row loop): RB={rb} "
+                     f"rows x JB={jb} columns of C accumulate in a local array that stays in "
+                     "vector registers over the whole k loop, each loaded element of B feeds "
+                     "RB FMAs, and C is stored once; leftover columns run the rows together "
+                     "with C in memory, leftover rows (m % RB) run the i-k-j code.",
+                risks="register spills if RB x JB is too large for the vector registers; "
+                      "little gain when m < RB or n < JB (the leftover paths run)"))
         if ev.facts.restrict_missing:
             vec = ev.vectorized()
             out.append(Move(

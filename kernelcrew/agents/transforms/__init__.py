@@ -8,9 +8,9 @@ coordinator relies on this to merge compatible proposals into one candidate.
 
 Body-level functions (`str -> str | None`, on the source after the front matter) live in
 `threads` (OpenMP parallel for), `vectorize` (restrict, omp simd, unroll), `nests`
-(interchange, tiling), `fusion`, `vecmath` (vectorizable exp/erf) and `cuda` (device-code
-specifics); `cst`, `analysis` and `common` hold the tree-sitter layer, the dependence
-analysis and the helpers they share.
+(interchange, tiling), `regblock` (register blocking of i-k-j matmul nests), `fusion`,
+`vecmath` (vectorizable exp/erf) and `cuda` (device-code specifics); `cst`, `analysis` and
+`common` hold the tree-sitter layer, the dependence analysis and the helpers they share.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from kernelcrew.agents.transforms.cst import (
 from kernelcrew.agents.transforms.cuda import grid_stride, launch_bounds, ldg
 from kernelcrew.agents.transforms.fusion import fuse_loops
 from kernelcrew.agents.transforms.nests import interchange, tile
+from kernelcrew.agents.transforms.regblock import register_block
 from kernelcrew.agents.transforms.threads import DEFAULT_MIN_WORK, omp_parallel_outer
 from kernelcrew.agents.transforms.vecmath import vector_math
 from kernelcrew.agents.transforms.vectorize import add_restrict, omp_simd_inner, unroll
@@ -65,6 +66,7 @@ __all__ = [
     "omp_parallel_outer",
     "omp_simd_inner",
     "parse_any",
+    "register_block",
     "set_block",
     "tile",
     "transform_names",
@@ -329,6 +331,21 @@ def _t_unroll(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
            "i-j-k matmul nest with a strided inner read -> i-k-j")
 def _t_interchange(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
     return _each_entry(kf, interchange)
+
+
+@_register("register_block", "register_block", ("cpu",),
+           "unroll-and-jam the rows of an i-k-j matmul nest: RB rows x JB columns of C "
+           "accumulated in registers (RB, JB knobs), leftover rows and columns kept",
+           rows="RB", cols="JB", rows_default=4, cols_default=16)
+def _t_register_block(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    rows, cols = str(p["rows"]), str(p["cols"])
+    rv = int(kf.meta.knobs.get(rows, p["rows_default"]))
+    cv = int(kf.meta.knobs.get(cols, p["cols_default"]))
+    out = _each_entry(kf, lambda s, e: register_block(s, e, rows=rows, cols=cols,
+                                                      rows_default=rv, cols_default=cv))
+    if out is not None:
+        out.knobs = {rows: rv, cols: cv}
+    return out
 
 
 @_register("tile", "tile", ("cpu",),
