@@ -11,8 +11,9 @@ from kernelcrew.agents.context import AgentContext
 from kernelcrew.agents.heuristic.base import HeuristicSpecialist, Move
 from kernelcrew.agents.heuristic.evidence import Evidence
 
-# knobs searched elsewhere: TILE by memory_access, the threading threshold by its own rule
-_NOT_MINE = {"TILE", "GRID_CAP", "OMP_MIN_WORK"}
+# knobs searched elsewhere: TILE by memory_access, the threading threshold by its own rule;
+# RB/JB (register_block) are sized for the vector registers and not worth a ladder
+_NOT_MINE = {"TILE", "GRID_CAP", "OMP_MIN_WORK", "RB", "JB"}
 # each threaded attempt that regressed a group raises the threshold one step
 MAX_KNOB_STEPS = 2
 
