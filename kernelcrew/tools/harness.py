@@ -324,9 +324,18 @@ class Harness:
         if any(len(ev["times_ms"]) > p.set and i not in probed for i, p in enumerate(d.probes)):
             return CaseRow(group=c.group, case=c.label, sizes=c.sizes, status="fail",
                            detail="the worker report lacks the probe run (tampered report?)")
+        # an output equal byte for byte to one that passed against the same reference passes
+        # that comparison again, with the same errors: an output of a timed run on an
+        # unchanged input set is compared by bytes with the outputs that passed on that set,
+        # and in full only when it differs (a threaded reduction may change the last bits)
+        passed: dict[tuple[int, str], list[tuple[np.dtype, tuple, bytes]]] = {}
         for ref, k, files, when in checks:
+            same_ref = ref is d.references[k]  # not a probe's reference
             for name, f in files.items():
                 got = np.load(f)
+                key = (got.dtype, got.shape, got.tobytes()) if same_ref else None
+                if key is not None and key in passed.get((k, name), ()):
+                    continue
                 cmp = compare(name, got, ref[name], tol.rtol, tol.atol)
                 if not cmp.ok:
                     return CaseRow(group=c.group, case=c.label, sizes=c.sizes, status="fail",
@@ -335,6 +344,8 @@ class Harness:
                                    detail=f"{when}, input set {k}: {cmp.detail}",
                                    failing_indices=cmp.failing_indices)
                 max_abs, max_rel = max(max_abs, cmp.max_abs_err), max(max_rel, cmp.max_rel_err)
+                if key is not None:
+                    passed.setdefault((k, name), []).append(key)
         return CaseRow(group=c.group, case=c.label, sizes=c.sizes, status="pass",
                        max_abs_err=max_abs, max_rel_err=max_rel)
 

@@ -9,13 +9,23 @@ from kernelcrew.kernels.spec import load_op
 from kernelcrew.tools.check import roofline_floor_ms
 from tests.adversarial.conftest import EVASIVE_ARCH, TINY, assert_rejected, judge
 
-KERNELS_USED = {"timed_garbage.cpp", "replay_keyed.cpp", "forged_timing.cpp"}
+KERNELS_USED = {"timed_garbage.cpp", "replay_other_set.cpp", "replay_keyed.cpp",
+                "forged_timing.cpp"}
 
 
 def test_timed_outputs_are_verified_again():
     """Correct on the first call per buffer, garbage on the timed calls: rejected."""
     j = judge("timed_garbage.cpp")
     assert_rejected(j, r"timed run.*input set \d: .*outside tolerance")
+
+
+def test_timed_output_matching_only_another_sets_verified_output_is_rejected():
+    """Correct when verified; when timed (inputs unchanged), another input set's
+    verified answer: byte for byte an output that passed, but not for these inputs.
+    A timed output skips the full comparison only when its bytes match an output that
+    passed on the same input set, so this one is compared with its reference and fails."""
+    j = judge("replay_other_set.cpp")
+    assert_rejected(j, r"timed run, input set \d: .*outside tolerance")
 
 
 def test_replay_keyed_by_buffer_meets_the_probe():
