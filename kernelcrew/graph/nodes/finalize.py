@@ -27,11 +27,10 @@ def finalize(state: CrewState, runtime: Runtime[RunContext]) -> dict:
     final = load_cached(state["run_dir"], key)
     if final is None and best["author"] == "baseline":
         # nothing was accepted: the best is the baseline itself, speedup 1 by definition
-        base_run = tools.harness
         rows = [{"group": c.group, "case": c.label, "sizes": c.sizes, "status": "pass",
                  "baseline_ms": state["baseline"]["medians"].get(case_key(c)),
                  "median_ms": state["baseline"]["medians"].get(case_key(c)), "speedup": 1.0,
-                 "max_abs_err": None} for c in base_run.cases]
+                 "max_abs_err": None} for c in tools.harness.cases]
         final = {"speedup": 1.0, "verdict": "same", "reason": "no candidate was accepted; the "
                  "best kernel is the baseline", "band": None, "correct": True, "groups": {},
                  "rows": rows}
