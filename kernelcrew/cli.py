@@ -112,6 +112,24 @@ def print_result(result: dict) -> None:
     print(f"  run: {result.get('run_id')}  report: {run_dir}/report.md")
 
 
+def _positive(kind: type) -> Any:
+    """An argparse type: a number above zero (argparse turns the ValueError into a one-line
+    `error: argument --reps: ...` and exit code 2)."""
+    def parse(text: str) -> Any:
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not v > 0:
+            raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
+        return v
+    parse.__name__ = f"positive {kind.__name__}"
+    return parse
+
+
+POS_INT, POS_FLOAT = _positive(int), _positive(float)
+
+
 def _context_from_args(args: argparse.Namespace) -> Any:
     from kernelcrew.graph.context import RunContext
 
@@ -344,8 +362,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--backend", default=None, choices=["cpu", "cuda"],
                    help="default: from the kernel file's suffix")
     s.add_argument("--json", action="store_true")
-    s.add_argument("--reps", type=int, help="timed runs per case (default 20)")
-    s.add_argument("--timeout", type=float, help="seconds per worker (default 30)")
+    s.add_argument("--reps", type=POS_INT, help="timed runs per case (default 20)")
+    s.add_argument("--timeout", type=POS_FLOAT, help="seconds per worker (default 30)")
     s.add_argument("--seed", type=int, help="input seed (default: fresh each check)")
     s.set_defaults(func=cmd_check)
 
@@ -355,23 +373,23 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--agents", default="heuristic",
                    help="heuristic | llm | per role, e.g. coordinator=heuristic,specialists=llm")
     s.add_argument("--specialists", help="comma-separated specialist names (default: all)")
-    s.add_argument("--max-iters", type=int, default=None)
-    s.add_argument("--patience", type=int, default=None)
-    s.add_argument("--budget-s", type=float, default=None, help="wall-clock budget in seconds")
-    s.add_argument("--candidates-per-iter", type=int, default=None)
+    s.add_argument("--max-iters", type=POS_INT, default=None)
+    s.add_argument("--patience", type=POS_INT, default=None)
+    s.add_argument("--budget-s", type=POS_FLOAT, default=None, help="wall-clock budget in seconds")
+    s.add_argument("--candidates-per-iter", type=POS_INT, default=None)
     s.add_argument("--run-dir", help="where to keep this run (default: the runs folder)")
     s.add_argument("--resume", metavar="RUN_ID", help="continue a run that was stopped")
     s.add_argument("--approve", action="store_true", help="ask before accepting a candidate")
     s.add_argument("--memory-dir", help="local memory store (default: user data dir)")
     s.add_argument("--memory-url", help="shared Chroma server, e.g. http://host:8000")
     s.add_argument("--no-memory", action="store_true", help="neither read nor write reflections")
-    s.add_argument("--reps", type=int, help="timed runs per case (default 20)")
-    s.add_argument("--timeout", type=float, help="seconds per worker (default 30)")
+    s.add_argument("--reps", type=POS_INT, help="timed runs per case (default 20)")
+    s.add_argument("--timeout", type=POS_FLOAT, help="seconds per worker (default 30)")
     s.add_argument("--seed", type=int)
     s.add_argument("--model", help="LLM model (env KERNELCREW_LLM_MODEL)")
     s.add_argument("--base-url", help="OpenAI-compatible endpoint (env OPENAI_BASE_URL)")
     s.add_argument("--temperature", type=float)
-    s.add_argument("--llm-timeout", type=float, help="seconds per LLM request")
+    s.add_argument("--llm-timeout", type=POS_FLOAT, help="seconds per LLM request")
     s.add_argument("--structured-output", choices=["json_schema", "function_calling", "json_mode"])
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_optimize)
@@ -383,7 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--backend")
     s.add_argument("--operator")
     s.add_argument("--bottleneck")
-    s.add_argument("--limit", type=int)
+    s.add_argument("--limit", type=POS_INT)
     s.add_argument("--out", help="export: write the Markdown here")
     s.add_argument("--memory-dir", help="local store (default: user data dir)")
     s.add_argument("--memory-url", help="Chroma server URL")
@@ -398,8 +416,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--case", help="GROUP[i], e.g. typical[1] (default: the largest typical "
                                   "case by the op's cost bytes)")
     s.add_argument("--threads", type=int, help="cpu: OpenMP threads (default: all available)")
-    s.add_argument("--reps", type=int, help="timed runs (default 20)")
-    s.add_argument("--timeout", type=float, help="seconds per worker (default 30)")
+    s.add_argument("--reps", type=POS_INT, help="timed runs (default 20)")
+    s.add_argument("--timeout", type=POS_FLOAT, help="seconds per worker (default 30)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_profile)
 
@@ -427,9 +445,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--ops", nargs="+", help="library names or folders (default: the library)")
     s.add_argument("--backend", default="cpu", choices=["cpu", "cuda"])
     s.add_argument("--agents", default="heuristic", help="heuristic | llm | per role")
-    s.add_argument("--budget", type=int, default=8, help="maximum iterations per operator")
-    s.add_argument("--budget-s", type=float, help="wall-clock budget per operator (seconds)")
-    s.add_argument("--reps", type=int, default=10, help="timed runs per case (default 10)")
+    s.add_argument("--budget", type=POS_INT, default=8, help="maximum iterations per operator")
+    s.add_argument("--budget-s", type=POS_FLOAT, help="wall-clock budget per operator (seconds)")
+    s.add_argument("--reps", type=POS_INT, default=10, help="timed runs per case (default 10)")
     s.add_argument("--memory", default="off", choices=["off", "fresh", "shared"],
                    help="off (default, a fair table): no memory; fresh: an empty store per "
                         "operator; shared: the store at --memory-dir")

@@ -71,3 +71,21 @@ def test_split_expression_is_explained(op_copy, tmp_path):
                   "long long n) {}\n")
     res = kernelcrew("check", str(op), str(cu))
     _one_line_error(res, "k.cu", "quote it")
+
+
+@pytest.mark.parametrize("args", [
+    ("optimize", "vadd", "--reps", "0"),  # used to crash in the baseline node
+    ("optimize", "vadd", "--max-iters", "0"),
+    ("optimize", "vadd", "--candidates-per-iter", "0"),
+    ("optimize", "vadd", "--patience", "-1"),
+    ("optimize", "vadd", "--budget-s", "-5"),
+    ("check", "vadd", "--timeout", "0"),
+    ("eval", "--budget", "0"),
+    ("memory", "list", "--limit", "zero"),
+])
+def test_counts_and_durations_must_be_above_zero(args):
+    res = kernelcrew(*args)
+    assert res.returncode == 2, res.stderr
+    err = res.stderr.strip().splitlines()[-1]
+    assert f"argument {args[-2]}:" in err and ("must be above 0" in err or "not a number" in err)
+    assert "Traceback" not in res.stderr
