@@ -18,7 +18,6 @@ class KindRecord:
     tried: int = 0
     helped: int = 0  # beat the incumbent (alone or as part of a merge)
     failed: int = 0  # slower, incorrect or did not compile, on its own
-    accepted: int = 0
 
     @property
     def proven(self) -> bool:
@@ -44,16 +43,14 @@ def kind_records(stats: dict[str, dict] | None) -> dict[str, KindRecord]:
     acc: dict[str, list[int]] = {}
     for kind, s in (stats or {}).items():
         tried = int(s.get("tried", 0) or 0)
-        accepted = int(s.get("accepted", 0) or 0)
-        helped = int(s.get("helped", accepted) or 0)
+        helped = int(s.get("helped", s.get("accepted", 0)) or 0)  # "accepted" only: schema 1
         failed = int(s.get("failed", 0) or 0)
         ps = parts(kind)
         for part in ps:
-            t = acc.setdefault(part, [0, 0, 0, 0])
+            t = acc.setdefault(part, [0, 0, 0])
             t[0] += tried
             t[1] += helped
             t[2] += failed if len(ps) == 1 else 0
-            t[3] += accepted
     return {k: KindRecord(*v) for k, v in acc.items()}
 
 

@@ -114,6 +114,23 @@ def statements(body: Node) -> list[Node]:
     return [body]
 
 
+def assignment(stmt: Node, op: str) -> tuple[Node, Node] | None:
+    """`LEFT op RIGHT;` (op `=`, `+=`, ...) as an expression statement -> (LEFT, RIGHT)."""
+    if stmt.type != "expression_statement" or not stmt.named_children:
+        return None
+    e = stmt.named_children[0]
+    if e.type != "assignment_expression" or e.child_by_field_name("operator").type != op:
+        return None
+    return e.child_by_field_name("left"), e.child_by_field_name("right")
+
+
+def product(node: Node) -> tuple[Node, Node] | None:
+    """`X * Y` -> (X, Y)."""
+    if node.type != "binary_expression" or node.child_by_field_name("operator").type != "*":
+        return None
+    return node.child_by_field_name("left"), node.child_by_field_name("right")
+
+
 def loop_header(s: Source, lp: Loop) -> str:
     return s.data[lp.node.start_byte:lp.body.start_byte].decode().rstrip()
 

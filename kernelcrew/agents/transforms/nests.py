@@ -12,6 +12,7 @@ from kernelcrew.agents.transforms.analysis import (
 )
 from kernelcrew.agents.transforms.common import (
     SMALL_MARK,
+    assignment,
     finish,
     fresh_name,
     guard_edit,
@@ -19,6 +20,7 @@ from kernelcrew.agents.transforms.common import (
     invariant_text,
     loop_header,
     mentions_var,
+    product,
     repeat,
     statements,
     strip_hints,
@@ -75,17 +77,13 @@ def _interchange_one(s: Source, m: FunctionModel, j: Loop) -> str | None:
     acc_type = s.text_of(pre[0].child_by_field_name("type"))
     # the k loop: exactly `acc += X * Y;`
     qs = statements(q.body)
-    if len(qs) != 1 or qs[0].type != "expression_statement":
+    upd = assignment(qs[0], "+=") if len(qs) == 1 else None
+    if upd is None or s.text_of(upd[0]).strip() != acc:
         return None
-    upd = qs[0].named_children[0]
-    if upd.type != "assignment_expression" or upd.child_by_field_name("operator").type != "+=":
+    prod = upd[1]
+    if (xy := product(prod)) is None:
         return None
-    if s.text_of(upd.child_by_field_name("left")).strip() != acc:
-        return None
-    prod = upd.child_by_field_name("right")
-    if prod.type != "binary_expression" or prod.child_by_field_name("operator").type != "*":
-        return None
-    x, y = prod.child_by_field_name("left"), prod.child_by_field_name("right")
+    x, y = xy
     if mentions_var(m, x, j) and not mentions_var(m, y, j):
         x, y, x_first = y, x, False
     else:
@@ -95,15 +93,10 @@ def _interchange_one(s: Source, m: FunctionModel, j: Loop) -> str | None:
     if any(n.type == "identifier" and n.text.decode() == acc for n in walk(prod)):
         return None
     # the store: C[idx] = acc, idx free of the k variable
-    st = post[0]
-    if st.type != "expression_statement":
+    store = assignment(post[0], "=")
+    if store is None or s.text_of(store[1]).strip() != acc:
         return None
-    store = st.named_children[0]
-    if store.type != "assignment_expression" or \
-            store.child_by_field_name("operator").type != "=" or \
-            s.text_of(store.child_by_field_name("right")).strip() != acc:
-        return None
-    target = store.child_by_field_name("left")
+    target = store[0]
     if target.type != "subscript_expression" or mentions_var(m, target, q):
         return None
     # rectangular: the k loop's bounds do not depend on j

@@ -32,6 +32,7 @@ import re
 
 from kernelcrew.agents.transforms.analysis import FunctionModel, check_loop
 from kernelcrew.agents.transforms.common import (
+    assignment,
     finish,
     fresh_name,
     guard_edit,
@@ -39,6 +40,7 @@ from kernelcrew.agents.transforms.common import (
     invariant_text,
     loop_header,
     mentions_var,
+    product,
     repeat,
     statements,
 )
@@ -86,12 +88,10 @@ def _is_zero_store(s: Source, m: FunctionModel, z: Loop, i: Loop) -> tuple[Node,
     if not z.canonical or z.children:
         return None
     st = statements(z.body)
-    if len(st) != 1 or st[0].type != "expression_statement" or not st[0].named_children:
+    store = assignment(st[0], "=") if len(st) == 1 else None
+    if store is None:
         return None
-    e = st[0].named_children[0]
-    if e.type != "assignment_expression" or e.child_by_field_name("operator").type != "=":
-        return None
-    target, value = e.child_by_field_name("left"), e.child_by_field_name("right")
+    target, value = store
     if target.type != "subscript_expression" or value.type != "number_literal":
         return None
     return target, value
@@ -170,17 +170,13 @@ def _block_one(s: Source, m: FunctionModel, i: Loop, rows: str, cols: str, rows_
     if mentions_var(m, x, j):
         return None
     js = statements(j.body)
-    if len(js) != 1 or js[0].type != "expression_statement" or not js[0].named_children:
+    upd = assignment(js[0], "+=") if len(js) == 1 else None
+    if upd is None:
         return None
-    upd = js[0].named_children[0]
-    if upd.type != "assignment_expression" or upd.child_by_field_name("operator").type != "+=":
+    target, prod = upd
+    if target.type != "subscript_expression" or (pq := product(prod)) is None:
         return None
-    target, prod = upd.child_by_field_name("left"), upd.child_by_field_name("right")
-    if target.type != "subscript_expression":
-        return None
-    if prod.type != "binary_expression" or prod.child_by_field_name("operator").type != "*":
-        return None
-    pl, pr = prod.child_by_field_name("left"), prod.child_by_field_name("right")
+    pl, pr = pq
     a_side = [n for n in (pl, pr) if n.type == "identifier" and n.text.decode() == a_name]
     if len(a_side) != 1:
         return None
