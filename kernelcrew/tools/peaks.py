@@ -29,7 +29,7 @@ from pydantic import BaseModel
 
 from kernelcrew.tools.compile import cache_key, compile_cached, machine_fingerprint, tool_version
 from kernelcrew.tools.config import cache_dir, scratch_root
-from kernelcrew.tools.cpu import CXX, cpu_threads
+from kernelcrew.tools.cpu import CXX, cpu_threads, llc_bytes
 from kernelcrew.tools.sandbox import run_confined
 
 PEAKS_TIMEOUT_S = 120.0  # the whole measurement; normally a few seconds
@@ -172,23 +172,6 @@ class CpuPeaks(BaseModel):
         hi, lo = max(self.peak_gbps, self.numpy_copy_gbps), min(self.peak_gbps,
                                                                 self.numpy_copy_gbps)
         return hi / lo if lo > 0 else float("inf")
-
-
-def llc_bytes() -> int | None:
-    """Size of the largest cache of cpu0, from sysfs."""
-    best = None
-    base = Path("/sys/devices/system/cpu/cpu0/cache")
-    for idx in base.glob("index*"):
-        try:
-            text = (idx / "size").read_text().strip()
-        except OSError:
-            continue
-        mult = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:].upper(), 1)
-        digits = text.rstrip("KkMmGg")
-        if digits.isdigit():
-            size = int(digits) * mult
-            best = max(best or 0, size)
-    return best
 
 
 def available_bytes() -> int | None:

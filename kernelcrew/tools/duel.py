@@ -1,0 +1,296 @@
+"""Two kernels raced side by side: many short alternating rounds in one pair of workers.
+
+Each kernel runs in its own sandboxed worker (`duel` mode), both alive at once; only one
+of them runs at any moment. For every case, the parent asks each worker in turn for a
+short batch of timed runs (who goes first alternates from round to round), so the two
+kernels see the same machine within milliseconds of each other, many times over, and
+the rounds give the gate an estimate of the spread of the speedup (see `gate`).
+
+The parent starts and ends every batch itself, over a pipe (a FIFO in the worker's
+scratch directory), and timestamps it with its own clock: the kernel runs in the worker
+and can change anything the worker reports, but not the parent's clock. `crosscheck`
+compares the times a worker reports with the parent's measurement of each batch, and a
+kernel whose numbers disagree is rejected.
+
+A worker that does not answer within the worker timeout is killed (found by its job
+file in /proc) and judged `timed out`, as a plain run is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from kernelcrew.kernels.kernelfile import KernelFile
+from kernelcrew.tools.harness import Harness, KernelRun, case_key
+from kernelcrew.tools.results import CompileResult
+from kernelcrew.tools.sandbox import SandboxRun
+
+
+@dataclass
+class Batch:
+    """One batch of timed runs of one kernel, as the parent saw it."""
+
+    round: int
+    start: int  # index of the first timed run of the batch within the case
+    n: int
+    outside_ms: float  # the parent's clock, from `time` sent to `done` received
+
+
+@dataclass
+class Duel:
+    a: KernelRun
+    b: KernelRun
+    rounds: int
+    batches: dict[str, dict[str, list[Batch]]] = field(default_factory=dict)  # "a"/"b" -> key
+    busy: list[float] = field(default_factory=list)  # machine busy share per round, 0..1
+    failed: str = ""  # "a" or "b": which kernel failed (its run says why)
+
+    def round_samples(self, who: str) -> list[dict[str, list[float]]]:
+        """Per round: case key -> the timed runs of that round's batch (ms)."""
+        run = self.a if who == "a" else self.b
+        out: list[dict[str, list[float]]] = [{} for _ in range(self.rounds)]
+        for key, batches in self.batches.get(who, {}).items():
+            times = run.samples.get(key, [])
+            for bt in batches:
+                out[bt.round][key] = times[bt.start: bt.start + bt.n]
+        return out
+
+
+class _Fail(Exception):
+    def __init__(self, who: str, why: str) -> None:
+        super().__init__(why)
+        self.who, self.why = who, why
+
+
+class _Worker:
+    def __init__(self, h: Harness, who: str, comp: CompileResult, kf: KernelFile, reps: int,
+                 cache: dict[str, str], wall_s: float) -> None:
+        self.who, self.kf, self.h = who, kf, h
+        self.job, self.out_dir = h.job_dir(comp, kf, "duel", reps, cache=cache)
+        self.cmd_path, self.reply_path = self.out_dir / "cmd.fifo", self.out_dir / "reply.fifo"
+        os.mkfifo(self.cmd_path, 0o600)
+        os.mkfifo(self.reply_path, 0o600)
+        self.job["fifo_cmd"], self.job["fifo_reply"] = str(self.cmd_path), str(self.reply_path)
+        (self.out_dir / "job.json").write_text(json.dumps(self.job))
+        # O_RDWR: neither open blocks, and the parent never reads EOF from its own pipe
+        self.tx = os.open(self.cmd_path, os.O_RDWR)
+        self.rx = os.open(self.reply_path, os.O_RDWR | os.O_NONBLOCK)
+        self.buf = b""
+        self.run: SandboxRun | None = None
+        self.killed_after: float | None = None
+        self.thread = threading.Thread(target=self._main, args=(wall_s,), daemon=True)
+        self.thread.start()
+
+    def _main(self, wall_s: float) -> None:
+        self.run = self.h.confined(self.job, self.out_dir, timeout_s=wall_s)
+
+    def send(self, *words: object) -> None:
+        os.write(self.tx, (" ".join(map(str, words)) + "\n").encode())
+
+    def expect(self, *words: str, timeout_s: float) -> None:
+        line = self._line(timeout_s)
+        if line.split() != list(words):
+            raise _Fail(self.who, "kernel broke the worker's handshake with the parent "
+                                  f"(expected {' '.join(words)!r}, got {line[:40]!r})")
+
+    def _line(self, timeout_s: float) -> str:
+        t0 = time.monotonic()
+        while b"\n" not in self.buf:
+            if not self.thread.is_alive() and not self._readable(0):
+                raise _Fail(self.who, "")  # the worker ended: its exit says why
+            if time.monotonic() - t0 > timeout_s:
+                self.kill()
+                self.killed_after = time.monotonic() - t0
+                raise _Fail(self.who, f"kernel timed out after {self.killed_after:.1f} s "
+                                      "(killed)")
+            if self._readable(0.05):
+                try:
+                    chunk = os.read(self.rx, 4096)
+                except BlockingIOError:
+                    continue
+                self.buf += chunk
+                if len(self.buf) > 1 << 16:
+                    raise _Fail(self.who, "kernel flooded the worker's handshake with the "
+                                          "parent")
+        line, _, self.buf = self.buf.partition(b"\n")
+        return line.decode(errors="replace")
+
+    def _readable(self, timeout: float) -> bool:
+        return bool(select.select([self.rx], [], [], timeout)[0])
+
+    def kill(self) -> None:
+        """Kill the worker (and with it its sandbox): the process whose command line
+        names this job file."""
+        job = str(self.out_dir / "job.json").encode()
+        for d in Path("/proc").iterdir():
+            if not d.name.isdigit():
+                continue
+            try:
+                argv = (d / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if job in argv and b"kernelcrew.tools.worker" in argv:
+                try:
+                    os.kill(int(d.name), signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+
+    def close(self) -> None:
+        for fd in (self.tx, self.rx):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _busy_sample() -> tuple[int, int]:
+    try:
+        vals = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    return sum(vals), vals[3] + (vals[4] if len(vals) > 4 else 0)
+
+
+def duel(h: Harness, a: tuple[CompileResult, KernelFile], b: tuple[CompileResult, KernelFile],
+         *, reps: int | None = None, rounds: int | None = None,
+         cache: dict[str, str] | None = None) -> Duel:
+    """Time kernels a and b on every case in alternating rounds (see the module text).
+
+    `reps` timed runs per case and kernel are split over `rounds` batches; `cache` maps
+    a case key to `cold` or `warm` (default: each case's state from the op, see
+    `Harness.cache_state`)."""
+    reps = reps if reps is not None else h.bench.reps
+    rounds = max(1, min(rounds or h.bench.rounds, reps))
+    cache = cache if cache is not None else {case_key(c): h.cache_state(c) for c in h.cases}
+    step = h.limits.timeout_s
+    # a worker waits while the other one runs: its wall limit covers both kernels' cases
+    wall = step * (2 * len(h.cases) + 2) + 10
+    ws = {"a": _Worker(h, "a", *a, reps, cache, wall), "b": _Worker(h, "b", *b, reps, cache, wall)}
+    batches: dict[str, dict[str, list[Batch]]] = {"a": {}, "b": {}}
+    per_round = [reps // rounds + (1 if r < reps % rounds else 0) for r in range(rounds)]
+    busy_acc = [[0, 0] for _ in range(rounds)]
+    failed, why = "", ""
+    try:
+        for w in ws.values():
+            w.expect("loaded", timeout_s=step)
+        for ci, c in enumerate(h.cases):
+            cid, key = f"{c.group}{c.index}", case_key(c)
+            for w in ws.values():
+                w.expect("ready", cid, timeout_s=step)
+            warm = 1 if cache.get(key) == "warm" else 0
+            start = 0
+            for r in range(rounds):
+                order = ("a", "b") if (r + ci) % 2 == 0 else ("b", "a")
+                t_all0, i_all0 = _busy_sample()
+                for who in order:
+                    w = ws[who]
+                    w.send("go", cid, per_round[r], warm)
+                    w.expect("warm", cid, timeout_s=step)
+                    t0 = time.perf_counter_ns()
+                    w.send("time")
+                    w.expect("done", cid, timeout_s=step)
+                    t1 = time.perf_counter_ns()
+                    batches[who].setdefault(key, []).append(
+                        Batch(r, start, per_round[r], (t1 - t0) / 1e6))
+                t_all1, i_all1 = _busy_sample()
+                busy_acc[r][0] += t_all1 - t_all0
+                busy_acc[r][1] += i_all1 - i_all0
+                start += per_round[r]
+            for w in ws.values():
+                w.send("end", cid)
+                w.expect("saved", cid, timeout_s=step)
+        for w in ws.values():
+            w.expect("bye", timeout_s=step)
+    except _Fail as e:
+        failed, why = e.who, e.why
+    finally:
+        for w in ws.values():
+            w.close()  # a worker still waiting for a command reads EOF and exits
+        for w in ws.values():
+            w.thread.join()
+    runs = {}
+    for who, w in ws.items():
+        assert w.run is not None
+        runs[who] = h.collect(w.run, w.job, w.out_dir, w.kf,
+                              failure=why if who == failed else "")
+    busy = [1.0 - i / t if t > 0 else 0.0 for t, i in busy_acc]
+    return Duel(runs["a"], runs["b"], rounds, batches, busy, failed)
+
+
+# -- the parent's clock against the worker's report -------------------------------------
+# The parent's window around a batch also holds what happens between the calls (NaN
+# poisoning, cache flushes, output snapshots, waking the worker), which both kernels of
+# a duel share: same op, same buffers. Preemption by other jobs only ever adds time to
+# some batches, so the least unexplained time over a case's batches is compared; a
+# kernel that hides time from its report (a patched timer, work outside the timed call)
+# hides it in every batch. A kernel may leave unexplained at most the other kernel's
+# least unexplained time plus this slack.
+CLOCK_SHARE = 0.05  # of the kernel's shortest batch, as the parent timed it
+OTHER_SHARE = 0.10  # of the other kernel's least unexplained time
+CLOCK_SLACK_MS = 0.05
+
+
+def clock_disagreement(times: list[float], batches: list[Batch],
+                       other_unexplained_ms: float) -> str:
+    """Why a worker's reported times for one case cannot be true, or "" when they agree
+    with the parent's measurement of each batch.
+
+    Reported times the parent's clock contradicts: more runs (or fewer) than the
+    parent asked for; a batch whose reported runs add up to more than the parent timed
+    (the calls happen inside the parent's window); or batches whose reported runs leave
+    unexplained, every time, much more of the parent's window than the other kernel's
+    batches leave (`other_unexplained_ms`, its least over the case)."""
+    want = sum(b.n for b in batches)
+    if len(times) != want:
+        return (f"the worker reported {len(times)} timed runs, the parent ran {want} "
+                "(tampered report?)")
+    if not batches:
+        return ""
+    unexplained, outside = [], []
+    for b in batches:
+        rep = float(sum(times[b.start: b.start + b.n]))
+        if rep > b.outside_ms * 1.01 + 0.02:
+            return (f"the worker reported {rep:.4g} ms for a batch of {b.n} runs that the "
+                    f"parent timed at {b.outside_ms:.4g} ms")
+        unexplained.append(b.outside_ms - rep)
+        outside.append(b.outside_ms)
+    least = min(unexplained)
+    other = max(other_unexplained_ms, 0.0)
+    allowed = other * (1 + OTHER_SHARE) + CLOCK_SHARE * min(outside) + CLOCK_SLACK_MS
+    if least > allowed:
+        i = unexplained.index(least)
+        return (f"in every batch the worker's reported runs explain too little of the time "
+                f"the parent measured (at best {outside[i] - least:.4g} of {outside[i]:.4g} ms: "
+                f"{least:.4g} ms unexplained, where the other kernel's batches leave "
+                f"{other:.4g} ms)")
+    return ""
+
+
+def unexplained_ms(times: list[float], batches: list[Batch]) -> float:
+    """The least (parent's time - reported time) over the batches of one case."""
+    vals = [b.outside_ms - float(sum(times[b.start: b.start + b.n])) for b in batches]
+    return float(min(vals)) if vals else 0.0
+
+
+def crosscheck(d: Duel, who: str) -> str:
+    """The first case where kernel `who`'s reported times disagree with the parent's
+    clock, as a rejection reason; "" when every case agrees."""
+    other = "b" if who == "a" else "a"
+    run, orun = (d.a, d.b) if who == "a" else (d.b, d.a)
+    for key, batches in d.batches.get(who, {}).items():
+        times = run.samples.get(key, [])
+        obatches = d.batches.get(other, {}).get(key, [])
+        ou = unexplained_ms(orun.samples.get(key, []), obatches) if obatches else 0.0
+        why = clock_disagreement(times, batches, ou)
+        if why:
+            return f"timings disagree with the parent's clock in case {key}: {why}"
+    return ""
