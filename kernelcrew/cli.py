@@ -67,14 +67,18 @@ def print_check(res: Any) -> None:
     print()
     sp = f"{res.speedup:.2f}x" if res.speedup else "n/a"
     print(f"verdict: {res.verdict}  correct: {res.correct}  speedup: {sp}  ({res.reason})")
+    if res.measured_noise is not None:
+        caches = sorted(set(res.cache.values()))
+        print(f"measured noise: ±{res.measured_noise:.1%} over {res.rounds} rounds; minimum "
+              f"speedup {res.min_speedup:.0%}; cache: {'/'.join(caches) or 'n/a'}")
     print(f"sandbox: {res.sandbox}")
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     from kernelcrew.tools.check import check
-    from kernelcrew.tools.config import BenchSettings, Limits
+    from kernelcrew.tools.config import Limits
 
-    bench = BenchSettings(**({"reps": args.reps} if args.reps else {}))
+    bench = _bench_from_args(args)
     limits = Limits(**({"timeout_s": args.timeout} if args.timeout else {}))
     res = check(args.op, args.kernel, args.backend, seed=args.seed, limits=limits, bench=bench,
                 progress=None if args.json else _progress)
@@ -130,12 +134,40 @@ def _positive(kind: type) -> Any:
 POS_INT, POS_FLOAT = _positive(int), _positive(float)
 
 
+def _fraction(text: str) -> float:
+    """An argparse type for --min-speedup: 0.05 or 5% (at least 0, below 10)."""
+    t = text.strip()
+    try:
+        v = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number (e.g. 0.05 or 5%)") from None
+    if not 0 <= v < 10:
+        raise argparse.ArgumentTypeError(f"must be at least 0 (a fraction: 0.05 is 5%), got {text}")
+    return v
+
+
+_fraction.__name__ = "fraction"
+
+
+def _bench_from_args(args: argparse.Namespace) -> Any:
+    from kernelcrew.tools.config import BenchSettings
+
+    kw: dict[str, Any] = {}
+    if getattr(args, "reps", None):
+        kw["reps"] = args.reps
+    if getattr(args, "min_speedup", None) is not None:
+        kw["min_speedup"] = args.min_speedup
+    if getattr(args, "cache", None):
+        kw["cache"] = args.cache
+    return BenchSettings(**kw)
+
+
 def _context_from_args(args: argparse.Namespace) -> Any:
     from kernelcrew.graph.context import RunContext
 
     ctx = RunContext()
     for name in ("backend", "agents", "max_iters", "patience", "reps", "seed", "memory_dir",
-                 "memory_url", "approve", "candidates_per_iter"):
+                 "memory_url", "approve", "candidates_per_iter", "min_speedup", "cache"):
         v = getattr(args, name, None)
         if v is not None and v is not False:
             setattr(ctx, name, v)
@@ -198,12 +230,12 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    from kernelcrew.tools.config import BenchSettings, Limits
+    from kernelcrew.tools.config import Limits
     from kernelcrew.tools.profile import ProfileFailed, profile
 
     backend = args.backend or ("cuda" if str(args.kernel or "").endswith((".cu", ".cuh"))
                                else "cpu")
-    bench = BenchSettings(**({"reps": args.reps} if args.reps else {}))
+    bench = _bench_from_args(args)
     limits = Limits(**({"timeout_s": args.timeout} if args.timeout else {}))
     try:
         res = profile(args.op, args.kernel, backend, case=args.case, bench=bench, limits=limits,
@@ -225,7 +257,15 @@ def cmd_profile(args: argparse.Namespace) -> int:
           f"{b.evidence}")
     print(f"case: {res.case}  kernel: {res.kernel}  source: {res.source}  "
           f"device: {res.metrics['device'].reason if 'device' in res.metrics else res.backend}")
+    if res.cache:
+        print(f"cache state: {res.cache} ({CACHE_NOTE[res.cache]})")
     return 0
+
+
+CACHE_NOTE = {"cold": "the last-level cache flushed before every timed run; bandwidth "
+                      "against the DRAM triad",
+              "warm": "the previous run's data left in the caches; bandwidth against the "
+                      "cache-resident triad"}
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
@@ -365,6 +405,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--reps", type=POS_INT, help="timed runs per case (default 20)")
     s.add_argument("--timeout", type=POS_FLOAT, help="seconds per worker (default 30)")
     s.add_argument("--seed", type=int, help="input seed (default: fresh each check)")
+    s.add_argument("--min-speedup", type=_fraction, default=None,
+                   help="the least win accepted, apart from the measured noise (default 0.10)")
+    s.add_argument("--cache", choices=["cold", "warm", "auto"], default=None,
+                   help="cache state of timed runs (default: the op's cache:, else auto)")
     s.set_defaults(func=cmd_check)
 
     s = sub.add_parser("optimize", help="run the crew on an operator")
@@ -386,6 +430,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--reps", type=POS_INT, help="timed runs per case (default 20)")
     s.add_argument("--timeout", type=POS_FLOAT, help="seconds per worker (default 30)")
     s.add_argument("--seed", type=int)
+    s.add_argument("--min-speedup", type=_fraction, default=None,
+                   help="the least win accepted, apart from the measured noise (default 0.10)")
+    s.add_argument("--cache", choices=["cold", "warm", "auto"], default=None,
+                   help="cache state of timed runs (default: the op's cache:, else auto)")
     s.add_argument("--model", help="LLM model (env KERNELCREW_LLM_MODEL)")
     s.add_argument("--base-url", help="OpenAI-compatible endpoint (env OPENAI_BASE_URL)")
     s.add_argument("--temperature", type=float)
@@ -418,6 +466,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--threads", type=int, help="cpu: OpenMP threads (default: all available)")
     s.add_argument("--reps", type=POS_INT, help="timed runs (default 20)")
     s.add_argument("--timeout", type=POS_FLOAT, help="seconds per worker (default 30)")
+    s.add_argument("--cache", choices=["cold", "warm", "auto"], default=None,
+                   help="cache state of timed runs (default: the op's cache:, else auto)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_profile)
 

@@ -31,6 +31,8 @@ class RunContext:
         "description": "how many candidates the coordinator may send to evaluation at once"})
     min_speedup: float = field(default=0.10, metadata={
         "description": "a win must clear this relative threshold as well as the noise band"})
+    cache: str = field(default_factory=lambda: os.environ.get("KERNELCREW_CACHE", ""), metadata={
+        "description": "cache state of timed runs: cold | warm | auto; empty: each op's cache:"})
     reps: int = field(default_factory=lambda: int(os.environ.get("KERNELCREW_REPS", "20")),
                       metadata={"description": "timed runs per case and kernel"})
     timeout_s: float = field(default=30.0, metadata={"description": "seconds per worker"})

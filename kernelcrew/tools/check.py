@@ -35,16 +35,6 @@ def load_candidate(path: str | Path | KernelFile, spec: OpSpec, backend: str) ->
     return kf
 
 
-def merge_runs(runs: list[KernelRun]) -> KernelRun:
-    """Pool the timing samples of several rounds of one kernel (all must be correct)."""
-    first = runs[0]
-    samples: dict[str, list[float]] = {}
-    for r in runs:
-        for k, v in r.samples.items():
-            samples.setdefault(k, []).extend(v)
-    return KernelRun(first.outcome, first.rows, samples)
-
-
 def compare_rows(cand: KernelRun, base: KernelRun, harness: Harness) -> list[CaseRow]:
     """Per-case medians and speedups; medians under the backend's timing floor are clamped."""
     import numpy as np

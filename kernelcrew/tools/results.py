@@ -144,6 +144,7 @@ class ProfileResult(BaseModel):
     kernel: str
     backend: str
     case: str  # the shape case profiled
+    cache: str = ""  # cold | warm: the cache state the timings (and shares) are for
     source: str  # "cpu", "ncu", "cuda-fallback", "compile-only"
     summary: str  # fixed template, at most 600 characters
     metrics: dict[str, Metric] = Field(default_factory=dict)

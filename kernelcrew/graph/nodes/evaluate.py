@@ -77,14 +77,16 @@ def benchmark(state: CrewState, runtime: Runtime[RunContext]) -> dict:
             race = ev.race(tools.harness, (tools.compile(kf), kf), best_pair,
                            against="the current best")
             cached = {"verdict": race.gate.verdict, "vs_best": race.gate.speedup,
-                      "band": race.gate.band, "reason": race.gate.reason,
+                      "band": race.gate.band, "measured_noise": race.gate.measured_noise,
+                      "min_speedup": race.gate.min_speedup, "reason": race.gate.reason,
                       "groups": race.gate.group_speedups,
                       "rows": [r.model_dump(mode="json") for r in race.rows]}
             store_cached(state["run_dir"], key, cached)
             emit(state["run_dir"], "benchmark", f"{Path(c['path']).name}: {cached['verdict']} "
                  f"vs the best ({cached['reason']})", t0=t0, iteration=it, agent=c["author"],
                  refs={"kernel": c["path"]}, verdict=cached["verdict"],
-                 vs_best=cached["vs_best"], rows=cached["rows"])
+                 vs_best=cached["vs_best"], band=cached["band"],
+                 measured_noise=cached.get("measured_noise"), rows=cached["rows"])
         results.append((c, cached))
     t0 = time.monotonic()
     winners = [(c, r) for c, r in results if r["verdict"] == "faster"]

@@ -42,6 +42,7 @@ def finalize(state: CrewState, runtime: Runtime[RunContext]) -> dict:
                        (tools.compile(base_kf), base_kf))
         final = {"speedup": race.gate.speedup, "verdict": race.gate.verdict,
                  "reason": race.gate.reason, "band": race.gate.band,
+                 "measured_noise": race.gate.measured_noise,
                  "correct": not race.failure, "groups": race.gate.group_speedups,
                  "rows": [r.model_dump(mode="json") for r in race.rows]}
         store_cached(state["run_dir"], key, final)
@@ -63,6 +64,7 @@ def finalize(state: CrewState, runtime: Runtime[RunContext]) -> dict:
         "compile_errors": len([e for e in evals if e["outcome"] == "compile-error"]),
         "accepted": [e for e in evals if e["outcome"] == "accepted"],
         "table": final["rows"], "group_speedups": final["groups"], "noise_band": final["band"],
+        "measured_noise": final.get("measured_noise"),
         "tokens": _tokens(run_dir),
     }
     write_json_atomic(run_dir / "result.json", result)
