@@ -1,0 +1,116 @@
+"""The gate's statistics on synthetic data: the rank-based noise, the band's two parts,
+load outliers, and the parent's clock against a worker's report (no timing here; the
+gate's honesty on a real machine is measured by scripts/gate_honesty.py)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from kernelcrew.tools.duel import Batch, clock_disagreement
+from kernelcrew.tools.gate import decide, load_outliers, measured_noise, median_ci_ranks
+from kernelcrew.tools.results import CaseRow
+
+
+def rows(speedup: float) -> list[CaseRow]:
+    return [CaseRow(group=g, case="c", sizes={}, status="pass", speedup=speedup)
+            for g in ("typical", "boundary")]
+
+
+W = {"typical": 1.0, "boundary": 0.25}
+
+
+def test_median_ci_ranks_cover_at_least_95_percent():
+    for n in range(6, 41):
+        lo, hi = median_ci_ranks(n)
+        assert hi == n + 1 - lo
+        cover = 1 - 2 * sum(math.comb(n, j) for j in range(lo)) / 2**n
+        assert cover >= 0.95, (n, lo, cover)
+        # and the next rank inward would not
+        inner = 1 - 2 * sum(math.comb(n, j) for j in range(lo + 1)) / 2**n
+        assert inner < 0.95, (n, lo, inner)
+    assert median_ci_ranks(10) == (2, 9)
+    assert median_ci_ranks(20) == (6, 15)
+    assert median_ci_ranks(4) == (1, 4)  # too few for 95%: the whole range
+
+
+def test_one_outlier_round_moves_the_noise_by_one_rank_not_by_its_size():
+    quiet = [1.00, 1.01, 0.99, 1.02, 0.98, 1.00, 1.01, 0.99, 1.00, 1.01]
+    base = measured_noise(quiet)
+    assert base is not None and base < 0.025
+    spiky = quiet[:-1] + [1.9]  # a neighbour's job hit one round
+    assert measured_noise(spiky) < 0.03
+    # the old estimate, sigma = (P90 - P10) / 2.56 over the samples, would have given
+    # a band of tens of percent from that one round
+
+
+def test_noise_covers_the_spread_of_the_median_ratio():
+    """Simulated A/A duels: log speedups per round ~ N(0, 4%); the CI of the median
+    holds the true ratio (1.0) in at least 95% of them."""
+    rng = random.Random(7)
+    hits = 0
+    trials = 2000
+    for _ in range(trials):
+        r = [math.exp(rng.gauss(0.0, 0.04)) for _ in range(10)]
+        logs = sorted(math.log(x) for x in r)
+        lo, hi = median_ci_ranks(10)
+        hits += logs[lo - 1] <= 0.0 <= logs[hi - 1]
+    assert hits / trials >= 0.95
+
+
+def test_band_is_the_larger_of_the_minimum_and_the_measured_noise():
+    tight = [1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 1.01, 0.99, 1.0]
+    g = decide(rows(1.15), W, 0.10, round_speedups=[1.15 * x for x in tight])
+    assert g.verdict == "faster" and g.band == pytest.approx(0.10)
+    assert g.measured_noise is not None and g.measured_noise < 0.02
+    assert "the minimum speedup" in g.reason and "measured noise ±" in g.reason
+    # with the threshold lowered, the machine's own noise is the band
+    g0 = decide(rows(1.05), W, 0.0, round_speedups=[1.05 * x for x in tight])
+    assert g0.verdict == "faster" and g0.band == pytest.approx(g0.measured_noise)
+    # noisy rounds widen the band past the threshold: a real 15% cannot be told
+    noisy = [0.8, 1.3, 1.0, 1.2, 0.85, 1.1, 0.9, 1.25, 0.95, 1.15]
+    gn = decide(rows(1.15), W, 0.10, round_speedups=noisy)
+    assert gn.verdict == "same" and gn.band > 0.15 and "the measured noise" in gn.reason
+
+
+def test_verdicts_slower_and_same():
+    r = [0.5, 0.51, 0.49, 0.5, 0.52, 0.5, 0.48, 0.5, 0.51, 0.5]
+    assert decide(rows(0.5), W, 0.10, round_speedups=r).verdict == "slower"
+    assert decide(rows(1.04), W, 0.10, round_speedups=[1.04] * 10).verdict == "same"
+    g = decide(rows(1.2), W, 0.10, round_speedups=[1.2, 1.2])  # too few rounds
+    assert g.measured_noise is None and g.band == pytest.approx(0.10)
+
+
+def test_load_outliers_leaves_out_busier_rounds_but_keeps_enough():
+    busy = [0.5, 0.52, 0.5, 0.51, 1.0, 0.5, 0.49, 0.5, 0.98, 0.5]
+    assert load_outliers(busy) == {4, 8}
+    assert load_outliers([0.5] * 10) == set()
+    assert load_outliers([0.5, 1.0, 0.5, 1.0, 0.5, 1.0]) == set()  # too few rounds to drop
+    many = [0.5, 0.5, 0.5, 0.5, 0.5, 1.0, 1.0, 0.99, 0.98]
+    out = load_outliers(many)
+    assert len(many) - len(out) >= 6 and 5 in out and 6 in out
+
+
+def batches(outside: list[float], n: int = 2) -> list[Batch]:
+    return [Batch(r, r * n, n, o) for r, o in enumerate(outside)]
+
+
+def test_honest_report_agrees_with_the_parents_clock():
+    times = [1.0, 1.0] * 5
+    outside = [2.1, 2.1, 9.0, 2.1, 2.2]  # one batch preempted: only ever adds time
+    assert clock_disagreement(times, batches(outside), other_unexplained_ms=0.1) == ""
+
+
+def test_report_that_hides_time_in_every_batch_is_caught():
+    times = [0.5, 0.5] * 5  # a timer running at half speed
+    outside = [2.1, 2.1, 2.2, 2.1, 2.1]
+    why = clock_disagreement(times, batches(outside), other_unexplained_ms=0.1)
+    assert why.startswith("in every batch the worker's reported runs explain too little")
+
+
+def test_report_with_more_time_than_elapsed_or_other_run_counts_is_caught():
+    assert "parent timed at" in clock_disagreement([2.0, 2.0], batches([2.0]), 0.0)
+    assert "reported 3 timed runs, the parent ran 4" in clock_disagreement(
+        [1e-6] * 3, batches([1.0, 1.0]), 0.0)
