@@ -166,6 +166,8 @@ def run_series(label: str, op: str, kernel: Path, n: int, bench: BenchSettings,
               f"noise {noise:>7s}  "
               f"({rows[-1]['seconds']} s; busy before {busy:.0%} after waiting {waited:.0f} s; "
               f"load after {load()})", file=sys.stderr, flush=True)
+        if res.verdict == "rejected":
+            print(f"    rejected: {res.reason}", file=sys.stderr, flush=True)
     return summarize(label, rows)
 
 

@@ -58,6 +58,6 @@ class BenchSettings:
     # baseline and candidate are timed in many short alternating rounds within one pair of
     # workers (kernelcrew.tools.duel); the spread of the per-round speedups is the noise
     # (see gate.decide)
-    rounds: int = field(default_factory=lambda: int(os.environ.get("KERNELCREW_ROUNDS", "10")))
+    rounds: int = field(default_factory=lambda: int(os.environ.get("KERNELCREW_ROUNDS", "20")))
     # "" (each op's `cache:`), or cold / warm / auto for every op
     cache: str = field(default_factory=lambda: os.environ.get("KERNELCREW_CACHE", ""))

@@ -178,6 +178,10 @@ def duel(h: Harness, a: tuple[CompileResult, KernelFile], b: tuple[CompileResult
     batches: dict[str, dict[str, list[Batch]]] = {"a": {}, "b": {}}
     per_round = [reps // rounds + (1 if r < reps % rounds else 0) for r in range(rounds)]
     busy_acc = [[0, 0] for _ in range(rounds)]
+    try:  # both kernels' main threads on the same CPU in a round, a different one each round
+        cpus = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = []
     failed, why = "", ""
     try:
         for w in ws.values():
@@ -193,7 +197,8 @@ def duel(h: Harness, a: tuple[CompileResult, KernelFile], b: tuple[CompileResult
                 t_all0, i_all0 = _busy_sample()
                 for who in order:
                     w = ws[who]
-                    w.send("go", cid, per_round[r], warm)
+                    w.send("go", cid, per_round[r], warm,
+                           *([cpus[(r // 2 + ci) % len(cpus)]] if cpus else []))
                     w.expect("warm", cid, timeout_s=step)
                     t0 = time.perf_counter_ns()
                     w.send("time")

@@ -25,6 +25,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import json
+import os
 import random
 import sys
 import time
@@ -81,8 +82,6 @@ class CpuRuntime:
         for a in st["outputs"].values():
             poison(a)
 
-    cold = False  # flush the last-level cache before each call (set per case)
-
     def set_llc(self, nbytes: int) -> None:
         # a read-only sweep over twice the last-level cache evicts what the previous
         # call (and the NaN poisoning) left there; dirty lines are written back during
@@ -92,9 +91,11 @@ class CpuRuntime:
     def flush(self) -> None:
         self._sink = int(self.flush_buf.sum())
 
+    def settle(self) -> None:
+        """Wait until what was set up before a call has finished (nothing to wait for on
+        the CPU)."""
+
     def call(self, st: dict) -> float:
-        if self.cold:
-            self.flush()
         t0 = time.perf_counter_ns()
         self.fn(*st["args"])
         return (time.perf_counter_ns() - t0) / 1e6
@@ -135,6 +136,20 @@ def undo_changes(st: dict, undo: dict[str, dict]) -> None:
         a.reshape(-1)[_xp(a).asarray(ch["idx"], dtype=np.int64)] = ch["val"]
 
 
+def _host(ins: dict) -> dict:
+    """Inputs as host arrays (a CUDA runtime's are on the device)."""
+    return {n: a if isinstance(a, np.ndarray) else a.get() for n, a in ins.items()}
+
+
+def _pin(cpu: int) -> None:
+    """Run the calling (main) thread on one CPU; threads the kernel's runtime already
+    started keep theirs. Ignored where it cannot be set."""
+    try:
+        os.sched_setaffinity(0, {cpu})
+    except (AttributeError, OSError, ValueError):
+        pass
+
+
 def _runtime(job: dict):
     if job["backend"] == "cpu":
         return CpuRuntime(job)
@@ -155,9 +170,11 @@ class Case:
         self.cid = case["id"]
         sets = [{n: np.load(p) for n, p in s.items()} for s in case["input_sets"]]
         self.states = [rt.prepare(case, s) for s in sets]
+        self.first = self.states  # the verified buffers (checksummed at the end as well)
         self.saved: dict[str, Any] = {"verify": [], "timed": []}
         self.times: list[float] = []
         self.snaps: dict[int, dict[str, np.ndarray]] = {}
+        self._undo: dict[str, dict] | None = None
         nsets = len(self.states)
         pick = random.SystemRandom()
         self.probe_at: dict[int, int] = {}
@@ -167,6 +184,16 @@ class Case:
                 self.probe_at[pick.choice(runs)] = i
         self.checked = set(range(max(0, reps - nsets), reps)) | set(self.probe_at)
         self.checked |= set(pick.sample(range(reps), min(reps, EXTRA_CHECKED_RUNS)))
+
+    def relocate(self) -> None:
+        """Fresh buffers for the inputs and outputs (new allocations, so new physical
+        pages): in a duel, placement effects then vary from round to round, where the
+        rounds' spread sees them, instead of favouring one worker for the whole case."""
+        fresh = []
+        for st in self.states:
+            ins = {n: a.copy() for n, a in st["inputs"].items()}
+            fresh.append(self.rt.prepare(self.case, _host(ins)))
+        self.states = fresh
 
     def verify(self) -> None:
         for k, st in enumerate(self.states):
@@ -181,21 +208,35 @@ class Case:
             self.rt.call(st)
 
     def timed(self, n: int) -> None:
-        """The next n timed runs (rotating over the input sets), each after a flush of the
-        caches when the case is timed `cold`."""
-        nsets = len(self.states)
-        self.rt.cold = self.case.get("cache", "cold") == "cold"
-        for r in range(len(self.times), min(self.reps, len(self.times) + n)):
-            k = r % nsets
-            undo = apply_changes(self.states[k], self.case["probes"][self.probe_at[r]]["changes"]) \
-                if r in self.probe_at else None
-            self.rt.poison(self.states[k])
-            self.times.append(self.rt.call(self.states[k]))
-            if r in self.checked:
-                self.snaps[r] = self.rt.snapshot(self.states[k])
-            if undo is not None:
-                undo_changes(self.states[k], undo)
-        self.rt.cold = False  # verify and warm-up calls are never flushed
+        """The next n timed runs (rotating over the input sets)."""
+        for _ in range(n):
+            if self.prepare():
+                self.run_prepared()
+
+    def prepare(self) -> bool:
+        """Set up the next timed run: its probe (if it has one), NaN-poisoned outputs, and
+        for a `cold` case the cache flush (after the poisoning, so the poisoned lines are
+        evicted too). False when all runs are done."""
+        r = len(self.times)
+        if r >= self.reps:
+            return False
+        k = r % len(self.states)
+        self._undo = apply_changes(self.states[k], self.case["probes"][self.probe_at[r]]["changes"]) \
+            if r in self.probe_at else None
+        self.rt.poison(self.states[k])
+        if self.case.get("cache", "cold") == "cold":
+            self.rt.flush()
+        self.rt.settle()
+        return True
+
+    def run_prepared(self) -> None:
+        r = len(self.times)
+        k = r % len(self.states)
+        self.times.append(self.rt.call(self.states[k]))
+        if r in self.checked:
+            self.snaps[r] = self.rt.snapshot(self.states[k])
+        if self._undo is not None:
+            undo_changes(self.states[k], self._undo)
 
     def _save(self, tag: str, snap: dict[str, np.ndarray]) -> dict[str, str]:
         files = {}
@@ -211,7 +252,8 @@ class Case:
                                         "files": self._save(f"t{r}", snap)})
         return {"event": "done", "case": self.cid, "times_ms": self.times,
                 "outputs": self.saved,
-                "input_checksums": [self.rt.input_checksums(st) for st in self.states]}
+                "input_checksums": [self.rt.input_checksums(st) for st in self.states]
+                + [self.rt.input_checksums(st) for st in self.first]}
 
 
 class Link:
@@ -262,12 +304,20 @@ def main(job_path: str) -> int:
             case.warmup(job["warmup"])
             link.say("ready", case.cid)
             while (cmd := link.hear())[0] == "go":
-                # a batch starts warm in warm mode (the other kernel ran in between)
+                # a batch starts warm in warm mode (the other kernel ran in between); its
+                # first run is set up (poisoned, flushed when cold) before the parent's
+                # clock starts, so with batches of one run the parent times the call alone
+                if len(cmd) > 4:  # the parent's choice: both kernels on one CPU per round
+                    _pin(int(cmd[4]))
+                case.relocate()
                 case.warmup(int(cmd[3]) if len(cmd) > 3 else 0)
+                ready = case.prepare()
                 link.say("warm", case.cid)
                 if link.hear()[0] != "time":
                     return 3
-                case.timed(int(cmd[2]))
+                for i in range(int(cmd[2]) if ready else 0):
+                    if i == 0 or case.prepare():
+                        case.run_prepared()
                 link.say("done", case.cid)
         note(**case.report())
         if link is not None:
