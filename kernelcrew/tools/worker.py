@@ -136,11 +136,6 @@ def undo_changes(st: dict, undo: dict[str, dict]) -> None:
         a.reshape(-1)[_xp(a).asarray(ch["idx"], dtype=np.int64)] = ch["val"]
 
 
-def _host(ins: dict) -> dict:
-    """Inputs as host arrays (a CUDA runtime's are on the device)."""
-    return {n: a if isinstance(a, np.ndarray) else a.get() for n, a in ins.items()}
-
-
 def _pin(cpu: int) -> None:
     """Run the calling (main) thread on one CPU; threads the kernel's runtime already
     started keep theirs. Ignored where it cannot be set."""
@@ -170,7 +165,6 @@ class Case:
         self.cid = case["id"]
         sets = [{n: np.load(p) for n, p in s.items()} for s in case["input_sets"]]
         self.states = [rt.prepare(case, s) for s in sets]
-        self.first = self.states  # the verified buffers (checksummed at the end as well)
         self.saved: dict[str, Any] = {"verify": [], "timed": []}
         self.times: list[float] = []
         self.snaps: dict[int, dict[str, np.ndarray]] = {}
@@ -184,16 +178,6 @@ class Case:
                 self.probe_at[pick.choice(runs)] = i
         self.checked = set(range(max(0, reps - nsets), reps)) | set(self.probe_at)
         self.checked |= set(pick.sample(range(reps), min(reps, EXTRA_CHECKED_RUNS)))
-
-    def relocate(self) -> None:
-        """Fresh buffers for the inputs and outputs (new allocations, so new physical
-        pages): in a duel, placement effects then vary from round to round, where the
-        rounds' spread sees them, instead of favouring one worker for the whole case."""
-        fresh = []
-        for st in self.states:
-            ins = {n: a.copy() for n, a in st["inputs"].items()}
-            fresh.append(self.rt.prepare(self.case, _host(ins)))
-        self.states = fresh
 
     def verify(self) -> None:
         for k, st in enumerate(self.states):
@@ -252,8 +236,7 @@ class Case:
                                         "files": self._save(f"t{r}", snap)})
         return {"event": "done", "case": self.cid, "times_ms": self.times,
                 "outputs": self.saved,
-                "input_checksums": [self.rt.input_checksums(st) for st in self.states]
-                + [self.rt.input_checksums(st) for st in self.first]}
+                "input_checksums": [self.rt.input_checksums(st) for st in self.states]}
 
 
 class Link:
@@ -309,7 +292,6 @@ def main(job_path: str) -> int:
                 # clock starts, so with batches of one run the parent times the call alone
                 if len(cmd) > 4:  # the parent's choice: both kernels on one CPU per round
                     _pin(int(cmd[4]))
-                case.relocate()
                 case.warmup(int(cmd[3]) if len(cmd) > 3 else 0)
                 ready = case.prepare()
                 link.say("warm", case.cid)
