@@ -49,11 +49,12 @@ def test_forged_report_is_rejected():
 def test_patched_timer_is_rejected():
     """A kernel that slows the worker's timer to a third (honest math, reported times
     3x too short, well above the roofline floor) is rejected: the parent timed every
-    batch with its own clock, and the reported runs leave much more of it unexplained
-    than the baseline's. 20 runs (20 rounds): a rank test needs more than a handful."""
-    j = judge("patched_timer.cpp", reps=20)
-    assert_rejected(j, r"timings disagree with the parent's clock in case \w+\[\d\]: its "
-                       r"batches leave more of the time the parent measured unexplained")
+    batch and read the worker's CPU time around it: the worker's main thread used more
+    CPU time in every batch than its reported runs took."""
+    j = judge("patched_timer.cpp")
+    assert_rejected(j, r"timings disagree with the parent's clock in case \w+\[\d\]: in every "
+                       r"batch the worker's main thread used more CPU time than its reported "
+                       r"runs took")
 
 
 def test_roofline_quarantine_still_stops_an_impossible_time(tmp_path):
