@@ -71,8 +71,8 @@ def print_check(res: Any) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from kernelcrew.tools.check import check
     from kernelcrew.tools.config import BenchSettings, Limits
+    from kernelcrew.tools.judge.check import check
 
     bench = BenchSettings(**({"reps": args.reps} if args.reps else {}))
     limits = Limits(**({"timeout_s": args.timeout} if args.timeout else {}))
@@ -199,7 +199,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
 def cmd_profile(args: argparse.Namespace) -> int:
     from kernelcrew.tools.config import BenchSettings, Limits
-    from kernelcrew.tools.profile import ProfileFailed, profile
+    from kernelcrew.tools.observe.profile import ProfileFailed, profile
 
     backend = args.backend or ("cuda" if str(args.kernel or "").endswith((".cu", ".cuh"))
                                else "cpu")
@@ -229,8 +229,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from kernelcrew.evals.timeline import list_runs
     from kernelcrew.graph.context import runs_root
+    from kernelcrew.report.timeline import list_runs
 
     root = args.runs_dir or runs_root()
     runs = list_runs(root, limit=args.limit)
@@ -248,7 +248,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from kernelcrew.evals.timeline import find_run_dir, load_run, render_text, timeline_json
+    from kernelcrew.report.timeline import find_run_dir, load_run, render_text, timeline_json
 
     run = load_run(find_run_dir(args.run, args.runs_dir))
     if args.json:
@@ -259,8 +259,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from kernelcrew.evals.report import write_reports
-    from kernelcrew.evals.timeline import find_run_dir
+    from kernelcrew.report.timeline import find_run_dir
+    from kernelcrew.report.write import write_reports
 
     md, html = write_reports(find_run_dir(args.run, args.runs_dir))
     if args.json:

@@ -6,7 +6,7 @@
     elided because the output may alias the input) checked N times: `slower` every
     time.
 
-Every check is the real `kernelcrew.tools.check.check()` with default settings
+Every check is the real `kernelcrew.tools.judge.check.check()` with default settings
 (fresh seeded inputs per check, 20 timed runs per case over 2 alternating rounds,
 the 10% minimum threshold), so each one also recompiles nothing (cache), remakes its
 inputs and references, and runs four sandboxed workers.
@@ -29,9 +29,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from kernelcrew.kernels.spec import load_op
-from kernelcrew.tools.check import check
+from kernelcrew.tools.judge.check import check
 from kernelcrew.tools.config import BenchSettings, Limits
-from kernelcrew.tools.cpu import cpu_threads
+from kernelcrew.tools.backends.cpu import cpu_threads
 
 # scale_shift_sum's baseline, doing each row twice. `out` and `x` are not restrict, so
 # the store between the passes may change x: the compiler must run the second pass.

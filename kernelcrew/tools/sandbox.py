@@ -33,6 +33,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernelcrew.tools.config import cache_dir
+
 BWRAP_ENV = "KERNELCREW_SANDBOX"  # "bwrap" | "limits": force one (tests, debugging)
 
 
@@ -252,7 +254,6 @@ def home_to_hide(argv: Sequence[str]) -> tuple[Path | None, list[Path]]:
         return None, []
     if home == Path("/") or not home.is_dir():
         return None, []
-    from kernelcrew.tools.config import cache_dir
 
     wanted = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
               *(p for p in sys.path if p), str(Path(__file__).resolve().parents[2]),

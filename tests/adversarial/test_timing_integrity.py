@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kernelcrew.kernels.spec import load_op
-from kernelcrew.tools.check import roofline_floor_ms
+from kernelcrew.tools.judge.check import roofline_floor_ms
 from tests.adversarial.conftest import EVASIVE_ARCH, TINY, assert_rejected, judge
 
 KERNELS_USED = {"timed_garbage.cpp", "replay_other_set.cpp", "replay_keyed.cpp",

@@ -12,11 +12,11 @@ import pytest
 from kernelcrew.errors import ExprError
 from kernelcrew.kernels.kernelfile import load_kernel
 from kernelcrew.kernels.spec import load_op
+from kernelcrew.results import CompileResult
+from kernelcrew.tools.backends.cuda import CudaBackend
+from kernelcrew.tools.backends.cuda_runtime import LaunchError, plan_launches, temp_shapes
 from kernelcrew.tools.config import BenchSettings
-from kernelcrew.tools.cuda import CudaBackend
-from kernelcrew.tools.cuda_runtime import LaunchError, plan_launches, temp_shapes
-from kernelcrew.tools.harness import Harness, _read_progress
-from kernelcrew.tools.results import CompileResult
+from kernelcrew.tools.judge.harness import Harness, _read_progress
 from tests.cuda.helpers import FIXTURES
 
 
@@ -78,7 +78,7 @@ def _affine(grid, block, shared, rowsum, out, a, b, rows, cols):
 
 
 def _run_worker(fake_cupy, tmp_path, kernel_path, *, mode="bench", reps=4):
-    from kernelcrew.tools import worker
+    from kernelcrew.tools.judge import worker
 
     spec = load_op("scale_shift_sum")
     kf = load_kernel(kernel_path)

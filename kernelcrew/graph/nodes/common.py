@@ -9,6 +9,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from kernelcrew.graph.context import RunContext
+from kernelcrew.trace import write_json_atomic
 
 
 def ctx_of(runtime: Runtime[RunContext] | None) -> RunContext:
@@ -37,6 +38,4 @@ def load_cached(run_dir: str, key: str) -> dict[str, Any] | None:
 
 
 def store_cached(run_dir: str, key: str, data: dict[str, Any]) -> None:
-    from kernelcrew.graph.trace import write_json_atomic
-
     write_json_atomic(eval_cache(run_dir, key), data)

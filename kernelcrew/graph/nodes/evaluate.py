@@ -16,8 +16,8 @@ from kernelcrew.graph.context import RunContext
 from kernelcrew.graph.nodes.common import ctx_of, load_cached, store_cached
 from kernelcrew.graph.services import tools_for
 from kernelcrew.graph.state import CrewState
-from kernelcrew.graph.trace import emit
-from kernelcrew.tools import evaluate as ev
+from kernelcrew.tools.judge import evaluate as ev
+from kernelcrew.trace import emit
 
 
 def _record(c: dict, it: int, outcome: str, detail: str, *, speedup=None, vs_best=None) -> dict:

@@ -12,9 +12,10 @@ from kernelcrew.graph.nodes.common import ctx_of, load_cached, store_cached
 from kernelcrew.graph.nodes.reflect import stop_reason
 from kernelcrew.graph.services import release, tools_for
 from kernelcrew.graph.state import CrewState
-from kernelcrew.graph.trace import emit, write_json_atomic
-from kernelcrew.tools import evaluate as ev
-from kernelcrew.tools.harness import case_key
+from kernelcrew.report.write import write_reports
+from kernelcrew.tools.judge import evaluate as ev
+from kernelcrew.tools.judge.harness import case_key
+from kernelcrew.trace import emit, read_trace, write_json_atomic
 
 
 def finalize(state: CrewState, runtime: Runtime[RunContext]) -> dict:
@@ -71,8 +72,6 @@ def finalize(state: CrewState, runtime: Runtime[RunContext]) -> dict:
          refs={"result": str(run_dir / "result.json"), "best": best["path"]},
          best_speedup=final["speedup"])
     try:
-        from kernelcrew.evals.report import write_reports
-
         write_reports(run_dir)
     except Exception as e:  # noqa: BLE001 - a report problem must not cost the finished run
         emit(run_dir, "report", f"report not written: {type(e).__name__}: {e}",
@@ -82,8 +81,6 @@ def finalize(state: CrewState, runtime: Runtime[RunContext]) -> dict:
 
 
 def _tokens(run_dir: Path) -> dict[str, int]:
-    from kernelcrew.graph.trace import read_trace
-
     total: dict[str, int] = {}
     for e in read_trace(run_dir):
         for k, v in (e.get("tokens") or {}).items():

@@ -13,7 +13,8 @@ from kernelcrew.graph.memory import memory_for
 from kernelcrew.graph.nodes.common import ctx_of
 from kernelcrew.graph.services import tools_for
 from kernelcrew.graph.state import CrewState
-from kernelcrew.graph.trace import emit, write_json_atomic
+from kernelcrew.tools.observe.profile import profile
+from kernelcrew.trace import emit, write_json_atomic
 
 RECENT = 5  # iterations shown in full; older ones are folded into the tried list
 
@@ -43,8 +44,6 @@ def observe(state: CrewState, runtime: Runtime[RunContext]) -> dict:
     profile_json: dict = {}
     note = ""
     try:
-        from kernelcrew.tools.profile import profile
-
         prof = profile(tools.spec, state["best"]["path"], tools.backend.name)
         profile_json = prof.model_dump(mode="json")
         write_json_atomic(prof_dir / f"iter{it:02d}.json", profile_json)

@@ -14,8 +14,8 @@ from kernelcrew.graph.context import RunContext
 from kernelcrew.graph.memory import memory_for
 from kernelcrew.graph.nodes.common import ctx_of
 from kernelcrew.graph.state import CrewState
-from kernelcrew.graph.trace import emit
 from kernelcrew.memory.reflection import Reflection
+from kernelcrew.trace import emit
 
 _BOTTLENECKS = {"memory-bound", "compute-bound", "latency-bound", "launch-bound"}
 

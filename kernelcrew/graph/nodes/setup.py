@@ -15,11 +15,11 @@ from kernelcrew.graph.context import RunContext, runs_root
 from kernelcrew.graph.nodes.common import ctx_of, kernel_suffix
 from kernelcrew.graph.services import tools_for
 from kernelcrew.graph.state import CrewState
-from kernelcrew.graph.trace import emit, write_json_atomic
 from kernelcrew.kernels.kernelfile import load_kernel, validate_against
 from kernelcrew.kernels.spec import load_op
-from kernelcrew.tools.backend import get_backend
-from kernelcrew.tools.harness import case_key
+from kernelcrew.tools.backends.backend import get_backend
+from kernelcrew.tools.judge.harness import case_key
+from kernelcrew.trace import emit, write_json_atomic
 
 
 def new_run_id(op_name: str) -> str:

@@ -1,6 +1,6 @@
 """The worker: runs ONE kernel in its own (sandboxed) process.
 
-Usage: python -m kernelcrew.tools.worker JOB.json
+Usage: python -m kernelcrew.tools.judge.worker JOB.json
 
 It loads the compiled artifact, and for each shape case: loads the parent's input
 sets, allocates NaN-poisoned outputs, calls the kernel once per input set and saves
@@ -18,7 +18,6 @@ so a crash leaves the case it died on.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import json
 import random
 import sys
@@ -28,21 +27,13 @@ from typing import Any
 
 import numpy as np
 
+from kernelcrew.tools.backends.buffers import checksum, poison
+from kernelcrew.tools.backends.cuda_runtime import CudaRuntime
+
 _CTYPES = {
     "float32": ctypes.c_float, "float64": ctypes.c_double, "float16": ctypes.c_uint16,
     "int32": ctypes.c_int32, "int64": ctypes.c_int64,
 }
-
-
-def poison(a: np.ndarray) -> None:
-    if a.dtype.kind == "f":
-        a.fill(np.nan)
-    else:
-        a.fill(np.iinfo(a.dtype).min)
-
-
-def checksum(a: Any) -> str:
-    return hashlib.blake2b(np.ascontiguousarray(a).view(np.uint8).data, digest_size=16).hexdigest()
 
 
 class CpuRuntime:
@@ -119,9 +110,7 @@ def undo_changes(st: dict, undo: dict[str, dict]) -> None:
 def _runtime(job: dict):
     if job["backend"] == "cpu":
         return CpuRuntime(job)
-    from kernelcrew.tools.cuda_runtime import CudaRuntime  # needs CuPy and a device
-
-    return CudaRuntime(job)
+    return CudaRuntime(job)  # needs CuPy and a device
 
 
 def main(job_path: str) -> int:

@@ -10,7 +10,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import platformdirs
+
 _LOCK = threading.Lock()
+
+
+def runs_root() -> Path:
+    """Where runs are kept: $KERNELCREW_RUNS_DIR, else the user's data folder."""
+    return Path(os.environ.get("KERNELCREW_RUNS_DIR") or
+                Path(platformdirs.user_data_dir("kernelcrew")) / "runs")
 
 
 def now_iso() -> str:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kernelcrew.tools.results import CaseRow, Verdict
+from kernelcrew.results import CaseRow, Verdict
 
 
 @dataclass(frozen=True)

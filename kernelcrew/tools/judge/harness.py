@@ -26,12 +26,12 @@ import numpy as np
 from kernelcrew.errors import InputError
 from kernelcrew.kernels.kernelfile import KernelFile
 from kernelcrew.kernels.spec import DTYPES, Case, OpSpec
-from kernelcrew.tools.backend import Backend
+from kernelcrew.results import CaseRow, CompileResult, WorkerOutcome
+from kernelcrew.tools.backends.backend import Backend
+from kernelcrew.tools.backends.buffers import checksum
 from kernelcrew.tools.config import BenchSettings, Limits, scratch_root
-from kernelcrew.tools.results import CaseRow, CompileResult, WorkerOutcome
+from kernelcrew.tools.judge.verify import compare
 from kernelcrew.tools.sandbox import run_confined, sandbox_description
-from kernelcrew.tools.verify import compare
-from kernelcrew.tools.worker import checksum
 
 PROBE_ELEMENTS = 8  # input elements a probe changes, per input
 
@@ -253,7 +253,7 @@ class Harness:
         env = {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
                "PYTHONDONTWRITEBYTECODE": "1", **self.backend.worker_env()}
         run = run_confined(
-            [*wrap, sys.executable, "-m", "kernelcrew.tools.worker", str(job_path)],
+            [*wrap, sys.executable, "-m", "kernelcrew.tools.judge.worker", str(job_path)],
             scratch=out_dir, readonly=[self.inputs_dir], timeout_s=self.limits.timeout_s,
             address_space_gib=getattr(self.backend, "worker_address_space_gib",
                                       self.limits.address_space_gib),

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from kernelcrew.kernels.expr import evaluate
-from kernelcrew.tools.worker import checksum
+from kernelcrew.tools.backends.buffers import checksum
 
 MAX_THREADS_PER_BLOCK = 1024
 MAX_BLOCK = (1024, 1024, 64)

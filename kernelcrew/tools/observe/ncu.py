@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernelcrew.tools.results import HotRegion, Metric
+from kernelcrew.results import HotRegion, Metric
 
 STALL_REASONS = (
     "barrier", "branch_resolving", "dispatch_stall", "drain", "imc_miss", "lg_throttle",
@@ -56,7 +56,7 @@ DEFAULT_METRICS: tuple[str, ...] = (
     "launch__block_size", "launch__grid_size",
     *(STALL_METRIC.format(r) for r in STALL_REASONS),
 )
-WORKER_MODULE = "kernelcrew.tools.worker"
+WORKER_MODULE = "kernelcrew.tools.judge.worker"
 
 
 def ncu_path() -> str | None:

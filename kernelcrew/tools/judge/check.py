@@ -5,23 +5,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from filelock import FileLock
-
 from kernelcrew.errors import InputError, PolicyViolation
 from kernelcrew.kernels.kernelfile import KernelFile, load_kernel, validate_against
 from kernelcrew.kernels.spec import OpSpec, load_op
-from kernelcrew.tools.backend import Backend, get_backend
-from kernelcrew.tools.config import BenchSettings, Limits, cache_dir
-from kernelcrew.tools.gate import decide, weighted_speedup
-from kernelcrew.tools.harness import Harness, KernelRun, case_key
-from kernelcrew.tools.results import CaseRow, CheckResult, CompileResult
+from kernelcrew.results import CaseRow, CheckResult, CompileResult
+from kernelcrew.tools.backends import peaks
+from kernelcrew.tools.backends.backend import Backend, get_backend
+from kernelcrew.tools.backends.cuda import probe_device
+from kernelcrew.tools.config import BenchSettings, Limits
+from kernelcrew.tools.judge.gate import decide, weighted_speedup
+from kernelcrew.tools.judge.harness import Harness, KernelRun, case_key
+from kernelcrew.tools.locks import bench_lock
 
 Progress = Callable[[str], None]
-
-
-def bench_lock() -> FileLock:
-    """Benchmarks never run in parallel with each other, across processes too."""
-    return FileLock(str(cache_dir() / "bench.lock"))
 
 
 def load_candidate(path: str | Path | KernelFile, spec: OpSpec, backend: str) -> KernelFile:
@@ -164,7 +160,6 @@ def roofline_floor_ms(spec: OpSpec, sizes: dict[str, int], gbps: float | None,
 
 def _peak_rates(be: Backend) -> tuple[float | None, float | None, int | None, str]:
     """(GB/s, GFLOP/s, cache bytes, what) of this machine; Nones when unknown."""
-    from kernelcrew.tools import peaks
 
     try:
         if be.name == "cpu":
@@ -176,8 +171,6 @@ def _peak_rates(be: Backend) -> tuple[float | None, float | None, int | None, st
             gflops = max(pk.fma_gflops, pk.fma_1t_gflops * pk.threads)
             return gbps, gflops, llc, "cpu peaks"
         if be.name == "cuda":
-            from kernelcrew.tools.cuda import probe_device
-
             pk = peaks.cuda_peaks(be)
             return pk.copy_gbps, None, probe_device().l2_bytes or None, "device copy peak"
     except RuntimeError as e:  # the peak benchmark failed: no floor, and say so

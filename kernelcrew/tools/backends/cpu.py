@@ -10,9 +10,9 @@ from kernelcrew.errors import PolicyViolation
 from kernelcrew.kernels.kernelfile import KernelFile
 from kernelcrew.kernels.policy import check_source
 from kernelcrew.kernels.spec import OpSpec
-from kernelcrew.tools.backend import Backend
-from kernelcrew.tools.compile import compile_cached, machine_fingerprint, tool_version
-from kernelcrew.tools.results import CompileResult
+from kernelcrew.results import CompileResult
+from kernelcrew.tools.backends.backend import Backend
+from kernelcrew.tools.backends.compile import compile_cached, machine_fingerprint, tool_version
 
 CXX = os.environ.get("KERNELCREW_CXX", "g++")
 

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from html import escape
 
-from kernelcrew.evals.timeline import SpeedupHistory
+from kernelcrew.report.timeline import SpeedupHistory
 
 W, H = 640, 380
 LEFT, RIGHT, TOP, BOTTOM = 70, 24, 44, 56

@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from kernelcrew.errors import InputError
 from kernelcrew.kernels.kernelfile import KernelFile
 from kernelcrew.kernels.spec import Case, OpSpec
-from kernelcrew.tools.config import BenchSettings, Limits
-from kernelcrew.tools.results import (
+from kernelcrew.results import (
     CompileResult,
     Diagnosis,
     KernelResources,
@@ -28,6 +27,24 @@ from kernelcrew.tools.results import (
     ProfileResult,
     Roofline,
 )
+from kernelcrew.tools.backends.backend import get_backend
+from kernelcrew.tools.backends.cuda_runtime import LaunchError, plan_launches
+from kernelcrew.tools.backends.occupancy import theoretical_occupancy
+from kernelcrew.tools.backends.peaks import cuda_peaks
+from kernelcrew.tools.config import BenchSettings, Limits
+from kernelcrew.tools.judge.harness import Harness
+from kernelcrew.tools.locks import bench_lock
+from kernelcrew.tools.observe import ncu
+from kernelcrew.tools.observe.summary import (
+    Fields,
+    ProfileFailed,
+    Share,
+    diagnose,
+    render_summary,
+    roofline,
+    share_of,
+)
+from kernelcrew.tools.sandbox import run_confined
 
 Say = Callable[[str], None]
 LAUNCH_BOUND_MS = 0.02  # a kernel launch costs a few microseconds
@@ -62,7 +79,6 @@ def _dims(d: tuple[int, int, int]) -> str:
 
 def launches_of(kf: KernelFile, case: Case, comp: CompileResult, arch: str) -> list[LaunchInfo]:
     """The launch plan evaluated for the case, with each kernel's resources and occupancy."""
-    from kernelcrew.tools.cuda_runtime import LaunchError, plan_launches
 
     try:
         plans = plan_launches([x.model_dump() for x in kf.meta.launch], kf.meta.knobs,
@@ -75,8 +91,6 @@ def launches_of(kf: KernelFile, case: Case, comp: CompileResult, arch: str) -> l
         r = res.get(d.kernel)
         occ, why = None, ""
         try:
-            from kernelcrew.tools.occupancy import theoretical_occupancy
-
             if r is not None and r.registers is not None:
                 occ = theoretical_occupancy(arch, block_threads=d.threads_per_block,
                                             registers_per_thread=r.registers,
@@ -94,12 +108,8 @@ def launches_of(kf: KernelFile, case: Case, comp: CompileResult, arch: str) -> l
 
 def profile_cuda(spec: OpSpec, kf: KernelFile, case: Case, *, bench: BenchSettings | None = None,
                  limits: Limits | None = None, say: Say | None = None) -> ProfileResult:
-    from kernelcrew.tools.profile import ProfileFailed
-
     say = say or (lambda _m: None)
     try:
-        from kernelcrew.tools.backend import get_backend
-
         be = get_backend("cuda")
     except ImportError as e:
         raise InputError(f"the CUDA backend is not available here ({e})") from None
@@ -169,8 +179,6 @@ def _resource_metrics(m: dict[str, Metric], launches: list[LaunchInfo], main: La
 
 # -- no device ---------------------------------------------------------------------------
 def _compile_only(spec, kf, case, be, launches, main, arch, why) -> ProfileResult:
-    from kernelcrew.tools.profile import Fields, render_summary
-
     m: dict[str, Metric] = {"device": Metric(value=None, unit="", reason=be.describe())}
     _resource_metrics(m, launches, main, arch)
     for name, unit in (("time_ms", "ms"), ("achieved_bandwidth", "GB/s"),
@@ -216,10 +224,6 @@ def _compile_only(spec, kf, case, be, launches, main, arch, why) -> ProfileResul
 # -- with a device -------------------------------------------------------------------------
 def _on_device(spec, kf, case, be, comp, launches, main, arch, bench, limits, say
                ) -> ProfileResult:
-    from kernelcrew.tools.check import bench_lock
-    from kernelcrew.tools.harness import Harness
-    from kernelcrew.tools.profile import ProfileFailed
-
     bench = bench or BenchSettings()
     ncu_fields = None
     ncu_reason = ""
@@ -234,8 +238,6 @@ def _on_device(spec, kf, case, be, comp, launches, main, arch, bench, limits, sa
                                     "`kernelcrew check`")
             t_ms = run.rows[0].median_ms or 0.0
             try:
-                from kernelcrew.tools import ncu
-
                 if ncu.ncu_path() is None:
                     ncu_reason = "no ncu"
                 else:
@@ -246,8 +248,6 @@ def _on_device(spec, kf, case, be, comp, launches, main, arch, bench, limits, sa
     copy_peak, peak_note = None, ""
     if ncu_fields is None or not _has_dram(ncu_fields.metrics):
         try:
-            from kernelcrew.tools.peaks import cuda_peaks
-
             copy_peak, peak_note = cuda_peaks(be).copy_gbps, "device copy bandwidth"
         except RuntimeError as e:
             peak_note = f"no peak ({str(e)[:60]})"
@@ -268,7 +268,6 @@ def device_result(spec: OpSpec, kf: KernelFile, case: Case, *, launches: list[La
     """A device profile from its measurements: the harness's median time, an NcuSummary
     (tools/ncu.py) when ncu ran, and the copy-bandwidth peak otherwise. Pure: tests feed
     it an ncu export fixture."""
-    from kernelcrew.tools.profile import Share, diagnose, render_summary, roofline, share_of
 
     m: dict[str, Metric] = {"device": Metric(value=None, unit="", reason=device or "cuda")}
     _resource_metrics(m, launches, main, arch)
@@ -333,8 +332,6 @@ def device_result(spec: OpSpec, kf: KernelFile, case: Case, *, launches: list[La
 
 def _device_fields(launches, main, roof: Roofline, m: dict[str, Metric], ncu_fields,
                    ncu_reason: str):
-    from kernelcrew.tools.profile import Fields
-
     def val(name: str) -> float | None:
         return m[name].value if name in m else None
 
@@ -360,7 +357,6 @@ def _device_fields(launches, main, roof: Roofline, m: dict[str, Metric], ncu_fie
 
 def _run_ncu(h, comp, kf, kernel: str, ncu):
     """ncu around one worker run (1 timed call); returns (NcuSummary | None, why not)."""
-    from kernelcrew.tools.sandbox import run_confined
 
     argv = ncu.ncu_command("__JOB__", kernel=kernel, sections=("SourceCounters",),
                            export="report", python="__PY__")

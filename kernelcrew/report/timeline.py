@@ -16,7 +16,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from kernelcrew.graph.trace import read_trace
+from kernelcrew.errors import InputError
+from kernelcrew.trace import read_trace, runs_root
 
 Status = Literal["finished", "failed", "running-or-killed"]
 
@@ -303,8 +304,6 @@ def find_run_dir(ref: str, runs_dir: str | Path | None = None) -> Path:
 
     The same lookup as `graph.runner.find_run`, without importing the graph: `show` and
     `report` stay quick."""
-    from kernelcrew.errors import InputError
-    from kernelcrew.graph.context import runs_root
 
     p = Path(ref)
     if (p / "context.json").exists():

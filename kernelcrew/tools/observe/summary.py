@@ -1,9 +1,6 @@
-"""`kernelcrew profile`: one kernel on one representative case, as a short structured
-bottleneck summary (observe step of the graph).
-
-The backends' profilers (cpu_profile, cuda_profile) measure; this module holds what
-they share: choosing the case, the roofline from the op's cost model, the bottleneck
-rules, and the one fixed summary template:
+"""What the backends' profilers (cpu_profile, cuda_profile) share: choosing the case,
+the roofline from the op's cost model, the bottleneck rules, and the one fixed summary
+template:
 
   launch shape | peak vs achieved bandwidth | coalescing | L2 hit rate |
   registers per thread | achieved vs theoretical occupancy | three hottest regions
@@ -16,14 +13,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import astuple, dataclass, replace
-from pathlib import Path
+from dataclasses import astuple, dataclass
 
 from kernelcrew.errors import InputError, KernelcrewError
-from kernelcrew.kernels.kernelfile import KernelFile, load_kernel, validate_against
-from kernelcrew.kernels.spec import Case, OpSpec, load_op
-from kernelcrew.tools.config import BenchSettings, Limits
-from kernelcrew.tools.results import Diagnosis, ProfileResult, Roofline
+from kernelcrew.kernels.spec import Case, OpSpec
+from kernelcrew.results import Diagnosis, Roofline
 
 SUMMARY_MAX = 600
 SEP = " | "
@@ -143,43 +137,3 @@ def diagnose(time_ms: float, bw: Share, compute: Share, *, launch_ms: float, per
             extra = ["dependency chains or the access pattern keep the units idle"]
     evidence = lead + "".join(f"; {e}" for e in extra[:3]) + "."
     return Diagnosis(kind=kind, evidence=evidence, access_pattern=access)
-
-
-# -- the entry point ---------------------------------------------------------------------
-def profile(op: str | Path | OpSpec, kernel: str | Path | KernelFile | None = None,
-            backend: str = "cpu", *, case: str | None = None, bench: BenchSettings | None = None,
-            limits: Limits | None = None, threads: int | None = None,
-            progress: Say | None = None) -> ProfileResult:
-    """Profile `kernel` (default: the op's baseline) on one case; see the module doc.
-
-    `threads` (CPU): OpenMP threads for the kernel, default all this process may use."""
-    spec = load_op(op)
-    if backend == "auto":
-        from kernelcrew.tools.backend import auto_backend
-
-        backend = auto_backend()
-    if backend not in ("cpu", "cuda"):
-        raise InputError(f"unknown backend {backend!r}; use cpu or cuda")
-    if kernel is None:
-        kf = load_kernel(spec.baseline_path(backend))
-    elif isinstance(kernel, KernelFile):
-        kf = kernel
-    else:
-        kf = load_kernel(kernel)
-    if kf.backend != backend:
-        raise InputError(f"is a {kf.backend} kernel file but the backend is {backend}; pass "
-                         f"--backend {kf.backend}", path=kf.path)
-    validate_against(kf, spec)
-    chosen = pick_case(spec, case)
-    if bench is None:  # a profile needs a median, not the gate's anti-replay input sets
-        bench = replace(BenchSettings(), input_sets=1)
-    if threads is not None and threads < 1:
-        raise InputError(f"threads must be at least 1, not {threads}")
-    if backend == "cpu":
-        from kernelcrew.tools.cpu_profile import profile_cpu
-
-        return profile_cpu(spec, kf, chosen, bench=bench, limits=limits, threads=threads,
-                           say=progress)
-    from kernelcrew.tools.cuda_profile import profile_cuda
-
-    return profile_cuda(spec, kf, chosen, bench=bench, limits=limits, say=progress)

@@ -9,13 +9,13 @@ from typing import ClassVar
 from kernelcrew.errors import InputError
 from kernelcrew.kernels.kernelfile import KernelFile
 from kernelcrew.kernels.spec import OpSpec
-from kernelcrew.tools.results import CompileResult
+from kernelcrew.results import CompileResult
 
 # name -> "module:Class"; imported on first use so a missing extra (CuPy) costs only
 # the backend that needs it.
 REGISTRY: dict[str, str] = {
-    "cpu": "kernelcrew.tools.cpu:CpuBackend",
-    "cuda": "kernelcrew.tools.cuda:CudaBackend",
+    "cpu": "kernelcrew.tools.backends.cpu:CpuBackend",
+    "cuda": "kernelcrew.tools.backends.cuda:CudaBackend",
 }
 
 

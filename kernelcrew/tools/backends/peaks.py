@@ -27,9 +27,16 @@ import numpy as np
 from filelock import FileLock
 from pydantic import BaseModel
 
-from kernelcrew.tools.compile import cache_key, compile_cached, machine_fingerprint, tool_version
+from kernelcrew.tools.backends.compile import (
+    cache_key,
+    compile_cached,
+    machine_fingerprint,
+    tool_version,
+)
+from kernelcrew.tools.backends.cpu import CXX, cpu_threads
+from kernelcrew.tools.backends.cuda import probe_device
 from kernelcrew.tools.config import cache_dir, scratch_root
-from kernelcrew.tools.cpu import CXX, cpu_threads
+from kernelcrew.tools.locks import bench_lock
 from kernelcrew.tools.sandbox import run_confined
 
 PEAKS_TIMEOUT_S = 120.0  # the whole measurement; normally a few seconds
@@ -232,7 +239,6 @@ def cpu_peaks(*, remeasure: bool = False) -> CpuPeaks:
 
 def measure_cpu_peaks() -> CpuPeaks:
     global MEASUREMENTS
-    from kernelcrew.tools.check import bench_lock  # timing never overlaps other timing
 
     MEASUREMENTS += 1
     t0 = time.monotonic()
@@ -323,7 +329,6 @@ def cuda_peaks(backend, *, remeasure: bool = False) -> CudaPeaks:
     """Copy bandwidth of device 0, measured once per device in a sandboxed process."""
     import sys
 
-    from kernelcrew.tools.cuda import probe_device
 
     dev = probe_device()
     if not dev.ok:
@@ -337,7 +342,6 @@ def cuda_peaks(backend, *, remeasure: bool = False) -> CudaPeaks:
                 return CudaPeaks.model_validate_json(path.read_text())
             except ValueError:
                 pass
-        from kernelcrew.tools.check import bench_lock
 
         t0 = time.monotonic()
         work = scratch_root() / f"cudapeaks-{uuid.uuid4().hex[:8]}"
@@ -365,7 +369,7 @@ def describe(p: CpuPeaks) -> str:
             f"{p.numpy_copy_gbps:.1f} GB/s (factor {p.numpy_factor:.2f})")
 
 
-if __name__ == "__main__":  # python -m kernelcrew.tools.peaks [--remeasure]
+if __name__ == "__main__":  # python -m kernelcrew.tools.backends.peaks [--remeasure]
     import sys
 
     pk = cpu_peaks(remeasure="--remeasure" in sys.argv)

@@ -19,9 +19,9 @@ from kernelcrew.errors import InputError, PolicyViolation
 from kernelcrew.kernels.kernelfile import KernelFile
 from kernelcrew.kernels.policy import blank_comments_and_strings, check_source
 from kernelcrew.kernels.spec import OpSpec
-from kernelcrew.tools.backend import Backend
-from kernelcrew.tools.compile import compile_cached
-from kernelcrew.tools.results import CompileResult, KernelResources
+from kernelcrew.results import CompileResult, KernelResources
+from kernelcrew.tools.backends.backend import Backend
+from kernelcrew.tools.backends.compile import compile_cached
 
 DEFAULT_ARCH = "sm_90"  # the lent machine's H200; KERNELCREW_CUDA_ARCH overrides
 _ARCH = re.compile(r"^sm_\d{2,3}[a-z]?$")

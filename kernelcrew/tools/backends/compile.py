@@ -16,8 +16,8 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from kernelcrew.results import CompileResult, CompilerMessage
 from kernelcrew.tools.config import CompileLimits, cache_dir, scratch_root
-from kernelcrew.tools.results import CompileResult, CompilerMessage
 from kernelcrew.tools.sandbox import run_confined
 
 _DIAG = re.compile(

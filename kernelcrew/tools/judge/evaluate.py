@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernelcrew.kernels.kernelfile import KernelFile
-from kernelcrew.tools.check import bench_lock, compare_rows, merge_runs
-from kernelcrew.tools.gate import GateDecision, decide, weighted_speedup
-from kernelcrew.tools.harness import Harness, KernelRun
-from kernelcrew.tools.results import CaseRow, CompileResult
+from kernelcrew.results import CaseRow, CompileResult
+from kernelcrew.tools.judge.check import compare_rows, merge_runs
+from kernelcrew.tools.judge.gate import GateDecision, decide, weighted_speedup
+from kernelcrew.tools.judge.harness import Harness, KernelRun
+from kernelcrew.tools.locks import bench_lock
 
 
 @dataclass
