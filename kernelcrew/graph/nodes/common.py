@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -39,3 +40,16 @@ def load_cached(run_dir: str, key: str) -> dict[str, Any] | None:
 
 def store_cached(run_dir: str, key: str, data: dict[str, Any]) -> None:
     write_json_atomic(eval_cache(run_dir, key), data)
+
+
+def budget_spent(state: dict, ctx: RunContext) -> str:
+    """Why no further evaluation may start (the wall-clock budget is spent), or ""."""
+    started = state.get("started")
+    if started is not None and time.time() - started > ctx.wall_budget_s:
+        return f"wall-clock budget of {ctx.wall_budget_s:.0f} s spent"
+    return ""
+
+
+def baseline_digest(state: dict, tools: Any) -> str:
+    path = Path(state["baseline"]["path"])
+    return tools.parse(path.read_text(), path=path).digest()

@@ -12,6 +12,14 @@ from kernelcrew.tools.judge.harness import Harness, KernelRun
 from kernelcrew.tools.locks import bench_lock
 
 
+class IncumbentFailed(RuntimeError):
+    """The incumbent of a race (the best so far) failed a re-check of its outputs."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"the incumbent kernel failed a re-check: {reason}")
+        self.reason = reason
+
+
 @dataclass
 class Race:
     """Two correct kernels timed side by side in alternating rounds."""
@@ -47,8 +55,7 @@ def race(h: Harness, challenger: tuple[CompileResult, KernelFile],
                 else:
                     i = h.run(*incumbent, reps=reps)
                     if not i.correct:
-                        raise RuntimeError("the incumbent kernel failed a re-check: "
-                                           f"{i.first_failure()}")
+                        raise IncumbentFailed(i.first_failure())
                     ir.append(i)
     c, i = merge_runs(cr), merge_runs(ir)
     rows = compare_rows(c, i, h)
