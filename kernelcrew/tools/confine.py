@@ -1,9 +1,10 @@
 """The layers of the stock confinement a process applies to itself: Landlock and seccomp.
 
-Run as `python -I -S confine.py SPEC -- ARGV` (inside the namespaces `unshare` made, see
-sandbox.py), it applies the Landlock rules and the seccomp filter SPEC (JSON) asks for,
-then execs ARGV, which inherits both for good. Standard library only (ctypes): it must
-start without the package's dependencies, and with no import path a kernel could touch.
+Run as `python -I -S confine.py SPEC... -- ARGV` (inside the namespaces `unshare` made,
+see sandbox.py), it applies the Landlock rules and the seccomp filter the SPEC arguments
+ask for (see `encode_spec`), then execs ARGV, which inherits both for good. Standard
+library only, and few modules of it (ctypes, struct): it starts in every worker, without
+the package's dependencies and with no import path a kernel could touch.
 A layer that was asked for and fails to apply stops the launch (exit 125): nothing runs
 less confined than it was told.
 """
@@ -11,10 +12,7 @@ less confined than it was told.
 from __future__ import annotations
 
 import ctypes
-import functools
-import json
 import os
-import platform
 import stat
 import struct
 import sys
@@ -39,10 +37,19 @@ def _libc():
     return libc
 
 
-@functools.cache
+_ABI: list[int] = []
+
+
 def landlock_abi() -> int:
     """The running kernel's Landlock ABI version, 0 where Landlock is missing or off."""
-    if platform.system() != "Linux":
+    if _ABI:
+        return _ABI[0]
+    _ABI.append(_probe_abi())
+    return _ABI[0]
+
+
+def _probe_abi() -> int:
+    if sys.platform != "linux":
         return 0
     try:
         v = _libc().syscall(ctypes.c_long(_LL_CREATE), None, ctypes.c_long(0),
@@ -150,7 +157,7 @@ class _SockFprog(ctypes.Structure):
 
 
 def _seccomp_install(unix_sockets: bool) -> None:
-    prog = _seccomp_program(platform.machine(), unix_sockets)
+    prog = _seccomp_program(os.uname().machine, unix_sockets)
     raw = b"".join(struct.pack("=HBBI", *ins) for ins in prog)
     buf = ctypes.create_string_buffer(raw, len(raw))
     fprog = _SockFprog(len(prog), ctypes.cast(buf, ctypes.c_void_p))
@@ -161,16 +168,51 @@ def _seccomp_install(unix_sockets: bool) -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP)")
 
 
+# the spec as arguments, one per rule: KIND:VALUE (JSON would cost the import of `re`
+# in every worker start)
+_SPEC_LISTS = {"r": "read", "f": "read_files", "w": "write_files", "d": "devices", "s": "write"}
+
+
+def encode_spec(spec: dict) -> list[str]:
+    """Arguments for the launcher: landlock ABI, seccomp, unix sockets, then the paths."""
+    out = [f"L:{int(spec['landlock'])}", f"S:{int(spec['seccomp'])}",
+           f"U:{int(spec['unix_sockets'])}"]
+    for k, name in _SPEC_LISTS.items():
+        out += [f"{k}:{p}" for p in spec[name]]
+    return out
+
+
+def decode_spec(args: list[str]) -> dict:
+    spec: dict = {name: [] for name in _SPEC_LISTS.values()}
+    for a in args:
+        k, _, v = a.partition(":")
+        if k in _SPEC_LISTS:
+            spec[_SPEC_LISTS[k]].append(v)
+        elif k == "L":
+            spec["landlock"] = int(v)
+        elif k == "S":
+            spec["seccomp"] = v == "1"
+        elif k == "U":
+            spec["unix_sockets"] = v == "1"
+        else:
+            raise ValueError(f"unknown launcher argument {a!r}")
+    return spec
+
+
 def _launch(args: list[str]) -> int:
     """The stock launcher (inside the namespaces): Landlock, seccomp, then exec."""
-    spec = json.loads(args[0])
-    argv = args[2:] if len(args) > 1 and args[1] == "--" else args[1:]
+    sep = args.index("--") if "--" in args else len(args)
+    argv = args[sep + 1:]
+    if not argv:
+        sys.stderr.write("kernelcrew sandbox: no command to run\n")
+        return 127
     try:
+        spec = decode_spec(args[:sep])
         if spec["landlock"]:
             _landlock_restrict(spec)
         if spec["seccomp"]:
             _seccomp_install(spec["unix_sockets"])
-    except OSError as e:  # fail closed: nothing runs with a layer that did not apply
+    except (OSError, ValueError, KeyError) as e:  # fail closed: nothing runs less confined
         sys.stderr.write(f"kernelcrew sandbox: could not confine: {e}\n")
         return 125
     try:

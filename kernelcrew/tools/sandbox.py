@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import os
 import platform
 import resource
@@ -49,6 +48,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -189,32 +189,21 @@ def stock_layers() -> dict | None:
     "seccomp": bool}, or None when no layer works. Probed once: the whole stack runs `true`."""
     abi = landlock_abi()
     secc = platform.machine() in SECCOMP_MACHINES
-    spaces: tuple[str, ...] = ()
-    if shutil.which("unshare"):
-        for cand in _UNSHARE_CANDIDATES:
-            try:
-                r = subprocess.run([*_unshare_prefix(cand), "true"], check=False,
-                                   capture_output=True, timeout=20)
-            except (OSError, subprocess.TimeoutExpired):
-                continue
+    spaces = [*(_UNSHARE_CANDIDATES if shutil.which("unshare") else ()), ()]
+    # the whole stack, as a worker gets it, best first; a layer the kernel refuses drops
+    for ns in spaces:
+        if not ns and not abi:
+            break  # seccomp alone does not confine files or the network enough to count
+        for with_seccomp in dict.fromkeys((secc, False)):
+            layers = {"namespaces": list(ns), "landlock": abi, "seccomp": with_seccomp}
+            with tempfile.TemporaryDirectory(prefix="kernelcrew-probe-") as tmp:
+                try:
+                    r = subprocess.run(_stock_command(["true"], layers, Path(tmp), (), ()),
+                                       check=False, capture_output=True, timeout=20)
+                except (OSError, subprocess.TimeoutExpired):
+                    continue
             if r.returncode == 0:
-                spaces = cand
-                break
-    if not spaces and not abi:
-        return None  # seccomp alone does not confine files or the network enough to count
-    layers = {"namespaces": list(spaces), "landlock": abi, "seccomp": secc}
-    # the whole stack, as a worker gets it: fall back layer by layer where it fails
-    import tempfile
-
-    for attempt in (layers, {**layers, "seccomp": False}):
-        with tempfile.TemporaryDirectory(prefix="kernelcrew-probe-") as tmp:
-            try:
-                r = subprocess.run(_stock_command(["true"], attempt, Path(tmp), (), ()),
-                                   check=False, capture_output=True, timeout=20)
-            except (OSError, subprocess.TimeoutExpired):
-                continue
-            if r.returncode == 0:
-                return attempt
+                return layers
     return None
 
 
@@ -256,8 +245,8 @@ def _stock_command(argv: Sequence[str], layers: dict, scratch: Path,
         "devices": [str(d) for d in devices],
         "write": [str(scratch)],
     }
-    launcher = [sys.executable, "-I", "-S", str(Path(confine.__file__).resolve()), json.dumps(spec),
-                "--"]
+    launcher = [sys.executable, "-I", "-S", str(Path(confine.__file__).resolve()),
+                *confine.encode_spec(spec), "--"]
     ns = layers["namespaces"]
     return [*(_unshare_prefix(ns) if ns else []), *launcher, *argv]
 
