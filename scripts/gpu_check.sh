@@ -251,8 +251,22 @@ if bw:
           else "CUDA FAILS: " + (r.stderr.strip().splitlines() or ["?"])[-1][:150])
 else:
     print("bwrap: not used here")
+from kernelcrew.tools.sandbox import available_confinements, run_confined, stock_layers
+if "stock" in available_confinements():  # unshare + Landlock + seccomp, with the GPU's nodes
+    import glob, os, tempfile
+    from pathlib import Path
+    devs = [d for d in sorted(glob.glob("/dev/nvidia*")) if not os.path.isdir(d)]
+    devs += [d for d in ["/dev/nvidia-caps"] if os.path.isdir(d)]
+    os.environ["KERNELCREW_SANDBOX"] = "stock"
+    for name, layers in (("all layers", None), ("no seccomp", {**stock_layers(), "seccomp": False}),
+                         ("namespaces only", {**stock_layers(), "seccomp": False, "landlock": 0})):
+        r = run_confined([sys.executable, "-c", probe], scratch=Path(tempfile.mkdtemp()),
+                         timeout_s=120, address_space_gib=None, devices=devs, layers=layers,
+                         env={"PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
+        print(f"inside stock ({name}):", "cuda ok" if "cuda ok" in r.stdout
+              else "CUDA FAILS: " + (r.stderr.strip().splitlines() or ["?"])[-1][:150])
 PYEOF
-        record diagnose "worker environment" info "$(grep -E '^(RLIMIT_AS|inside bwrap|bwrap)' "$LOGS/diagnose.log" | tr '\n' ';' | sed 's/;$//; s/;/; /g')"
+        record diagnose "worker environment" info "$(grep -E '^(RLIMIT_AS|inside bwrap|bwrap|inside stock)' "$LOGS/diagnose.log" | tr '\n' ';' | sed 's/;$//; s/;/; /g')"
     fi
 fi
 NOWORKER="skipped"
