@@ -7,6 +7,7 @@ plain loop is accepted on any machine), with test specialists registered from ou
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -140,3 +141,88 @@ def test_wall_clock_budget_is_checked_before_each_evaluation(tmp_path, specialis
     assert not [e for e in trace if e["node"] == "benchmark" and "verdict" in e]
     assert res["iterations"] == 1 and res["stop_reason"].startswith("wall-clock budget"), res
     assert res["best"]["author"] == "baseline"
+
+
+# Threaded, one thread per CPU it may run on (it sizes its team itself), with a bug that
+# shows only with more than one thread (each thread adds its own number: an offset meant
+# for a per-thread scratch index). Right while the machine gives the run one core; wrong
+# once it gives two.
+THREADED_BUG = """/* kernelcrew
+entry: vadd_slow
+flags: [-O2, -fopenmp]
+*/
+// threaded; wrong with more than one thread
+#include <cstdint>
+#include <omp.h>
+extern "C" void vadd_slow(const float* x, const float* z, float* y, int64_t n) {
+#pragma omp parallel num_threads(omp_get_num_procs())
+  {
+    const float off = (float)omp_get_thread_num();
+#pragma omp for
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] + z[i] + off;
+  }
+}
+"""
+
+
+def _set_affinity(cpus: set[int]) -> None:
+    """For every thread of this process (the graph may run nodes in worker threads):
+    workers inherit it, and the CPU backend gives a kernel one thread per CPU in it."""
+    for tid in Path("/proc/self/task").iterdir():
+        try:
+            os.sched_setaffinity(int(tid.name), cpus)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+class GrowsTheMachine(OneKernelSpecialist):
+    """Proposes THREADED_BUG; once it is the best (observe profiled it, still on one
+    core), gives the run every core again and proposes the plain loop."""
+
+    def __init__(self, all_cpus: set[int]) -> None:
+        super().__init__("threaded_then_plain", "threads", THREADED_BUG)
+        self.all_cpus = all_cpus
+
+    def propose(self, ctx):
+        if ctx.kernel.strip() == THREADED_BUG.strip():
+            _set_affinity(self.all_cpus)
+            return [Proposal(author=self.name, bottleneck="Test bottleneck.", plan="plain loop",
+                             change=Change(type="source", kind="plain", kernel=PLAIN,
+                                           regions=["plain"]),
+                             expected_gain=1.0, risks="none", confidence=0.5)]
+        return super().propose(ctx)
+
+
+@pytest.mark.slow  # two iterations with profiles: about 1.5 min on 2 loaded cores
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2 if hasattr(os, "sched_getaffinity")
+                    else True, reason="needs two CPUs this process may run on")
+def test_threaded_best_that_fails_as_the_incumbent_is_demoted(tmp_path):
+    """A threaded kernel accepted while the run had one core fails its next race as the
+    incumbent once the run has two: demoted, and the candidate of that race is raced
+    against the previous best (the baseline) instead, and accepted."""
+    all_cpus = set(os.sched_getaffinity(0))
+    spec = GrowsTheMachine(all_cpus)
+    register_specialist(spec.name, spec, policy="heuristic")
+    _set_affinity({min(all_cpus)})
+    try:
+        out = run(tmp_path / "run", [spec.name], max_iters=2, patience=5)
+    finally:
+        _set_affinity(all_cpus)
+        unregister_specialist(spec.name, policy="heuristic")
+    res = out["result"]
+    got = [(e["iteration"], e["kind"], e["outcome"]) for e in out["evaluations"]]
+    assert got == [(1, "threads", "accepted"), (2, "threads", "demoted"),
+                   (2, "plain", "accepted")], out["evaluations"]
+    demoted = out["evaluations"][1]
+    assert demoted["detail"].startswith("failed its re-run (re-timed as the incumbent): "), \
+        demoted
+    assert "outside tolerance" in demoted["detail"], demoted
+    trace = read_trace(tmp_path / "run")
+    dem = [e for e in trace if e["node"] == "demote"]
+    assert len(dem) == 1 and dem[0]["where"] == "re-timed as the incumbent", dem
+    # the plain loop was raced against the baseline (the previous best), not the demoted one
+    races = [e for e in trace if e["node"] == "benchmark" and e.get("iteration") == 2
+             and "verdict" in e]
+    assert len(races) == 1 and races[0]["verdict"] == "faster", races
+    assert res["best"]["kind"] == "plain" and res["best"]["correct"] is True, res["best"]
+    assert res["best"]["speedup"] > 1 and [e["kind"] for e in res["demoted"]] == ["threads"]
