@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 BOTTOM = ("kernelcrew.errors", "kernelcrew.results", "kernelcrew.trace", "kernelcrew.kernels")
-TOOLS_BASE = ("kernelcrew.tools.config", "kernelcrew.tools.locks", "kernelcrew.tools.sandbox")
+TOOLS_BASE = ("kernelcrew.tools.config", "kernelcrew.tools.locks", "kernelcrew.tools.confine",
+              "kernelcrew.tools.sandbox")
 
 # unit -> the units it may import (besides itself), from the bottom up
 RULES: dict[str, tuple[str, ...]] = {
@@ -31,7 +32,9 @@ RULES: dict[str, tuple[str, ...]] = {
     # measuring: a ladder inside tools
     "kernelcrew.tools.config": (),
     "kernelcrew.tools.locks": ("kernelcrew.tools.config",),
-    "kernelcrew.tools.sandbox": ("kernelcrew.tools.config",),
+    "kernelcrew.tools.confine": (),  # standard library only: it runs as a script
+    "kernelcrew.tools.sandbox": ("kernelcrew.errors", "kernelcrew.tools.config",
+                                 "kernelcrew.tools.confine"),
     "kernelcrew.tools.backends": (*BOTTOM, *TOOLS_BASE),
     "kernelcrew.tools.judge": (*BOTTOM, *TOOLS_BASE, "kernelcrew.tools.backends"),
     "kernelcrew.tools.observe": (*BOTTOM, *TOOLS_BASE, "kernelcrew.tools.backends",
