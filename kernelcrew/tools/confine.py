@@ -71,10 +71,12 @@ def _landlock_restrict(spec: dict) -> None:
                        ctypes.c_long(0))
     if rfd < 0:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
-    dev = _LL_READ_FILE | _LL_WRITE_FILE | (_LL_IOCTL_DEV if abi >= 5 else 0)
+    # /dev/null and friends: opened with O_TRUNC by shells (`> /dev/null`)
+    rw = _LL_READ_FILE | _LL_WRITE_FILE | _LL_TRUNCATE
+    dev = rw | _LL_IOCTL_DEV
     rules = [*((p, _LL_READ) for p in spec["read"]),
              *((p, _LL_READ_FILE) for p in spec["read_files"]),
-             *((p, _LL_READ_FILE | _LL_WRITE_FILE) for p in spec["write_files"]),
+             *((p, rw) for p in spec["write_files"]),
              *((p, dev | _LL_READ_DIR) for p in spec["devices"]),
              *((p, fs) for p in spec["write"])]
     for path, rights in rules:
