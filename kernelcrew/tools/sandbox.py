@@ -530,6 +530,9 @@ def run_confined(
         except subprocess.TimeoutExpired:
             timed_out = True
         finally:
+            # how long it ran: what is left to kill (a fork bomb's thousands of processes on
+            # a loaded machine) can take a second more, and is not the kernel's time
+            seconds = time.monotonic() - t0
             # kill the whole group: threads/children a kernel left running go too
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -539,7 +542,7 @@ def run_confined(
     return SandboxRun(
         returncode=None if timed_out else proc.returncode,
         timed_out=timed_out,
-        seconds=time.monotonic() - t0,
+        seconds=seconds,
         stdout=_tail(out_p),
         stderr=_tail(err_p),
         sandbox={"bwrap": "bubblewrap", "stock": "stock"}.get(kind, "limits only"),
