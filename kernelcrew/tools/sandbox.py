@@ -232,7 +232,7 @@ def describe_layers(layers: dict | None) -> str:
 
 def _stock_command(argv: Sequence[str], layers: dict, scratch: Path,
                    readonly: Sequence[Path], devices: Sequence[str]) -> list[str]:
-    """unshare ... -- python -I -S sandbox.py SPEC -- argv (the launcher applies the rest)."""
+    """unshare ... python -I -S confine.py SPEC -- argv (the launcher applies the rest)."""
     home, keep = home_to_hide(argv)
     hidden = [Path("/dev")] + ([home] if home is not None else [])
     spec = {
@@ -486,7 +486,8 @@ def run_confined(
     kind = confinement()
     cmd = list(argv)
     if kind == "bwrap":
-        prefix = [shutil.which("bwrap") or "bwrap", "--die-with-parent", "--unshare-all", "--ro-bind", "/", "/",
+        prefix = [shutil.which("bwrap") or "bwrap", "--die-with-parent", "--unshare-all",
+                  "--ro-bind", "/", "/",
                   "--dev", "/dev", "--proc", "/proc"]
         for d in devices:  # device nodes the command needs (a GPU's), on top of the fresh /dev
             prefix += ["--dev-bind", str(d), str(d)]
