@@ -29,7 +29,7 @@ def finalize(state: CrewState, runtime: Runtime[RunContext]) -> dict:
     demotions: list[dict] = []
     while True:
         final = _final_race(state, tools, best)
-        if final["correct"] or best["author"] == "baseline":
+        if final["correct"] or best["author"] == "baseline" or final.get("baseline_failed"):
             break
         # the best failed its final re-run: demoted, the previous best is raced instead
         best, record = demote({**state, "best": best, "iteration": state["iteration"] - 1},
@@ -94,7 +94,7 @@ def _final_race(state: CrewState, tools, best: dict) -> dict:
                            (tools.compile(base_kf), base_kf))
         except ev.IncumbentFailed as e:  # the baseline itself failed: a verdict, not a crash
             return {"speedup": None, "verdict": "rejected", "reason": str(e), "band": None,
-                    "correct": False, "groups": {}, "rows": []}
+                    "correct": False, "groups": {}, "rows": [], "baseline_failed": True}
         final = {"speedup": race.gate.speedup, "verdict": race.gate.verdict,
                  "reason": race.gate.reason, "band": race.gate.band,
                  "correct": not race.failure, "groups": race.gate.group_speedups,
