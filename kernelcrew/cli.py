@@ -348,6 +348,101 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0 if all(r.correct and not r.error for r in res.rows) else 1
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from kernelcrew.kernels.importer.derive import (
+        ImportRequest,
+        import_function,
+        parse_assignments,
+        parse_case,
+    )
+
+    req = ImportRequest(
+        source=Path(args.source), function=args.function,
+        shapes=parse_assignments(args.shape or [], "--shape"),
+        cases=[parse_case(c) for c in args.case or []],
+        inputs=[n for item in args.inputs or [] for n in item.split(",") if n.strip()],
+        outputs=[n for item in args.outputs or [] for n in item.split(",") if n.strip()],
+        scalars=parse_assignments(args.scalar or [], "--scalar"),
+        defines=parse_assignments(args.define or [], "--define"),
+        flags=args.flags.split() if args.flags else None,
+        out=Path(args.out) if args.out else None, name=args.name,
+        reference=Path(args.reference) if args.reference else None,
+        family=args.family or "imported", force=args.force)
+    res = import_function(req)
+    if args.json:
+        _print_json({"folder": str(res.folder), "op": res.op_name, "entry": res.entry,
+                     "reference": res.reference, "warnings": res.warnings, "notes": res.notes})
+        return 0
+    print(f"wrote {res.folder}: op.yaml, baseline.cpp (entry {res.entry}), reference.py"
+          + (" (float64 build of the same code)" if res.reference == "derived" else ""))
+    for w in res.warnings:
+        print(f"  warning: {w}")
+    for n in res.notes:
+        print(f"  note: {n}")
+    print(f"next: kernelcrew check {res.folder} {res.folder}/baseline.cpp")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from kernelcrew.evals.timeline import find_run_dir
+    from kernelcrew.kernels.importer.patch import make_patch
+    from kernelcrew.kernels.spec import load_op
+
+    if not args.patch:
+        raise InputError("say what to export: --patch (a diff against the imported file)")
+    run_dir = Path(find_run_dir(args.run, args.runs_dir))
+    result = run_dir / "result.json"
+    ctx_file = run_dir / "context.json"
+    if not ctx_file.exists():
+        raise InputError("not a run directory (no context.json)", path=run_dir)
+    ctx = json.loads(ctx_file.read_text())
+    best = Path(json.loads(result.read_text())["best"]["path"]) if result.exists() \
+        else run_dir / "best.cpp"
+    if not best.exists() or best.suffix != ".cpp":
+        raise InputError("the run has no CPU best kernel to export", path=best)
+    spec = load_op(ctx["operator"])
+    res = make_patch(spec, best.read_text(), (run_dir / "baseline.cpp").read_text())
+    out = Path(args.out) if args.out else run_dir / f"{spec.origin.function}.patch"
+    if not res.patch:
+        msg = "the best kernel is the baseline: nothing to patch"
+        if args.json:
+            _print_json({"patch": None, "reason": msg})
+        else:
+            print(msg)
+        return 0
+    if args.out == "-":
+        sys.stdout.write(res.patch)
+        return 0
+    out.write_text(res.patch)
+    if args.json:
+        _print_json({"patch": str(out), "root": str(res.root), "file": res.relpath,
+                     "flags": res.flags, "added_flags": res.added_flags,
+                     "changed": res.changed, "notes": res.notes})
+        return 0
+    print(f"wrote {out}")
+    print(f"  apply: cd {res.root} && patch -p1 < {out}   (or git apply {out})")
+    print(f"  compile {res.relpath} with: {' '.join(res.flags)}")
+    for n in res.notes:
+        print(f"  note: {n}")
+    return 0
+
+
+def cmd_new(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from kernelcrew.kernels.importer.scaffold import scaffold
+
+    folder = scaffold(args.name, Path(args.dir) if args.dir else None, force=args.force)
+    print(f"wrote {folder}: op.yaml, reference.py, baseline.cpp, inputs.py (a working "
+          f"y = 2 * x to replace)")
+    print(f"next: kernelcrew check {folder} {folder}/baseline.cpp")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kernelcrew", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -439,6 +534,50 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--runs-dir", help="runs folder to look the run id up in")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_report)
+
+    s = sub.add_parser("import", help="a function from your C/C++ file as an operator folder")
+    s.add_argument("source", help="the C or C++ file that defines the function")
+    s.add_argument("--function", required=True, help="the function to import")
+    s.add_argument("--shape", action="append", metavar="ARG=EXPR",
+                   help="an array argument's shape in the integer parameters, e.g. "
+                        "inp=B*T*C (dims separated by commas); one per pointer argument")
+    s.add_argument("--case", action="append", metavar="SIZE=V,...",
+                   help="a typical case, e.g. B=4,T=64,C=768 (repeatable)")
+    s.add_argument("--inputs", action="append", metavar="ARG,...",
+                   help="arrays read (needed where the code does not say by const)")
+    s.add_argument("--outputs", action="append", metavar="ARG,...",
+                   help="arrays written (an array in both lists is read and written)")
+    s.add_argument("--scalar", action="append", metavar="ARG=VALUE",
+                   help="value of a float parameter")
+    s.add_argument("--define", action="append", metavar="NAME=VALUE",
+                   help="a macro the build defines (e.g. -D flags of your project)")
+    s.add_argument("--flags", help='the baseline\'s compiler flags (default "-O2", plus '
+                                  '-fopenmp when the code has OpenMP pragmas)')
+    s.add_argument("--reference", help="your own reference.py (default: a float64 build "
+                                       "of the same code)")
+    s.add_argument("--name", help="operator name (default: the function's)")
+    s.add_argument("--family", help="family tag (default: imported)")
+    s.add_argument("--out", help="the operator folder to write (default: ./NAME)")
+    s.add_argument("--force", action="store_true", help="write into a non-empty folder")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_import)
+
+    s = sub.add_parser("export", help="a run's best kernel as a patch against the imported "
+                                      "file")
+    s.add_argument("run", help="run id (from `kernelcrew runs`) or run directory")
+    s.add_argument("--patch", action="store_true", help="a unified diff for patch -p1 / git "
+                                                        "apply")
+    s.add_argument("--out", help="where to write it (default: RUN/FUNCTION.patch; - for "
+                                 "stdout)")
+    s.add_argument("--runs-dir", help="runs folder to look the run id up in")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_export)
+
+    s = sub.add_parser("new", help="scaffold an operator folder, every field commented")
+    s.add_argument("name", help="operator name: lowercase letters, digits and _")
+    s.add_argument("--dir", help="the folder to write (default: ./NAME)")
+    s.add_argument("--force", action="store_true", help="write into a non-empty folder")
+    s.set_defaults(func=cmd_new)
 
     s = sub.add_parser("eval", help="the crew on a set of operators with a fixed budget: "
                                     "a table with speedups, roofline shares and fast_p")
