@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 
@@ -58,6 +59,10 @@ def finalize(state: CrewState, runtime: Runtime[RunContext]) -> dict:
         "table": final["rows"], "group_speedups": final["groups"], "noise_band": final["band"],
         "tokens": _tokens(run_dir),
     }
+    if state["baseline"].get("written"):
+        result["baseline_written_by"] = "writer"
+        result["vs_reference"] = _vs_reference(state["baseline"].get("reference_ms") or {},
+                                               tools.harness.cases, final["rows"])
     write_json_atomic(run_dir / "result.json", result)
     emit(run_dir, "finalize", f"best {final['speedup']:.2f}x over the baseline "
          f"({final['verdict']}); stop: {reason}", t0=t0, iteration=state["iteration"] - 1,
@@ -110,3 +115,18 @@ def _tokens(run_dir: Path) -> dict[str, int]:
             if isinstance(v, int):
                 total[k] = total.get(k, 0) + v
     return total
+
+
+def _vs_reference(reference_ms: dict[str, float], cases: list, rows: list[dict]) -> dict:
+    """The best kernel against the op's own reference implementation (NumPy), timed on the
+    same machine: per typical case and their geometric mean."""
+    per: list[dict] = []
+    for c, r in zip(cases, rows, strict=False):
+        ref = reference_ms.get(case_key(c))
+        if ref is None or not r.get("median_ms"):
+            continue
+        per.append({"case": c.label, "reference_ms": ref, "best_ms": r["median_ms"],
+                    "speedup": ref / r["median_ms"]})
+    gm = math.exp(sum(math.log(p["speedup"]) for p in per) / len(per)) if per else None
+    return {"speedup": gm, "cases": per,
+            "what": "the op's reference.py (float64, NumPy) timed in the parent process"}

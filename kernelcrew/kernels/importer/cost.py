@@ -35,8 +35,11 @@ class Flops:
         return " + ".join(parts) or "0"
 
 
-def _c_to_expr(text: str, sizes: set[str]) -> str | None:
+def _c_to_expr(text: str, sizes: set[str], consts: dict[str, str] | None = None
+               ) -> str | None:
     """A C bound (`B*T`, `N / 2`, `(n+1)`) as an op.yaml expression, or None."""
+    for k, v in (consts or {}).items():
+        text = re.sub(rf"\b{k}\b", v, text)
     t = re.sub(r"\(\s*(?:int|long|size_t|int64_t|unsigned)\s*\)", "", text)
     t = re.sub(r"(?<![/])/(?![/])", "//", t)
     if not re.fullmatch(r"[\w\s+\-*/%()]+", t):
@@ -49,7 +52,7 @@ def _c_to_expr(text: str, sizes: set[str]) -> str | None:
     return " ".join(t.split())
 
 
-def _trip(for_node: Node, src: bytes, sizes: set[str]) -> str | None:
+def _trip(for_node: Node, src: bytes, sizes: set[str], consts: dict[str, str]) -> str | None:
     def s(n: Node | None) -> str:
         return src[n.start_byte:n.end_byte].decode() if n is not None else ""
 
@@ -83,7 +86,7 @@ def _trip(for_node: Node, src: bytes, sizes: set[str]) -> str | None:
         step = m.group(1)
     else:
         return None
-    b, a, k = (_c_to_expr(x, sizes) for x in (bound, start, step))
+    b, a, k = (_c_to_expr(x, sizes, consts) for x in (bound, start, step))
     if b is None or a is None or k is None:
         return None
     span = (b if re.fullmatch(r"\w+", b) else f"({b})") if a == "0" else f"({b} - ({a}))"
@@ -105,6 +108,10 @@ def _count(text: str, helpers: dict[str, str], sizes: set[str], out: Flops,
     data = text.encode()
     tree = parse(text)
     floats = float_names(tree.root_node, data)
+    pointers = _pointer_names(tree.root_node, data)
+    # `const int LOOP_UNROLL = 8;` and `#define TILE 32` are numbers in loop bounds
+    consts = dict(re.findall(r"\bconst\s+(?:int|long|size_t|int64_t)\s+(\w+)\s*=\s*(\d+)\s*;",
+                             text))
 
     def s(n: Node) -> str:
         return data[n.start_byte:n.end_byte].decode()
@@ -122,38 +129,70 @@ def _count(text: str, helpers: dict[str, str], sizes: set[str], out: Flops,
                     return True
         return False
 
-    def visit(n: Node, mult: tuple[str, ...]) -> None:
+    def visit(n: Node, mult: tuple[str, ...], acc: Flops) -> None:
         t = n.type
         if t == "for_statement":
-            trip = _trip(n, data, sizes)
+            trip = _trip(n, data, sizes, consts)
             if trip is None:
                 out.notes.append(f"{where}:{first_line + n.start_point.row}: loop bound not in "
                                  "the sizes; counted as one trip")
             body = n.child_by_field_name("body")
             if body is not None:
-                visit(body, mult + ((trip,) if trip else ()))
+                visit(body, mult + ((trip,) if trip else ()), acc)
             return
         if t == "subscript_argument_list":
             return  # index arithmetic is not floating-point work
         if t == "binary_expression":
             op = n.child_by_field_name("operator")
-            if op is not None and s(op) in _ARITH and floaty(n):
-                out.add(mult, 1)
+            sides = [n.child_by_field_name("left"), n.child_by_field_name("right")]
+            ptr = any(x is not None and x.type == "identifier" and s(x) in pointers
+                      for x in sides)  # `row + i * n` is pointer arithmetic
+            if op is not None and s(op) in _ARITH and not ptr and floaty(n):
+                acc.add(mult, 1)
         elif t == "assignment_expression":
             op = n.child_by_field_name("operator")
             if op is not None and s(op) in _COMPOUND and floaty(n):
-                out.add(mult, 1)
+                acc.add(mult, 1)
         elif t == "call_expression":
             f = n.child_by_field_name("function")
             name = s(f) if f is not None else ""
             if name in _MATH:
-                out.add(mult, 1)
+                acc.add(mult, 1)
             elif name in helpers and depth < 4:
-                _count(helpers[name], helpers, sizes, out, mult, where, first_line, depth + 1)
+                _count(helpers[name], helpers, sizes, acc, mult, where, first_line, depth + 1)
+        if t == "compound_statement":
+            # `if (...) { fallback(...); return; }` then the main path: the two are
+            # alternatives, so the fallback counts only when the rest does no work
+            early, before = Flops(), dict(acc.terms)
+            for c in n.children:
+                visit(c, mult, early if _early_return(c) else acc)
+            if acc.terms == before:
+                for k, v in early.terms.items():
+                    acc.terms[k] = acc.terms.get(k, 0) + v
+            return
         for c in n.children:
-            visit(c, mult)
+            visit(c, mult, acc)
 
     for fn in (c for c in tree.root_node.named_children if c.type == "function_definition"):
         body = fn.child_by_field_name("body")
         if body is not None:
-            visit(body, mult)
+            visit(body, mult, out)
+
+
+def _pointer_names(root: Node, data: bytes) -> set[str]:
+    out: set[str] = set()
+    for n in walk(root):
+        if n.type == "pointer_declarator":
+            d = n.child_by_field_name("declarator")
+            while d is not None and d.type != "identifier":
+                d = d.child_by_field_name("declarator")
+            if d is not None:
+                out.add(data[d.start_byte:d.end_byte].decode())
+    return out
+
+
+def _early_return(n: Node) -> bool:
+    if n.type != "if_statement" or n.child_by_field_name("alternative") is not None:
+        return False
+    cons = n.child_by_field_name("consequence")
+    return cons is not None and any(m.type == "return_statement" for m in walk(cons))

@@ -23,7 +23,7 @@ from pathlib import Path
 from kernelcrew.errors import ExprError, InputError, PolicyViolation
 from kernelcrew.kernels.expr import evaluate, names_in
 from kernelcrew.kernels.importer.cost import estimate_flops
-from kernelcrew.kernels.importer.promote import promote
+from kernelcrew.kernels.importer.promote import FLOAT_MATH, promote
 from kernelcrew.kernels.importer.source import (
     Function,
     Param,
@@ -151,12 +151,7 @@ def assign_roles(sf: SourceFile, fn: Function, *, shapes: dict[str, str],
             elif p.name in inputs or p.const:
                 kind = "input"
             else:
-                hint = ("it is written here: add --outputs "
-                        f"{p.name} (or name it in both --inputs and --outputs if the function "
-                        "also reads what it held)" if _written(fn, sf, p.name)
-                        else f"it is never written here: add --inputs {p.name}")
-                raise _err(sf, p.line, f"the role of parameter {p.text!r} cannot be inferred "
-                                       f"(not const); {hint}")
+                raise _role_error(sf, fn, p, inputs, outputs)
             if p.name not in shapes:
                 raise _err(sf, p.line, f"parameter {p.name!r} needs a shape: add --shape "
                                        f"{p.name}=EXPR in the sizes ({', '.join(size_names)}), "
@@ -203,6 +198,25 @@ def assign_roles(sf: SourceFile, fn: Function, *, shapes: dict[str, str],
         raise _err(sf, fn.line, f"{fn.name} has no output: name the arrays it writes with "
                                 "--outputs")
     return roles
+
+
+def _role_error(sf: SourceFile, fn: Function, p: Param, inputs: list[str],
+                outputs: list[str]) -> InputError:
+    """One line for every pointer whose role is not given, with the flags that fix it."""
+    unknown = [q for q in fn.params if q.pointer and not q.const and q.name not in inputs
+               and q.name not in outputs]
+    outs = [q.name for q in unknown if _written(fn, sf, q.name)]
+    ins = [q.name for q in unknown if q.name not in outs]
+    fix = " ".join(x for x in (f"--outputs {','.join(outs)}" if outs else "",
+                               f"--inputs {','.join(ins)}" if ins else "") if x)
+    what = []
+    if outs:
+        what.append(f"written here: {', '.join(outs)}")
+    if ins:
+        what.append(f"only read: {', '.join(ins)}")
+    return _err(sf, p.line, f"the role of {', '.join(q.name for q in unknown)} cannot be "
+                            f"inferred (pointers not declared const; {'; '.join(what)}): add "
+                            f"{fix} (an array in both lists is read and written)")
 
 
 def _written(fn: Function, sf: SourceFile, name: str) -> bool:
@@ -500,9 +514,14 @@ def import_function(req: ImportRequest) -> ImportResult:
     return ImportResult(folder, op_name, entry, warnings, notes, reference_kind)
 
 
+CXX_HEADER = {"float.h": "cfloat", "limits.h": "climits", "string.h": "cstring",
+              "stdlib.h": "cstdlib"}
+
+
 def _includes(sf: SourceFile) -> list[str]:
     out = []
     for h, _line in system_includes(sf):
+        h = h if h in CPU_INCLUDES else CXX_HEADER.get(h, h)
         if h in CPU_INCLUDES and h not in out and h not in ALWAYS:
             out.append(h)
     return out + [h for h in ALWAYS]
@@ -552,9 +571,14 @@ def _syntax_check(sf: SourceFile, text: str, line_map: list[int | None], offset:
         what = m.group(2)
         name = re.search(r"[‘'`]([A-Za-z_]\w*)[’'`] (?:was not declared|has not been declared|"
                          r"does not name a type|is not a member)", what)
-        fix = (f"{name.group(1)} comes from outside this file (another header or the build): "
-               f"define it in the file, or pass --define {name.group(1)}=VALUE"
-               if name else "the extracted code must compile on its own as C++")
+        if name and (name.group(1) in FLOAT_MATH or name.group(1) in FLOAT_MATH.values()):
+            fix = f"{name.group(1)} is declared in <math.h>: include it in the file"
+        elif name:
+            fix = (f"{name.group(1)} comes from outside this file (a project header or the "
+                   f"build): define it in the file, or for a macro pass --define "
+                   f"{name.group(1)}=VALUE")
+        else:
+            fix = "the extracted code must compile on its own as C++"
         where = f"line {orig}" if orig else "the generated entry"
         raise InputError(f"{where}: g++: {what}; {fix}", path=sf.path)
     raise InputError(f"the extracted code does not compile: {r.stderr.strip()[:200]}",

@@ -107,9 +107,11 @@ def make_patch(spec: OpSpec, best_text: str, baseline_text: str) -> PatchResult:
         text = it.text(best.data).rstrip()
         h = _header(it, best.data)
         if h is not None:
+            if h in base_headers:
+                continue  # the baseline had it (for the generated entry)
             if is_c and h in C_HEADERS:
                 h = C_HEADERS[h]
-            if h not in orig_headers and h not in base_headers and h not in headers:
+            if h not in orig_headers and h not in headers:
                 headers.append(h)
                 if is_c and "." not in h:
                     notes.append(f"the best kernel includes the C++ header <{h}>, and "

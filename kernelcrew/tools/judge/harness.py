@@ -14,6 +14,7 @@ import re
 import secrets
 import shutil
 import sys
+import time
 import uuid
 import zlib
 from collections.abc import Sequence
@@ -177,11 +178,33 @@ class Harness:
             return None
         return Probe(k, changes, self._reference(case, changed))
 
+    def _reference_kw(self, case: Case, ins: dict[str, np.ndarray]) -> dict:
+        kw = {n: (a.astype(np.float64) if a.dtype.kind == "f" else a) for n, a in ins.items()}
+        kw.update({n: s.value for n, s in self.spec.scalars.items()})
+        kw.update(case.sizes)
+        return kw
+
+    def time_reference(self, reps: int = 5) -> dict[str, float]:
+        """Median milliseconds of the op's own reference (e.g. NumPy) per typical case, in
+        this process, on the first input set: what the kernels are compared with when the
+        reference is the only implementation the user had."""
+        out: dict[str, float] = {}
+        fn = self.spec.reference_fn()
+        for case in (c for c in self.cases if c.group == "typical"):
+            files = self.data(case).input_files[0]
+            kw = self._reference_kw(case, {n: np.load(f) for n, f in files.items()})
+            fn(**kw)  # warm-up
+            times = []
+            for _ in range(max(3, reps)):
+                t = time.perf_counter()
+                fn(**kw)
+                times.append((time.perf_counter() - t) * 1e3)
+            out[case_key(case)] = float(np.median(times))
+        return out
+
     def _reference(self, case: Case, ins: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         spec = self.spec
-        kw = {n: (a.astype(np.float64) if a.dtype.kind == "f" else a) for n, a in ins.items()}
-        kw.update({n: s.value for n, s in spec.scalars.items()})
-        kw.update(case.sizes)
+        kw = self._reference_kw(case, ins)
         path = spec.folder / "reference.py"
         try:
             out = spec.reference_fn()(**kw)

@@ -2,6 +2,7 @@
  * this code computes (the cast truncates, the union reads a float's bits). */
 #include <stdint.h>
 #include <float.h>
+#include <math.h>
 
 typedef union { float f; uint32_t u; } fbits;
 

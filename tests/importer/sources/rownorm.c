@@ -39,6 +39,21 @@ void rownorm_forward(float* out, const float* inp, const float* gain, int rows, 
     }
 }
 
+/* out = inp (rows x inner) times w (inner x cols), row pointers, the textbook loop order */
+void project_rows(float* out, const float* inp, const float* w, int rows, int inner,
+                  int cols) {
+    for (int i = 0; i < rows; i++) {
+        float* y = out + i * cols;
+        for (int j = 0; j < cols; j++) {
+            float acc = 0.0f;
+            for (int k = 0; k < inner; k++) {
+                acc += inp[i * inner + k] * w[k * cols + j];
+            }
+            y[j] = acc;
+        }
+    }
+}
+
 int main(void) {
     float a[4] = {1, 2, 3, 4}, g[2] = {1, 1}, o[4];
     rownorm_forward(o, a, g, 2, 2);
