@@ -402,6 +402,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     ctx = json.loads(ctx_file.read_text())
     best = Path(json.loads(result.read_text())["best"]["path"]) if result.exists() \
         else run_dir / "best.cpp"
+    if args.kernel:
+        best = Path(args.kernel)
     if not best.exists() or best.suffix != ".cpp":
         raise InputError("the run has no CPU best kernel to export", path=best)
     spec = load_op(ctx["operator"])
@@ -569,6 +571,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                         "apply")
     s.add_argument("--out", help="where to write it (default: RUN/FUNCTION.patch; - for "
                                  "stdout)")
+    s.add_argument("--kernel", help="export this kernel file (e.g. one of the run's candidates) "
+                                    "instead of the best")
     s.add_argument("--runs-dir", help="runs folder to look the run id up in")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_export)

@@ -53,7 +53,8 @@ class Promoted:
 
 
 def _is_float_literal(t: str) -> bool:
-    return bool(_FLOAT_LIT.match(t.replace("'", "")))
+    # tree-sitter's literal may carry its sign (`-2.f`)
+    return bool(_FLOAT_LIT.match(t.replace("'", "").lstrip("+-")))
 
 
 def promote(text: str, *, first_line: int = 1, where: str = "") -> Promoted:
@@ -99,7 +100,7 @@ def promote(text: str, *, first_line: int = 1, where: str = "") -> Promoted:
                 if s[-1] in "fF":  # hex integers never match: a hex float needs its `p`
                     edits.append((n.end_byte - 1, n.end_byte, ""))
                 try:
-                    v = abs(float(s.rstrip("fF"))) if not s.lower().startswith("0x") else None
+                    v = abs(float(s.rstrip("fF"))) if "x" not in s.lower() else None
                 except ValueError:
                     v = None
                 if v is not None and (v >= 1e38 or 0 < v < 1.2e-38):
