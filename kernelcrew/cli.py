@@ -410,9 +410,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     res = make_patch(spec, best.read_text(), (run_dir / "baseline.cpp").read_text())
     out = Path(args.out) if args.out else run_dir / f"{spec.origin.function}.patch"
     if not res.patch:
-        msg = "the best kernel is the baseline: nothing to patch"
+        msg = ("the kernel's code is the baseline's: nothing to patch" +
+               (f"; compile with: {' '.join(res.flags)} (new: {' '.join(res.added_flags)})"
+                if res.added_flags else ""))
         if args.json:
-            _print_json({"patch": None, "reason": msg})
+            _print_json({"patch": None, "reason": msg, "flags": res.flags,
+                         "added_flags": res.added_flags})
         else:
             print(msg)
         return 0
