@@ -161,8 +161,8 @@ def test_promotion_rewrites_syntax_not_text():
         "  double floaty = exp(x) * 1e-5 + 0x1fu + DBL_EPSILON; // float stays\n"
         "  const char* s = \"float 1.0f\";\n"
         "  return floaty * SCALE + (double)n + fabs(-2.);\n}\n")
-    assert res.warnings == ["f.c:3: float-specific constant FLT_EPSILON becomes DBL_EPSILON "
-                            "in the float64 reference"]
+    assert res.warnings == [("f.c:3: float-specific constant FLT_EPSILON becomes DBL_EPSILON "
+                            "in the float64 reference")]
 
 
 def _one_line_error(p) -> str:

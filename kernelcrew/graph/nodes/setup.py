@@ -13,6 +13,7 @@ from langgraph.runtime import Runtime
 from kernelcrew.errors import InputError
 from kernelcrew.graph.context import RunContext, runs_root
 from kernelcrew.graph.nodes.common import ctx_of, kernel_suffix
+from kernelcrew.graph.nodes.write import missing_baseline, write_baseline
 from kernelcrew.graph.services import tools_for
 from kernelcrew.graph.state import CrewState
 from kernelcrew.graph.nodes.write import missing_baseline, write_baseline

@@ -28,7 +28,6 @@ from kernelcrew.kernels.importer.source import (
     Function,
     Param,
     SourceFile,
-    UnresolvedMacro,
     closure,
     find_function,
     join_continuations,
@@ -378,10 +377,7 @@ def import_function(req: ImportRequest) -> ImportResult:
     if ret is not None and ret.startswith("unsupported:"):
         raise _err(sf, fn.line, f"{fn.name} returns {ret.split(':', 1)[1]!r}; only void or a "
                                 "float/double/int result can be imported")
-    try:
-        items = closure(sf, fn, skip=set(req.defines))
-    except UnresolvedMacro:
-        raise
+    items = closure(sf, fn, skip=set(req.defines))  # UnresolvedMacro: one line, exit 2
     op_name = req.name or re.sub(r"[^a-z0-9_]", "_", fn.name.lower())
     if not re.fullmatch(r"[a-z0-9_]+", op_name):
         raise InputError(f"--name {op_name!r}: use lowercase letters, digits and _",
@@ -453,7 +449,7 @@ def import_function(req: ImportRequest) -> ImportResult:
         put("\n// generated: kernelcrew's calling convention (inputs, outputs, scalars, "
             "int64_t sizes)", None)
         put(entry_text, None)
-        return "\n".join(lines) + ("\n" if not lines[-1] == "" else ""), origin
+        return "\n".join(lines) + ("\n" if lines[-1] != "" else ""), origin
 
     body, line_map = assemble(texts, _entry(fn, roles, entry, ret, float64=False))
     front = _front(entry, flags)
@@ -600,14 +596,14 @@ def _op_yaml(*, op_name, fn, src, sig, shapes, roles, sizes, cost_bytes, flops, 
         return "[" + ", ".join(_yaml_str(d) if "," in d else d for d in shapes[name]) + "]"
 
     lines = [
-        f"# Imported from {src.name} by `kernelcrew import` (function {fn.name}, line "
-        f"{fn.line}).",
-        "# Generated fields are a starting point: check the shapes, the groups and the "
-        "tolerance.",
+        (f"# Imported from {src.name} by `kernelcrew import` (function {fn.name}, line "
+        f"{fn.line})."),
+        ("# Generated fields are a starting point: check the shapes, the groups and the "
+        "tolerance."),
         f"name: {op_name}",
         f"description: {_yaml_str(f'{fn.name} from {src.name}')}",
-        f"family: {family}                  # tag for experience retrieval; edit to "
-        "elementwise, reduction, matmul, ...",
+        (f"family: {family}                  # tag for experience retrieval; edit to "
+        "elementwise, reduction, matmul, ..."),
         f"sizes: [{', '.join(sizes)}]",
         "inputs:",
     ]
@@ -623,8 +619,8 @@ def _op_yaml(*, op_name, fn, src, sig, shapes, roles, sizes, cost_bytes, flops, 
         lines.append("scalars:")
         lines += [f"  {r.param.name}: {{dtype: {r.dtype}, value: {r.value!r}}}" for r in scal]
     lines += [
-        "# estimated from the code: bytes = every array read or written once, flops = "
-        "float operations in the loops",
+        ("# estimated from the code: bytes = every array read or written once, flops = "
+        "float operations in the loops"),
         f"cost: {{bytes: {_yaml_str(cost_bytes)}, flops: {_yaml_str(flops)}}}",
         "# float32 against a float64 reference; edit to what your application accepts",
         f"tolerance: {{rtol: {tol[0]}, atol: {tol[1]}}}",
@@ -639,8 +635,8 @@ def _op_yaml(*, op_name, fn, src, sig, shapes, roles, sizes, cost_bytes, flops, 
         lines.append(f"  unaligned: {{weight: 0.5,  cases: [{', '.join(_flow(c) for c in unaligned)}]}}")
     lines += [
         "baselines: {cpu: baseline.cpp}",
-        "origin:                           # where the baseline came from "
-        "(`kernelcrew export RUN --patch` reads it)",
+        ("origin:                           # where the baseline came from "
+        "(`kernelcrew export RUN --patch` reads it)"),
         f"  source: {_yaml_str(str(src))}",
         f"  function: {fn.name}",
         f"  line: {fn.line}",

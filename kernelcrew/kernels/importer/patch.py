@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelcrew.errors import InputError
-from kernelcrew.kernels.kernelfile import parse_kernel_text
 from kernelcrew.kernels.importer.source import Item, SourceFile, load_source, source_of_text
+from kernelcrew.kernels.kernelfile import parse_kernel_text
 from kernelcrew.kernels.spec import OpSpec
 
 _RESTRICT = re.compile(r"\b(__restrict__|__restrict|restrict)\b")
@@ -196,7 +196,7 @@ def _apply(orig: SourceFile, replace: list[tuple[Item, str]], added: list[str],
                 and not it.conditional]
         at = incs[-1].end if incs else 0
         text = "".join(f"#include <{h}>\n" for h in headers)
-        if incs and not data[at - 1:at] == b"\n":
+        if incs and data[at - 1:at] != b"\n":
             text = "\n" + text
         edits.append((at, at, text))
     out, pos = [], 0

@@ -253,9 +253,7 @@ def _param(sf: SourceFile, p: Node) -> Param:
     d = p.child_by_field_name("declarator")
     name = ""
     while d is not None:
-        if d.type == "pointer_declarator":
-            pointer += 1
-        elif d.type == "array_declarator":
+        if d.type == "pointer_declarator" or d.type == "array_declarator":
             pointer += 1
         elif d.type == "reference_declarator":
             raise InputError(f"line {line}: reference parameter {text!r} is not supported; "
