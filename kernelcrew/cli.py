@@ -388,9 +388,9 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from kernelcrew.evals.timeline import find_run_dir
     from kernelcrew.kernels.importer.patch import make_patch
     from kernelcrew.kernels.spec import load_op
+    from kernelcrew.report.timeline import find_run_dir
 
     if not args.patch:
         raise InputError("say what to export: --patch (a diff against the imported file)")

@@ -16,7 +16,6 @@ from kernelcrew.graph.nodes.common import ctx_of, kernel_suffix
 from kernelcrew.graph.nodes.write import missing_baseline, write_baseline
 from kernelcrew.graph.services import tools_for
 from kernelcrew.graph.state import CrewState
-from kernelcrew.graph.nodes.write import missing_baseline, write_baseline
 from kernelcrew.kernels.kernelfile import load_kernel, validate_against
 from kernelcrew.kernels.spec import load_op
 from kernelcrew.tools.backends.backend import get_backend

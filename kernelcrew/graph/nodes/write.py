@@ -10,9 +10,9 @@ from pathlib import Path
 from kernelcrew.errors import AgentUnavailable, InputError
 from kernelcrew.graph.context import RunContext
 from kernelcrew.graph.services import RunTools
-from kernelcrew.graph.trace import emit
 from kernelcrew.kernels.kernelfile import parse_kernel_text
 from kernelcrew.kernels.spec import OpSpec
+from kernelcrew.trace import emit
 
 C_TYPES = {"float32": "float", "float64": "double", "float16": "_Float16", "int32": "int32_t",
            "int64": "int64_t"}
