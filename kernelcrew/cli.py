@@ -369,19 +369,20 @@ def cmd_import(args: argparse.Namespace) -> int:
         flags=args.flags.split() if args.flags else None,
         out=Path(args.out) if args.out else None, name=args.name,
         reference=Path(args.reference) if args.reference else None,
-        family=args.family or "imported", force=args.force)
+        family=args.family or "imported", force=args.force, grid=args.grid or [],
+        block=args.block or [], shared_bytes=args.shared_bytes)
     res = import_function(req)
     if args.json:
         _print_json({"folder": str(res.folder), "op": res.op_name, "entry": res.entry,
                      "reference": res.reference, "warnings": res.warnings, "notes": res.notes})
         return 0
-    print(f"wrote {res.folder}: op.yaml, baseline.cpp (entry {res.entry}), reference.py"
+    print(f"wrote {res.folder}: op.yaml, {res.baseline} (entry {res.entry}), reference.py"
           + (" (float64 build of the same code)" if res.reference == "derived" else ""))
     for w in res.warnings:
         print(f"  warning: {w}")
     for n in res.notes:
         print(f"  note: {n}")
-    print(f"next: kernelcrew check {res.folder} {res.folder}/baseline.cpp")
+    print(f"next: kernelcrew check {res.folder} {res.folder}/{res.baseline}")
     return 0
 
 
@@ -404,10 +405,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         else run_dir / "best.cpp"
     if args.kernel:
         best = Path(args.kernel)
-    if not best.exists() or best.suffix != ".cpp":
-        raise InputError("the run has no CPU best kernel to export", path=best)
+    if not best.exists() or best.suffix not in (".cpp", ".cu"):
+        raise InputError("the run has no best kernel file to export", path=best)
     spec = load_op(ctx["operator"])
-    res = make_patch(spec, best.read_text(), (run_dir / "baseline.cpp").read_text())
+    res = make_patch(spec, best.read_text(), (run_dir / f"baseline{best.suffix}").read_text())
     out = Path(args.out) if args.out else run_dir / f"{spec.origin.function}.patch"
     if not res.patch:
         msg = ("the kernel's code is the baseline's: nothing to patch" +
@@ -558,6 +559,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a macro the build defines (e.g. -D flags of your project)")
     s.add_argument("--flags", help='the baseline\'s compiler flags (default "-O2", plus '
                                   '-fopenmp when the code has OpenMP pragmas)')
+    s.add_argument("--grid", action="append", metavar="EXPR,...",
+                   help="CUDA: the launch grid in the sizes, e.g. 'ceil_div(n, 256)'")
+    s.add_argument("--block", action="append", metavar="N,...", help="CUDA: the block, e.g. 256")
+    s.add_argument("--shared-bytes", help="CUDA: dynamic shared memory bytes (default 0)")
     s.add_argument("--reference", help="your own reference.py (default: a float64 build "
                                        "of the same code)")
     s.add_argument("--name", help="operator name (default: the function's)")

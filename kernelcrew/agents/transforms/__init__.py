@@ -130,7 +130,8 @@ def entries(kf: KernelFile) -> list[str]:
     its helpers), or every launched kernel."""
     if kf.backend == "cpu":
         return [kf.meta.entry, *callees(kf.body, kf.meta.entry)] if kf.meta.entry else []
-    return list(dict.fromkeys(lc.kernel for lc in kf.meta.launch))
+    kernels = list(dict.fromkeys(lc.kernel for lc in kf.meta.launch))
+    return list(dict.fromkeys([*kernels, *(c for k in kernels for c in callees(kf.body, k))]))
 
 
 def callees(body: str, entry: str) -> list[str]:

@@ -23,6 +23,13 @@ from pathlib import Path
 from kernelcrew.errors import ExprError, InputError, PolicyViolation
 from kernelcrew.kernels.expr import evaluate, names_in
 from kernelcrew.kernels.importer.cost import estimate_flops
+from kernelcrew.kernels.importer.cuda import (
+    EMULATION,
+    check_emulable,
+    device_text,
+    emulation_entry,
+    nvcc_check,
+)
 from kernelcrew.kernels.importer.promote import FLOAT_MATH, promote
 from kernelcrew.kernels.importer.source import (
     Function,
@@ -34,7 +41,7 @@ from kernelcrew.kernels.importer.source import (
     load_source,
     system_includes,
 )
-from kernelcrew.kernels.policy import CPU_INCLUDES, check_source
+from kernelcrew.kernels.policy import CPU_INCLUDES, CUDA_INCLUDES, check_source
 
 DTYPE_OF = {"float": "float32", "double": "float64", "int": "int32", "int32_t": "int32",
             "int64_t": "int64", "long long": "int64", "long": "int64", "_Float16": "float16",
@@ -74,6 +81,7 @@ class ImportResult:
     warnings: list[str]
     notes: list[str]
     reference: str  # derived | given
+    baseline: str = "baseline.cpp"  # or baseline.cu
 
 
 def _err(sf: SourceFile, line: int, msg: str) -> InputError:
@@ -231,7 +239,8 @@ def fn_returns(sf: SourceFile, fn: Function) -> str | None:
     head = sf.data[fn.start:fn.body_start].decode()
     head = head[:head.find(fn.name)] if fn.name in head else head
     head = re.sub(r"\b(static|inline|extern|__inline__|__attribute__\s*\(\(.*?\)\)|"
-                  r"\"C\"|constexpr)\b", " ", head)
+                  r"\"C\"|constexpr|__global__|__device__|__host__|__forceinline__|"
+                  r"__noinline__)\b|__launch_bounds__\s*\((?:[^()]|\([^()]*\))*\)", " ", head)
     words = " ".join(head.split())
     if words in ("", "void"):
         return None
@@ -240,7 +249,10 @@ def fn_returns(sf: SourceFile, fn: Function) -> str | None:
 
 # ---------------------------------------------------------------- code generation
 
-def _entry(fn: Function, roles: list[Role], entry: str, ret: str | None, *, float64: bool) -> str:
+def _entry(fn: Function, roles: list[Role], entry: str, ret: str | None, *, float64: bool,
+           cuda: bool = False, launch: tuple[list[str], list[str]] | None = None) -> str:
+    """The generated entry: CPU (`cuda=False`), CUDA `__global__` (`cuda=True`), or with
+    `launch` the CPU emulation of a CUDA launch (float64 reference)."""
     def ctype(dtype: str) -> str:
         return "double" if float64 and dtype in ("float32", "float16") else C_TYPE[dtype]
 
@@ -269,7 +281,7 @@ def _entry(fn: Function, roles: list[Role], entry: str, ret: str | None, *, floa
         if r.kind != "size":
             continue
         p = r.param
-        decl.append(f"int64_t {p.name}")
+        decl.append(f"{'long long' if cuda else 'int64_t'} {p.name}")
         base = _base(p)
         lim = SIZE_TYPES[base]
         if lim is not None:
@@ -277,12 +289,15 @@ def _entry(fn: Function, roles: list[Role], entry: str, ret: str | None, *, floa
             cond = [f"{p.name} < {lo}" if lo != "0" else f"{p.name} < 0"]
             if hi is not None:
                 cond.append(f"{p.name} > {hi}")
-            pre.insert(0, f"  if ({' || '.join(cond)}) __builtin_trap();  "
-                          f"// {fn.name} takes `{p.text}`")
+            trap = "__trap()" if cuda else "__builtin_trap()"
+            pre.insert(0, f"  if ({' || '.join(cond)}) {trap};  // {fn.name} takes `{p.text}`")
         args[p.name] = f"({base}){p.name}" if base != "int64_t" else p.name
     call = f"{fn.name}({', '.join(args[p.name] for p in fn.params)})"
+    if launch is not None:
+        return emulation_entry(entry, decl, call, pre, *launch)
     body = "\n".join(pre + [f"  result[0] = {call};" if ret is not None else f"  {call};"])
-    return f'extern "C" void {entry}({", ".join(decl)}) {{\n{body}\n}}\n'
+    kind = "__global__ void" if cuda else "void"
+    return f'extern "C" {kind} {entry}({", ".join(decl)}) {{\n{body}\n}}\n'
 
 
 def _c_expr(e: str) -> str:
@@ -355,19 +370,22 @@ class ImportRequest:
     reference: Path | None = None  # a reference.py the user wrote
     family: str = "imported"
     force: bool = False
+    grid: list[str] = field(default_factory=list)  # CUDA launch: expressions in the sizes
+    block: list[str] = field(default_factory=list)
+    shared_bytes: str | None = None
 
 
 def import_function(req: ImportRequest) -> ImportResult:
     src = Path(req.source).resolve()
-    if src.suffix.lower() in (".cu", ".cuh"):
-        raise InputError("CUDA sources: import the __global__ function's host-side twin, or "
-                         "write the kernel file by hand (`kernelcrew new`); the CUDA import "
-                         "is not available yet", path=src)
     sf = load_source(src)
     fn = find_function(sf, req.function)
-    if fn.is_global:
-        raise _err(sf, fn.line, f"{fn.name} is a CUDA __global__ function; the CUDA import is "
-                                "not available yet")
+    cuda = fn.is_global
+    if cuda and not req.block:
+        raise _err(sf, fn.line, f"{fn.name} is a CUDA __global__ function: give its launch, "
+                                "e.g. --grid 'ceil_div(n, 256)' --block 256")
+    if not cuda and (req.grid or req.block):
+        raise _err(sf, fn.line, f"{fn.name} is not a __global__ function: --grid/--block are "
+                                "for CUDA kernels")
     if not req.cases:
         raise InputError("give at least one typical case: --case SIZE=VALUE,SIZE=VALUE",
                          field="--case")
@@ -378,6 +396,15 @@ def import_function(req: ImportRequest) -> ImportResult:
         raise _err(sf, fn.line, f"{fn.name} returns {ret.split(':', 1)[1]!r}; only void or a "
                                 "float/double/int result can be imported")
     items = closure(sf, fn, skip=set(req.defines))  # UnresolvedMacro: one line, exit 2
+    launch: tuple[list[str], list[str]] = ([], [])
+    if cuda:
+        if any(r.kind == "inout" for r in roles):
+            raise _err(sf, fn.line, "a CUDA kernel's array that is read and written is not "
+                                    "supported by the import; give it as an output only if it "
+                                    "is not read")
+        launch = (_launch_exprs(req.grid or ["1"], "--grid", roles),
+                  _launch_exprs(req.block, "--block", roles))
+        _launch_exprs([req.shared_bytes or "0"], "--shared-bytes", roles)
     op_name = req.name or re.sub(r"[^a-z0-9_]", "_", fn.name.lower())
     if not re.fullmatch(r"[a-z0-9_]+", op_name):
         raise InputError(f"--name {op_name!r}: use lowercase letters, digits and _",
@@ -415,17 +442,25 @@ def import_function(req: ImportRequest) -> ImportResult:
                                     "int can index; the original code may overflow there")
 
     data = sf.data
-    texts = [(it, join_continuations(it.text(data)).rstrip()) for it in items]
-    includes = _includes(sf)
+    texts = [(it, join_continuations(device_text(fn, sf) if cuda and it is fn.item
+                                     else it.text(data)).rstrip()) for it in items]
+    for it, _t in texts:
+        if cuda and it is not fn.item and it.node_type == "function_definition" and \
+                "__global__" in it.text(data).split("{", 1)[0]:
+            raise _err(sf, it.line, f"{fn.name} needs another __global__ function "
+                                    f"({'/'.join(it.defines)}); import kernels that launch "
+                                    "nothing")
+    includes = _includes(sf, cuda=cuda)
     is_c = src.suffix.lower() == ".c"
     uses_restrict = any(re.search(r"\brestrict\b", t) for _, t in texts)
     uses_omp = any(re.search(r"#\s*pragma\s+omp\b|\bomp_\w+\s*\(", t) for _, t in texts)
+    calls_omp = any(re.search(r"\bomp_\w+\s*\(", t) for _, t in texts)
     preamble = [f"#include <{h}>" for h in includes]
     if uses_restrict:
         preamble.append("#define restrict __restrict__  // C99 `restrict` in C++")
     preamble += [f"#define {k} {v}  // --define" for k, v in req.defines.items()]
-    flags = list(req.flags) if req.flags else ["-O2"]
-    if uses_omp and "-fopenmp" not in flags:
+    flags = list(req.flags) if req.flags else (["-O3"] if cuda else ["-O2"])
+    if uses_omp and not cuda and "-fopenmp" not in flags:
         flags.append("-fopenmp")
     if is_c and "-fpermissive" in flags:
         flags.remove("-fpermissive")
@@ -447,15 +482,21 @@ def import_function(req: ImportRequest) -> ImportResult:
             put(f"\n// {src.name}:{it.line}", None)
             put(text, it.line)
         put("\n// generated: kernelcrew's calling convention (inputs, outputs, scalars, "
-            "int64_t sizes)", None)
+            f"{'long long' if cuda else 'int64_t'} sizes)", None)
         put(entry_text, None)
         return "\n".join(lines) + ("\n" if lines[-1] != "" else ""), origin
 
-    body, line_map = assemble(texts, _entry(fn, roles, entry, ret, float64=False))
-    front = _front(entry, flags)
+    body, line_map = assemble(texts, _entry(fn, roles, entry, ret, float64=False, cuda=cuda))
+    if cuda:
+        front = _cuda_front(entry, flags, launch, req.shared_bytes or "0", sig, roles, sizes)
+    else:
+        front = _front(entry, flags)
     baseline = front + body
-    _check_policy(sf, body, line_map, front.count("\n"))
-    _syntax_check(sf, baseline, line_map, front.count("\n"))
+    _check_policy(sf, body, line_map, front.count("\n"), "cuda" if cuda else "cpu")
+    if cuda:
+        nvcc_check(sf, baseline, line_map, front.count("\n"))
+    else:
+        _syntax_check(sf, baseline, line_map, front.count("\n"))
 
     # cost model
     helpers = {n: t for it, t in texts if it.node_type == "function_definition"
@@ -463,6 +504,12 @@ def import_function(req: ImportRequest) -> ImportResult:
     fn_text = join_continuations(fn.item.text(data))
     flops = estimate_flops(fn_text, helpers, set(sizes), where=src.name, first_line=fn.line)
     notes += flops.notes
+    if cuda and "1" in flops.terms:  # straight-line work runs once per thread
+        outs = [shapes[n] for n, k, _ in sig if k == "output"]
+        per = "*".join(outs[0]) if outs else "1"
+        flops.terms[per] = flops.terms.get(per, 0) + flops.terms.pop("1")
+        notes.append(f"cost: the kernel's straight-line flops counted once per element of "
+                     f"the first output ({per})")
     byte_terms: dict[str, int] = {}
     for name, kind, dtype in sig:
         key = "*".join(f"({d})" if re.search(r"[+\-]", d) else d for d in shapes[name]) or "1"
@@ -473,14 +520,22 @@ def import_function(req: ImportRequest) -> ImportResult:
     reference_kind = "given" if req.reference else "derived"
     promoted_texts = []
     if not req.reference:
+        if cuda:
+            check_emulable(sf, texts)
         for it, text in texts:
             pr = promote(text, first_line=it.line, where=src.name)
             warnings += [w for w in pr.warnings if w not in warnings]
             promoted_texts.append((it, pr.text))
-        ref_pre = _entry(fn, roles, entry, ret, float64=True)
-        ref_body, _ = assemble(promoted_texts, ref_pre)
-        ref_body = ref_body.replace("#include <climits>", "#include <climits>\n#include "
-                                    "<cfloat>", 1)
+        ref_pre = _entry(fn, roles, entry, ret, float64=True, launch=launch if cuda else None)
+        if cuda:
+            ref_body = EMULATION + "\n".join(
+                [f"#define {k} {v}" for k, v in req.defines.items()]
+                + [f"\n// {src.name}:{it.line}\n{t}" for it, t in promoted_texts]
+                + ["", ref_pre])
+        else:
+            ref_body, _ = assemble(promoted_texts, ref_pre)
+            ref_body = ref_body.replace("#include <climits>", "#include <climits>\n#include "
+                                        "<cfloat>", 1)
 
     reductions = bool(re.search(r"\+=|\bsum\b|\bacc", fn_text)) or bool(flops.terms) and any(
         k.count("*") >= 2 for k in flops.terms)
@@ -492,7 +547,8 @@ def import_function(req: ImportRequest) -> ImportResult:
     unaligned = _dedupe(unaligned_cases(typical), typical + boundary)
 
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "baseline.cpp").write_text(baseline)
+    base_name = "baseline.cu" if cuda else "baseline.cpp"
+    (folder / base_name).write_text(baseline)
     if req.reference:
         shutil.copyfile(req.reference, folder / "reference.py")
     else:
@@ -500,27 +556,78 @@ def import_function(req: ImportRequest) -> ImportResult:
             "// kernelcrew import: the float64 build of the baseline (float promoted to double "
             "on the syntax tree).\n" + ref_body)
         (folder / "reference.py").write_text(_reference_py(src, fn, entry, sig, shapes, roles,
-                                                           sizes, uses_omp))
+                                                           sizes, calls_omp))
     (folder / "op.yaml").write_text(_op_yaml(
         op_name=op_name, fn=fn, src=src, sig=sig, shapes=shapes, roles=roles, sizes=sizes,
         cost_bytes=cost_bytes, flops=flops.expr(), tol=tol, typical=typical,
         boundary=boundary, unaligned=unaligned, reference=reference_kind, warnings=warnings,
         notes=notes, family=req.family, digest=hashlib.sha256(data).hexdigest(), entry=entry,
-        flags=flags))
-    return ImportResult(folder, op_name, entry, warnings, notes, reference_kind)
+        flags=flags, backend="cuda" if cuda else "cpu", base_name=base_name))
+    return ImportResult(folder, op_name, entry, warnings, notes, reference_kind, base_name)
 
 
 CXX_HEADER = {"float.h": "cfloat", "limits.h": "climits", "string.h": "cstring",
               "stdlib.h": "cstdlib"}
 
 
-def _includes(sf: SourceFile) -> list[str]:
+def _includes(sf: SourceFile, cuda: bool = False) -> list[str]:
+    allowed = CUDA_INCLUDES if cuda else CPU_INCLUDES
+    always = ["stdint.h", "climits"] if cuda else ALWAYS
     out = []
     for h, _line in system_includes(sf):
-        h = h if h in CPU_INCLUDES else CXX_HEADER.get(h, h)
-        if h in CPU_INCLUDES and h not in out and h not in ALWAYS:
+        h = h if h in allowed else CXX_HEADER.get(h, h)
+        if h in allowed and h not in out and h not in always:
             out.append(h)
-    return out + [h for h in ALWAYS]
+    return out + always
+
+
+def _launch_exprs(exprs: list[str], flag: str, roles: list[Role]) -> list[str]:
+    sizes = {r.param.name for r in roles if r.kind == "size"}
+    out = [e.strip() for item in exprs for e in _split_top(item) if e.strip()]
+    if not 1 <= len(out) <= 3:
+        raise InputError(f"{flag} {' '.join(exprs)!r}: give one to three dimensions",
+                         field=flag)
+    for e in out:
+        try:
+            unknown = names_in(e) - sizes
+        except ExprError as err:
+            raise InputError(f"{flag} {e!r}: {err}", field=flag) from None
+        if unknown:
+            raise InputError(f"{flag} {e!r}: {sorted(unknown)} are not sizes of the kernel "
+                             f"({', '.join(sorted(sizes))})", field=flag)
+    return out
+
+
+def _split_top(text: str) -> list[str]:
+    """`ceil_div(n, 256), 4` -> two dimensions: commas inside parentheses stay."""
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+            continue
+        depth += ch == "("
+        depth -= ch == ")"
+        cur += ch
+    return [*parts, cur]
+
+
+def _cuda_front(entry: str, flags: list[str], launch: tuple[list[str], list[str]],
+                shared: str, sig, roles: list[Role], sizes: list[str]) -> str:
+    def q(e: str) -> str:
+        return _yaml_str(e) if not re.fullmatch(r"[\w*+ ]+", e) else e
+
+    args = [n for n, _k, _d in sig] + [r.param.name for r in roles if r.kind == "scalar"] \
+        + sizes
+    return ("/* kernelcrew\n"
+            f"flags: [{', '.join(flags)}]\n"
+            "launch:\n"
+            f"  - kernel: {entry}\n"
+            f"    grid: [{', '.join(q(e) for e in launch[0])}]\n"
+            f"    block: [{', '.join(q(e) for e in launch[1])}]\n"
+            f"    shared_bytes: {q(shared)}\n"
+            f"    args: [{', '.join(args)}]\n"
+            "*/\n")
 
 
 def _front(entry: str, flags: list[str]) -> str:
@@ -534,9 +641,10 @@ def _orig_line(line_map: list[int | None], body_line: int) -> int | None:
     return None
 
 
-def _check_policy(sf: SourceFile, body: str, line_map: list[int | None], offset: int) -> None:
+def _check_policy(sf: SourceFile, body: str, line_map: list[int | None], offset: int,
+                  backend: str = "cpu") -> None:
     try:
-        check_source(body, "cpu")
+        check_source(body, backend)
     except PolicyViolation as e:
         msg = str(e)
         m = re.match(r"line (\d+): (.*)", msg)
@@ -591,7 +699,7 @@ def _flow(d: dict) -> str:
 
 def _op_yaml(*, op_name, fn, src, sig, shapes, roles, sizes, cost_bytes, flops, tol, typical,
              boundary, unaligned, reference, warnings, notes, family, digest, entry,
-             flags) -> str:
+             flags, backend="cpu", base_name="baseline.cpp") -> str:
     def shape(name: str) -> str:
         return "[" + ", ".join(_yaml_str(d) if "," in d else d for d in shapes[name]) + "]"
 
@@ -634,7 +742,7 @@ def _op_yaml(*, op_name, fn, src, sig, shapes, roles, sizes, cost_bytes, flops, 
         lines.append("  # generated: the smallest typical case with even sizes made odd")
         lines.append(f"  unaligned: {{weight: 0.5,  cases: [{', '.join(_flow(c) for c in unaligned)}]}}")
     lines += [
-        "baselines: {cpu: baseline.cpp}",
+        f"baselines: {{{backend}: {base_name}}}",
         ("origin:                           # where the baseline came from "
         "(`kernelcrew export RUN --patch` reads it)"),
         f"  source: {_yaml_str(str(src))}",

@@ -74,8 +74,9 @@ def make_patch(spec: OpSpec, best_text: str, baseline_text: str) -> PatchResult:
     if origin.sha256 and hashlib.sha256(orig.data).hexdigest() != origin.sha256:
         notes.append(f"{src_path.name} changed since it was imported; the patch is made "
                      "against its current text")
-    best_kf = parse_kernel_text(best_text, "cpu")
-    base_kf = parse_kernel_text(baseline_text, "cpu")
+    backend = "cuda" if "cuda" in spec.baselines and "cpu" not in spec.baselines else "cpu"
+    best_kf = parse_kernel_text(best_text, backend)
+    base_kf = parse_kernel_text(baseline_text, backend)
     best = source_of_text(best_kf.body, Path("best.cpp"))
     base = source_of_text(base_kf.body, Path("baseline.cpp"))
 
@@ -120,6 +121,8 @@ def make_patch(spec: OpSpec, best_text: str, baseline_text: str) -> PatchResult:
         key = _key(it)
         if key in generated:
             continue
+        if key == fn_key and backend == "cuda":
+            text = _as_global(text, orig_by_key[fn_key].text(orig.data))
         if key in orig_by_key:
             o = orig_by_key[key]
             if _norm(o.text(orig.data)) != _norm(text):
@@ -153,6 +156,13 @@ def make_patch(spec: OpSpec, best_text: str, baseline_text: str) -> PatchResult:
             f"with `patch -p1` or `git apply`.\n"
             f"Compile {rel} with: {' '.join(flags)}"
             + (f" (new: {' '.join(added_flags)})" if added_flags else "") + "\n")
+    for lc in best_kf.meta.launch:
+        def sub(e: object) -> str:
+            return re.sub(r"\b\w+\b", lambda m: str(knobs.get(m.group(0), m.group(0))),
+                          str(e))
+        head += (f"Launch {origin.function} with grid ({', '.join(sub(g) for g in lc.grid)}), "
+                 f"block ({', '.join(sub(b) for b in lc.block)}), dynamic shared memory "
+                 f"{sub(lc.shared_bytes)} bytes.\n")
     for n in notes:
         head += f"Note: {n}\n"
     return PatchResult(head + "\n" + "".join(diff) if diff else "", root, rel, flags,
@@ -162,6 +172,17 @@ def make_patch(spec: OpSpec, best_text: str, baseline_text: str) -> PatchResult:
 C_HEADERS = {"cmath": "math.h", "cstdint": "stdint.h", "cstddef": "stddef.h",
              "climits": "limits.h", "cfloat": "float.h", "cstring": "string.h",
              "cstdlib": "stdlib.h"}
+
+
+def _as_global(new: str, old: str) -> str:
+    """The imported kernel's `__device__` (the generated entry calls it) back to `__global__`,
+    with the original's launch bounds."""
+    head, brace, body = new.partition("{")
+    head = re.sub(r"\b__device__\b", "__global__", head, count=1)
+    bounds = re.search(r"__launch_bounds__\s*\((?:[^()]|\([^()]*\))*\)", old.split("{", 1)[0])
+    if bounds and "__launch_bounds__" not in head:
+        head = head.replace("__global__", f"__global__ {bounds.group(0)}", 1)
+    return head + brace + body
 
 
 def _lines(text: str) -> list[str]:

@@ -61,6 +61,7 @@ class Item:
     uses: set[str]
     conditional: bool  # under #if/#ifdef
     is_prototype: bool = False
+    node_start: int = -1  # the syntax node's start (after CUDA words the parser skips)
 
     def text(self, data: bytes) -> str:
         return data[self.start:self.end].decode()
@@ -176,10 +177,20 @@ def _collect(sf: SourceFile, node: Node, conditional: bool) -> None:
         elif t in ("struct_specifier", "enum_specifier", "union_specifier"):
             defines |= _type_names(child, data)
         uses = _idents(child, data) - defines
-        start = child.start_byte
-        # a function's leading attributes/template live in the same node; keep the line start
+        start = _with_cuda_words(data, child.start_byte)
         sf.items.append(Item(t, start, child.end_byte, sf.line_of(start), defines, uses,
-                             conditional, proto))
+                             conditional, proto, child.start_byte))
+
+
+_LEADING_CUDA = re.compile(
+    rb"(?:(?:__global__|__device__|__host__|__forceinline__|__noinline__|__constant__|"
+    rb"__managed__|__launch_bounds__\s*\((?:[^()]|\([^()]*\))*\))\s*)+\Z")
+
+
+def _with_cuda_words(data: bytes, start: int) -> int:
+    """The start of an item including the CUDA words before it (blanked for the parser)."""
+    m = _LEADING_CUDA.search(data[max(0, start - 300):start])
+    return start - (len(m.group(0)) if m else 0)
 
 
 def _type_names(spec: Node, data: bytes) -> set[str]:
@@ -225,14 +236,14 @@ def find_function(sf: SourceFile, name: str) -> Function:
         params = []
     body = node.child_by_field_name("body")
     head = sf.data[item.start:body.start_byte] if body is not None else b""
-    is_global = b"__global__" in head
+    is_global = re.search(rb"\b__global__\b", head) is not None
     return Function(name, item.line, item.start, item.end,
                     body.start_byte if body is not None else item.end, params, is_global, item)
 
 
 def _node_at(sf: SourceFile, item: Item) -> Node:
-    n = sf.tree.root_node.descendant_for_byte_range(item.start, item.end)
-    while n is not None and not (n.start_byte == item.start and n.end_byte == item.end
+    n = sf.tree.root_node.descendant_for_byte_range(item.node_start, item.end)
+    while n is not None and not (n.start_byte == item.node_start and n.end_byte == item.end
                                  and n.type == item.node_type):
         n = n.parent
     if n is None:
