@@ -10,6 +10,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import kernelcrew
 from tests.llm.conftest import API_KEY
 from tests.llm.scripted_server import answer
@@ -29,6 +31,7 @@ WRONG_SIZE = FIRST.replace("i < n", "i + 1 < n")  # misses the last element
 assert WRONG_SIZE != FIRST
 
 
+@pytest.mark.slow
 def test_a_reference_only_op_gets_its_baseline_from_the_writer_then_the_crew(serve):
     srv = serve({("writer", "plan"): [answer(FIRST_PLAN)],
                  ("writer", "code"): [answer(code(BROKEN_VADD, 1.0))],

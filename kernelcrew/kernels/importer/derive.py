@@ -421,6 +421,11 @@ def import_function(req: ImportRequest) -> ImportResult:
         shapes["result"] = ["1"]
     notes: list[str] = []
     warnings: list[str] = []
+    for r in roles:
+        if r.kind in ("input", "inout") and r.dtype.startswith("int"):
+            notes.append(f"{r.param.name} is an integer array: default inputs are small "
+                         "integers from -8 to 8; if it holds indices, add an inputs.py with "
+                         "valid ones (see `kernelcrew new`)")
 
     # sizes the entry narrows must fit; int-indexed code must not overflow on the cases
     for i, c in enumerate(req.cases):

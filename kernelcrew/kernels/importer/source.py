@@ -26,7 +26,8 @@ _CUDA_WORDS = re.compile(
     rb"|__managed__)\b|\b__launch_bounds__\s*\((?:[^()]|\([^()]*\))*\)")
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _CONTAINERS = {"preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif",
-               "preproc_elifdef", "linkage_specification", "declaration_list"}
+               "preproc_elifdef", "linkage_specification", "declaration_list",
+               "namespace_definition"}
 _CONDITIONALS = {"preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif",
                  "preproc_elifdef"}
 
@@ -148,7 +149,7 @@ def _collect(sf: SourceFile, node: Node, conditional: bool) -> None:
         if t in _CONTAINERS:
             _collect(sf, child, conditional or t in _CONDITIONALS)
             continue
-        if t in ("comment",):
+        if t in ("comment", "namespace_identifier"):
             continue
         defines: set[str] = set()
         proto = False
