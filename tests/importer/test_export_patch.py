@@ -14,7 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kernelcrew.agents.transforms import apply_transform
+from kernelcrew.kernels.importer.patch import make_patch
 from kernelcrew.kernels.kernelfile import load_kernel
+from kernelcrew.kernels.spec import load_op
 from tests.conftest import kernelcrew
 
 SOURCES = Path(__file__).resolve().parent / "sources"
@@ -105,3 +108,62 @@ def test_import_optimize_export_patch_apply_compile_same_results(tmp_path):
     assert not np.isnan(want).any()
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got, a.astype(np.float64) @ w, rtol=1e-4, atol=1e-4)
+
+
+def _build_and_compare(tmp_path: Path, patched_c: Path, flags: list[str], kernel_text: str):
+    """project_rows from the patched C file and from the kernel file, on the same inputs."""
+    lib = tmp_path / "patched.so"
+    r = subprocess.run(["gcc", "-std=gnu11", *flags, "-shared", "-fPIC", str(patched_c), "-o",
+                        str(lib)], capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    kf_path = tmp_path / "kernel.cpp"
+    kf_path.write_text(kernel_text)
+    kf = load_kernel(kf_path)
+    klib = tmp_path / "kernel.so"
+    r = subprocess.run(["g++", "-std=c++17", *kf.meta.flags, *kf.defines, "-shared", "-fPIC",
+                        str(kf_path), "-o", str(klib)], capture_output=True, text=True,
+                       check=False)
+    assert r.returncode == 0, r.stderr
+    rows, inner, cols = 64, 33, 40
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((rows, inner)).astype(np.float32)
+    w = rng.standard_normal((inner, cols)).astype(np.float32)
+    got, want = (np.full((rows, cols), np.nan, np.float32) for _ in range(2))
+    ptr = ctypes.c_void_p
+    fn = ctypes.CDLL(str(lib)).project_rows
+    fn.argtypes = [ptr, ptr, ptr, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+    fn(got.ctypes.data, a.ctypes.data, w.ctypes.data, rows, inner, cols)
+    entry = getattr(ctypes.CDLL(str(klib)), kf.meta.entry)
+    entry.argtypes = [ptr, ptr, ptr, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]
+    entry(a.ctypes.data, w.ctypes.data, want.ctypes.data, rows, inner, cols)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_a_transformed_kernel_with_a_knob_block_goes_back_into_the_file(tmp_path):
+    """The crew's OpenMP transform (a knob guarded by #ifndef, a threshold branch, pragmas)
+    and its interchange, applied for real to the imported baseline, then exported."""
+    op = tmp_path / "project_rows"
+    p = kernelcrew("import", str(ROWNORM), "--function", "project_rows",
+                   "--shape", "out=rows,cols", "--shape", "inp=rows,inner",
+                   "--shape", "w=inner,cols", "--case", "rows=96,inner=160,cols=128",
+                   "--outputs", "out", "--out", str(op), timeout=120)
+    assert p.returncode == 0, p.stderr
+    base = (op / "baseline.cpp").read_text()
+    best = apply_transform("omp_parallel", base, {"min_work": 1024})
+    assert best is not None and "#ifndef OMP_MIN_WORK" in best
+    res = make_patch(load_op(op), best, base)
+    assert res.patch.count("#define OMP_MIN_WORK") == 1
+    assert "-fopenmp" in res.flags and "project_rows" in res.changed
+    tree = tmp_path / "tree"
+    copy = tree / res.relpath
+    copy.parent.mkdir(parents=True)
+    shutil.copyfile(ROWNORM, copy)
+    (copy.parent / "project_config.h").write_text("\n")
+    (tmp_path / "p.patch").write_text(res.patch)
+    r = subprocess.run(["patch", "-p1", "-i", str(tmp_path / "p.patch")], cwd=tree,
+                       capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    text = copy.read_text()
+    assert "#ifndef OMP_MIN_WORK\n#define OMP_MIN_WORK 1024" in text
+    assert text.count("#pragma omp parallel for") == 2  # rownorm_forward's, and the new one
+    _build_and_compare(tmp_path, copy, res.flags, best)

@@ -137,12 +137,17 @@ def make_patch(spec: OpSpec, best_text: str, baseline_text: str) -> PatchResult:
             continue
         if _norm(text) in orig_texts or _norm(text) in base_texts:
             continue  # a pragma or item that is already in the file
+        if it.block is not None:  # added under #if/#ifndef: the whole block, once
+            text = best.data[it.block[0]:it.block[1]].decode().rstrip()
+            if text in added or _norm(text) in orig_texts:
+                continue
         added.append(text)
         changed.append("/".join(sorted(it.defines)) or text.split("\n")[0][:40])
 
     knobs = best_kf.meta.knobs
+    defined = {n for it in best.items for n in it.defines}
     knob_lines = [f"#ifndef {k}\n#define {k} {v}  // kernelcrew knob\n#endif"
-                  for k, v in knobs.items()]
+                  for k, v in knobs.items() if k not in defined]  # else the kernel has it
     new = _apply(orig, replace, [*knob_lines, *added], headers,
                  orig_by_key[fn_key].start)
     root = repo_root(src_path.resolve())

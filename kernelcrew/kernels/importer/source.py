@@ -63,6 +63,7 @@ class Item:
     conditional: bool  # under #if/#ifdef
     is_prototype: bool = False
     node_start: int = -1  # the syntax node's start (after CUDA words the parser skips)
+    block: tuple[int, int] | None = None  # the outermost #if block holding it, if any
 
     def text(self, data: bytes) -> str:
         return data[self.start:self.end].decode()
@@ -142,15 +143,23 @@ def _declared_names(decl: Node, data: bytes) -> set[str]:
     return out
 
 
-def _collect(sf: SourceFile, node: Node, conditional: bool) -> None:
+_CONDITION_PARTS = {"identifier", "preproc_defined", "binary_expression", "unary_expression",
+                    "parenthesized_expression", "number_literal", "call_expression",
+                    "namespace_identifier", "comment", "char_literal"}
+
+
+def _collect(sf: SourceFile, node: Node, conditional: bool,
+             block: tuple[int, int] | None = None) -> None:
     data = sf.data
     for child in node.named_children:
         t = child.type
         if t in _CONTAINERS:
-            _collect(sf, child, conditional or t in _CONDITIONALS)
+            outer = block or ((child.start_byte, child.end_byte) if t in _CONDITIONALS
+                              else None)
+            _collect(sf, child, conditional or t in _CONDITIONALS, outer)
             continue
-        if t in ("comment", "namespace_identifier"):
-            continue
+        if t in _CONDITION_PARTS:
+            continue  # the condition of an #if, the name of an #ifdef or a namespace
         defines: set[str] = set()
         proto = False
         if t in ("preproc_def", "preproc_function_def"):
@@ -180,7 +189,7 @@ def _collect(sf: SourceFile, node: Node, conditional: bool) -> None:
         uses = _idents(child, data) - defines
         start = _with_cuda_words(data, child.start_byte)
         sf.items.append(Item(t, start, child.end_byte, sf.line_of(start), defines, uses,
-                             conditional, proto, child.start_byte))
+                             conditional, proto, child.start_byte, block))
 
 
 _LEADING_CUDA = re.compile(
