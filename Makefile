@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DEMO_OP ?= add_gelu_muladd
 
-.PHONY: venv test demo bench lint gpu-check clean
+.PHONY: venv test test-slow test-all demo bench lint gpu-check clean
 
 $(STAMP): pyproject.toml
 	@$(PY) -c 'import sys; assert sys.version_info >= (3, 11), "kernelcrew needs Python 3.11+"'
@@ -17,6 +17,12 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 test: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow"
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -m slow
+
+test-all: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 demo: $(STAMP)
@@ -27,6 +33,7 @@ bench: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check kernelcrew tests
+	$(BIN)/python -m kernelcrew.layers
 
 gpu-check:
 	bash scripts/gpu_check.sh

@@ -75,8 +75,8 @@ def print_check(res: Any) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from kernelcrew.tools.check import check
     from kernelcrew.tools.config import Limits
+    from kernelcrew.tools.judge.check import check
 
     bench = _bench_from_args(args)
     limits = Limits(**({"timeout_s": args.timeout} if args.timeout else {}))
@@ -231,7 +231,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
 def cmd_profile(args: argparse.Namespace) -> int:
     from kernelcrew.tools.config import Limits
-    from kernelcrew.tools.profile import ProfileFailed, profile
+    from kernelcrew.tools.observe.profile import ProfileFailed, profile
 
     backend = args.backend or ("cuda" if str(args.kernel or "").endswith((".cu", ".cuh"))
                                else "cpu")
@@ -269,8 +269,8 @@ CACHE_NOTE = {"cold": "the last-level cache flushed before every timed run; band
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from kernelcrew.evals.timeline import list_runs
     from kernelcrew.graph.context import runs_root
+    from kernelcrew.report.timeline import list_runs
 
     root = args.runs_dir or runs_root()
     runs = list_runs(root, limit=args.limit)
@@ -288,7 +288,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from kernelcrew.evals.timeline import find_run_dir, load_run, render_text, timeline_json
+    from kernelcrew.report.timeline import find_run_dir, load_run, render_text, timeline_json
 
     run = load_run(find_run_dir(args.run, args.runs_dir))
     if args.json:
@@ -299,8 +299,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from kernelcrew.evals.report import write_reports
-    from kernelcrew.evals.timeline import find_run_dir
+    from kernelcrew.report.timeline import find_run_dir
+    from kernelcrew.report.write import write_reports
 
     md, html = write_reports(find_run_dir(args.run, args.runs_dir))
     if args.json:
@@ -386,6 +386,107 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(f"runs: {res.settings['runs_dir']}  machine: {res.machine.get('cpu')}, "
               f"{res.machine.get('cores')} cores, {res.machine.get('compiler')}")
     return 0 if all(r.correct and not r.error for r in res.rows) else 1
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from kernelcrew.kernels.importer.derive import (
+        ImportRequest,
+        import_function,
+        parse_assignments,
+        parse_case,
+    )
+
+    req = ImportRequest(
+        source=Path(args.source), function=args.function,
+        shapes=parse_assignments(args.shape or [], "--shape"),
+        cases=[parse_case(c) for c in args.case or []],
+        inputs=[n for item in args.inputs or [] for n in item.split(",") if n.strip()],
+        outputs=[n for item in args.outputs or [] for n in item.split(",") if n.strip()],
+        scalars=parse_assignments(args.scalar or [], "--scalar"),
+        defines=parse_assignments(args.define or [], "--define"),
+        flags=args.flags.split() if args.flags else None,
+        out=Path(args.out) if args.out else None, name=args.name,
+        reference=Path(args.reference) if args.reference else None,
+        family=args.family or "imported", force=args.force, grid=args.grid or [],
+        block=args.block or [], shared_bytes=args.shared_bytes)
+    res = import_function(req)
+    if args.json:
+        _print_json({"folder": str(res.folder), "op": res.op_name, "entry": res.entry,
+                     "reference": res.reference, "warnings": res.warnings, "notes": res.notes})
+        return 0
+    print(f"wrote {res.folder}: op.yaml, {res.baseline} (entry {res.entry}), reference.py"
+          + (" (float64 build of the same code)" if res.reference == "derived" else ""))
+    for w in res.warnings:
+        print(f"  warning: {w}")
+    for n in res.notes:
+        print(f"  note: {n}")
+    print(f"next: kernelcrew check {res.folder} {res.folder}/{res.baseline}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from kernelcrew.kernels.importer.patch import make_patch
+    from kernelcrew.kernels.spec import load_op
+    from kernelcrew.report.timeline import find_run_dir
+
+    if not args.patch:
+        raise InputError("say what to export: --patch (a diff against the imported file)")
+    run_dir = Path(find_run_dir(args.run, args.runs_dir))
+    result = run_dir / "result.json"
+    ctx_file = run_dir / "context.json"
+    if not ctx_file.exists():
+        raise InputError("not a run directory (no context.json)", path=run_dir)
+    ctx = json.loads(ctx_file.read_text())
+    best = Path(json.loads(result.read_text())["best"]["path"]) if result.exists() \
+        else run_dir / "best.cpp"
+    if args.kernel:
+        best = Path(args.kernel)
+    if not best.exists() or best.suffix not in (".cpp", ".cu"):
+        raise InputError("the run has no best kernel file to export", path=best)
+    spec = load_op(ctx["operator"])
+    res = make_patch(spec, best.read_text(), (run_dir / f"baseline{best.suffix}").read_text())
+    out = Path(args.out) if args.out else run_dir / f"{spec.origin.function}.patch"
+    if not res.patch:
+        msg = ("the kernel's code is the baseline's: nothing to patch" +
+               (f"; compile with: {' '.join(res.flags)} (new: {' '.join(res.added_flags)})"
+                if res.added_flags else ""))
+        if args.json:
+            _print_json({"patch": None, "reason": msg, "flags": res.flags,
+                         "added_flags": res.added_flags})
+        else:
+            print(msg)
+        return 0
+    if args.out == "-":
+        sys.stdout.write(res.patch)
+        return 0
+    out.write_text(res.patch)
+    if args.json:
+        _print_json({"patch": str(out), "root": str(res.root), "file": res.relpath,
+                     "flags": res.flags, "added_flags": res.added_flags,
+                     "changed": res.changed, "notes": res.notes})
+        return 0
+    print(f"wrote {out}")
+    print(f"  apply: cd {res.root} && patch -p1 < {out}   (or git apply {out})")
+    print(f"  compile {res.relpath} with: {' '.join(res.flags)}")
+    for n in res.notes:
+        print(f"  note: {n}")
+    return 0
+
+
+def cmd_new(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from kernelcrew.kernels.importer.scaffold import scaffold
+
+    folder = scaffold(args.name, Path(args.dir) if args.dir else None, force=args.force)
+    print(f"wrote {folder}: op.yaml, reference.py, baseline.cpp, inputs.py (a working "
+          f"y = 2 * x to replace)")
+    print(f"next: kernelcrew check {folder} {folder}/baseline.cpp")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -489,6 +590,56 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--runs-dir", help="runs folder to look the run id up in")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_report)
+
+    s = sub.add_parser("import", help="a function from your C/C++ file as an operator folder")
+    s.add_argument("source", help="the C or C++ file that defines the function")
+    s.add_argument("--function", required=True, help="the function to import")
+    s.add_argument("--shape", action="append", metavar="ARG=EXPR",
+                   help="an array argument's shape in the integer parameters, e.g. "
+                        "inp=B*T*C (dims separated by commas); one per pointer argument")
+    s.add_argument("--case", action="append", metavar="SIZE=V,...",
+                   help="a typical case, e.g. B=4,T=64,C=768 (repeatable)")
+    s.add_argument("--inputs", action="append", metavar="ARG,...",
+                   help="arrays read (needed where the code does not say by const)")
+    s.add_argument("--outputs", action="append", metavar="ARG,...",
+                   help="arrays written (an array in both lists is read and written)")
+    s.add_argument("--scalar", action="append", metavar="ARG=VALUE",
+                   help="value of a float parameter")
+    s.add_argument("--define", action="append", metavar="NAME=VALUE",
+                   help="a macro the build defines (e.g. -D flags of your project)")
+    s.add_argument("--flags", help='the baseline\'s compiler flags (default "-O2", plus '
+                                  '-fopenmp when the code has OpenMP pragmas)')
+    s.add_argument("--grid", action="append", metavar="EXPR,...",
+                   help="CUDA: the launch grid in the sizes, e.g. 'ceil_div(n, 256)'")
+    s.add_argument("--block", action="append", metavar="N,...", help="CUDA: the block, e.g. 256")
+    s.add_argument("--shared-bytes", help="CUDA: dynamic shared memory bytes (default 0)")
+    s.add_argument("--reference", help="your own reference.py (default: a float64 build "
+                                       "of the same code)")
+    s.add_argument("--name", help="operator name (default: the function's)")
+    s.add_argument("--family", help="family tag (default: imported)")
+    s.add_argument("--out", help="the operator folder to write (default: ./NAME)")
+    s.add_argument("--force", action="store_true", help="write into a non-empty folder")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_import)
+
+    s = sub.add_parser("export", help="a run's best kernel as a patch against the imported "
+                                      "file")
+    s.add_argument("run", help="run id (from `kernelcrew runs`) or run directory")
+    s.add_argument("--patch", action="store_true", help="a unified diff for patch -p1 / git "
+                                                        "apply")
+    s.add_argument("--out", help="where to write it (default: RUN/FUNCTION.patch; - for "
+                                 "stdout)")
+    s.add_argument("--kernel", help="export this kernel file (e.g. one of the run's candidates) "
+                                    "instead of the best")
+    s.add_argument("--runs-dir", help="runs folder to look the run id up in")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_export)
+
+    s = sub.add_parser("new", help="scaffold an operator folder, every field commented")
+    s.add_argument("name", help="operator name: lowercase letters, digits and _")
+    s.add_argument("--dir", help="the folder to write (default: ./NAME)")
+    s.add_argument("--force", action="store_true", help="write into a non-empty folder")
+    s.set_defaults(func=cmd_new)
 
     s = sub.add_parser("eval", help="the crew on a set of operators with a fixed budget: "
                                     "a table with speedups, roofline shares and fast_p")

@@ -10,8 +10,8 @@
     the kernel is about 1.15x faster by the gate's weighted measure (the boundary group
     sits under the timing floor and counts as 1.0): `faster` at least N-2 times.
 
-Every check is the real `kernelcrew.tools.check.check()` with default settings
-(fresh seeded inputs per check, 20 timed runs per case and kernel in 10 short
+Every check is the real `kernelcrew.tools.judge.check.check()` with default settings
+(fresh seeded inputs per check, 20 timed runs per case and kernel in 20 short
 alternating rounds within one pair of sandboxed workers, the 10% minimum threshold),
 so each one remakes its inputs and references and starts two workers.
 
@@ -34,9 +34,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from kernelcrew.kernels.spec import load_op
-from kernelcrew.tools.check import check
+from kernelcrew.tools.backends.cpu import cpu_threads
 from kernelcrew.tools.config import BenchSettings, Limits
-from kernelcrew.tools.cpu import cpu_threads
+from kernelcrew.tools.judge.check import check
 
 # scale_shift_sum's baseline, doing each row twice. `out` and `x` are not restrict, so
 # the store between the passes may change x: the compiler must run the second pass.

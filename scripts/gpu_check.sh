@@ -160,7 +160,7 @@ PY=$(pick_python) || { record setup python ERROR "no python interpreter found"; 
 SITE=$WORK/site
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
 KC=("$PY" -m kernelcrew.cli)
-importable() { "$PY" -c "import kernelcrew.tools.check, kernelcrew.tools.cuda" >"$LOGS/import.log" 2>&1; }
+importable() { "$PY" -c "import kernelcrew.tools.judge.check, kernelcrew.tools.backends.cuda" >"$LOGS/import.log" 2>&1; }
 if ! importable && ls "$REPO"/.whl/*.whl >/dev/null 2>&1; then
     # the interpreter lacks some of kernelcrew's packages: add the carried wheels
     run wheels 120 "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
@@ -178,8 +178,8 @@ record setup python ok "$PY ($("$PY" -c 'import sys; print(sys.version.split()[0
 
 "$PY" - >"$LOGS/device.log" 2>&1 <<'PYEOF'
 import shutil, subprocess
-from kernelcrew.tools.cuda import CudaBackend, nvcc_path, nvcc_version, probe_device
-from kernelcrew.tools.ncu import ncu_path
+from kernelcrew.tools.backends.cuda import CudaBackend, nvcc_path, nvcc_version, probe_device
+from kernelcrew.tools.observe.ncu import ncu_path
 from kernelcrew.tools.sandbox import sandbox_description
 be = CudaBackend()
 ok, why = be.can_run()
@@ -251,8 +251,22 @@ if bw:
           else "CUDA FAILS: " + (r.stderr.strip().splitlines() or ["?"])[-1][:150])
 else:
     print("bwrap: not used here")
+from kernelcrew.tools.sandbox import available_confinements, run_confined, stock_layers
+if "stock" in available_confinements():  # unshare + Landlock + seccomp, with the GPU's nodes
+    import glob, os, tempfile
+    from pathlib import Path
+    devs = [d for d in sorted(glob.glob("/dev/nvidia*")) if not os.path.isdir(d)]
+    devs += [d for d in ["/dev/nvidia-caps"] if os.path.isdir(d)]
+    os.environ["KERNELCREW_SANDBOX"] = "stock"
+    for name, layers in (("all layers", None), ("no seccomp", {**stock_layers(), "seccomp": False}),
+                         ("namespaces only", {**stock_layers(), "seccomp": False, "landlock": 0})):
+        r = run_confined([sys.executable, "-c", probe], scratch=Path(tempfile.mkdtemp()),
+                         timeout_s=120, address_space_gib=None, devices=devs, layers=layers,
+                         env={"PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
+        print(f"inside stock ({name}):", "cuda ok" if "cuda ok" in r.stdout
+              else "CUDA FAILS: " + (r.stderr.strip().splitlines() or ["?"])[-1][:150])
 PYEOF
-        record diagnose "worker environment" info "$(grep -E '^(RLIMIT_AS|inside bwrap|bwrap)' "$LOGS/diagnose.log" | tr '\n' ';' | sed 's/;$//; s/;/; /g')"
+        record diagnose "worker environment" info "$(grep -E '^(RLIMIT_AS|inside bwrap|bwrap|inside stock)' "$LOGS/diagnose.log" | tr '\n' ';' | sed 's/;$//; s/;/; /g')"
     fi
 fi
 NOWORKER="skipped"
@@ -361,7 +375,7 @@ fi
 # -- 5. profile with ncu on two ops, and the fallback without ncu --------------------------
 if ! "${KC[@]}" profile --help >/dev/null 2>&1; then
     record profile "kernelcrew profile" "not available" "the profile command does not exist yet"
-elif ! "$PY" -c "import kernelcrew.tools.profile, kernelcrew.tools.cuda_profile" >"$LOGS/import_profile.log" 2>&1; then
+elif ! "$PY" -c "import kernelcrew.tools.observe.profile, kernelcrew.tools.observe.cuda_profile" >"$LOGS/import_profile.log" 2>&1; then
     record profile "kernelcrew profile" "skipped" "cannot import: $(tail -1 "$LOGS/import_profile.log" | cut -c1-100)"
 else
     for spec in "softmax_rows:ncu" "add_gelu_muladd:ncu" "softmax_rows:fallback"; do

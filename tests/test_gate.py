@@ -9,9 +9,9 @@ import random
 
 import pytest
 
-from kernelcrew.tools.duel import Batch, clock_disagreement
-from kernelcrew.tools.gate import decide, load_outliers, measured_noise, median_ci_ranks
-from kernelcrew.tools.results import CaseRow
+from kernelcrew.results import CaseRow
+from kernelcrew.tools.judge.duel import Batch, clock_disagreement
+from kernelcrew.tools.judge.gate import decide, load_outliers, measured_noise, median_ci_ranks
 
 
 def rows(speedup: float) -> list[CaseRow]:

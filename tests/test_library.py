@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from kernelcrew.kernels.spec import library_ops
-from kernelcrew.tools.check import check
 from kernelcrew.tools.config import BenchSettings
+from kernelcrew.tools.judge.check import check
 from tests.conftest import ROOT
 
 OPS = library_ops()

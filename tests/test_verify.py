@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernelcrew.tools.verify import compare
+from kernelcrew.tools.judge.verify import compare
 
 
 def test_within_tolerance_passes_with_the_largest_errors():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from kernelcrew.tools.results import ProfileResult
+from kernelcrew.results import ProfileResult
 
 
 class IterationNote(BaseModel):

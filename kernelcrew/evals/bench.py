@@ -30,8 +30,14 @@ from typing import Any
 
 from kernelcrew.evals import peers as P
 from kernelcrew.evals import suite as S
-from kernelcrew.graph.trace import read_trace
+from kernelcrew.kernels.kernelfile import load_kernel
 from kernelcrew.kernels.spec import library_ops, load_op
+from kernelcrew.tools.backends.backend import get_backend
+from kernelcrew.tools.backends.peaks import cpu_peaks
+from kernelcrew.tools.config import BenchSettings
+from kernelcrew.tools.judge.harness import Harness, case_key
+from kernelcrew.tools.locks import bench_lock
+from kernelcrew.trace import read_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 BASELINE_ONLY_OP = ROOT / "tests" / "ops" / "vadd"
@@ -93,7 +99,6 @@ def knob_search(op: str, settings: S.EvalSettings, work: Path, say: Progress, *,
                 kt_seeds: int) -> KnobSearch:
     """Kernel Tuner's strategies, then the crew on a folder whose baseline is the tunable
     kernel at its default knobs; both counted to within 5% of the brute-force optimum."""
-    from kernelcrew.kernels.kernelfile import load_kernel
 
     say(f"Kernel Tuner on {op}: brute force, then strategies replayed x{kt_seeds}")
     kt = P.kernel_tuner_peer(op, seeds=kt_seeds)
@@ -154,11 +159,6 @@ def same_kernel(a: Any, b: Any) -> bool:
 
 def retime(folder: Path, kernels: list[Path], reps: int, rounds: int = 3) -> list[float | None]:
     """Median ms of each kernel on the typical case, timed in alternating rounds."""
-    from kernelcrew.kernels.kernelfile import load_kernel
-    from kernelcrew.tools.backend import get_backend
-    from kernelcrew.tools.check import bench_lock
-    from kernelcrew.tools.config import BenchSettings
-    from kernelcrew.tools.harness import Harness, case_key
 
     spec = load_op(folder)
     be = get_backend("cpu")
@@ -611,10 +611,9 @@ def main(argv: list[str] | None = None) -> int:
                             "tunable_wall_s": args.tunable_wall_s,
                             "notes": [], "method_notes": []}
     say("measuring the machine peaks (triad, FMA)")
-    from kernelcrew.tools.peaks import cpu_peaks
 
     pk = cpu_peaks(remeasure=True)
-    peaks = P.Peaks(pk.triad_gbps, pk.fma_gflops, "kernelcrew.tools.peaks")
+    peaks = P.Peaks(pk.triad_gbps, pk.fma_gflops, "kernelcrew.tools.backends.peaks")
     data["peaks"] = peaks
     data["llc_mib"] = pk.llc_mib
     say(f"triad {pk.triad_gbps:.1f} GB/s, FMA {pk.fma_gflops:.0f} GFLOP/s")

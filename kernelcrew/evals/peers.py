@@ -33,6 +33,9 @@ import yaml
 from kernelcrew.errors import InputError
 from kernelcrew.kernels.kernelfile import KernelFile, load_kernel
 from kernelcrew.kernels.spec import DTYPES, Case, OpSpec, load_op
+from kernelcrew.tools.backends.backend import get_backend
+from kernelcrew.tools.backends.cpu import cpu_threads
+from kernelcrew.tools.backends.peaks import cpu_peaks, cuda_peaks
 
 TUNABLE_DIR = Path(__file__).resolve().parent / "tunable"
 STRATEGIES = ("brute_force", "random_sample", "genetic_algorithm", "bayes_opt")
@@ -102,7 +105,6 @@ def _child(mode: str, job: dict, timeout_s: float, env: dict[str, str] | None = 
 
 def peer_env() -> dict[str, str]:
     """The thread settings the kernels run with (the CPU backend's worker env)."""
-    from kernelcrew.tools.cpu import cpu_threads
 
     n = str(cpu_threads())
     return {"OMP_NUM_THREADS": n, "OMP_PROC_BIND": "false", "OPENBLAS_NUM_THREADS": n,
@@ -135,17 +137,13 @@ class Peaks:
 
 
 def machine_peaks(backend: str = "cpu") -> Peaks:
-    """The other engineer's measured peaks (kernelcrew.tools.peaks)."""
+    """The other engineer's measured peaks (kernelcrew.tools.backends.peaks)."""
     if backend == "cuda":
-        from kernelcrew.tools.backend import get_backend
-        from kernelcrew.tools.peaks import cuda_peaks
-
         p = cuda_peaks(get_backend("cuda"))
         return Peaks(p.copy_gbps, None, p.method)
-    from kernelcrew.tools.peaks import cpu_peaks
 
     p = cpu_peaks()
-    return Peaks(p.triad_gbps, p.fma_gflops, f"kernelcrew.tools.peaks: {p.method}")
+    return Peaks(p.triad_gbps, p.fma_gflops, f"kernelcrew.tools.backends.peaks: {p.method}")
 
 
 def bound_for(spec: OpSpec, cases: list[dict[str, int]], peaks: Peaks,

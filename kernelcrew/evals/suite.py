@@ -24,8 +24,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from kernelcrew.graph.trace import read_trace
+from kernelcrew.errors import InputError
+from kernelcrew.evals.peers import bound_for, machine_peaks, typical_cases
+from kernelcrew.graph.context import RunContext
+from kernelcrew.graph.nodes.setup import new_run_id
+from kernelcrew.graph.runner import optimize
 from kernelcrew.kernels.spec import library_ops, load_op
+from kernelcrew.tools.backends.compile import tool_version
+from kernelcrew.tools.backends.cpu import CXX, cpu_threads
+from kernelcrew.trace import read_trace
 
 FAST_P = (1.0, 1.5, 2.0)
 MEMORY_MODES = ("off", "fresh", "shared")
@@ -151,9 +158,6 @@ def cpu_isa(cpuinfo: str | None = None) -> str:
 
 
 def machine_info(backend: str = "cpu") -> dict[str, Any]:
-    from kernelcrew.tools.compile import tool_version
-    from kernelcrew.tools.cpu import CXX, cpu_threads
-
     model = platform.processor() or ""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -277,8 +281,6 @@ def overhead_split(run_dir: str | Path, wall_s: float) -> dict[str, Any]:
 
 
 def run_context(settings: EvalSettings, run_dir: Path, memory_dir: str | None) -> Any:
-    from kernelcrew.graph.context import RunContext
-
     ctx = RunContext(backend=settings.backend, agents=settings.agents,
                      max_iters=settings.budget, reps=settings.reps, run_dir=str(run_dir),
                      use_memory=settings.memory != "off", memory_dir=memory_dir,
@@ -293,10 +295,6 @@ def run_context(settings: EvalSettings, run_dir: Path, memory_dir: str | None) -
 def run_operator(op: str, settings: EvalSettings, runs_dir: Path, *, peaks: Any = None,
                  memory_dir: str | None = None, say: Say | None = None) -> OpRow:
     """One crew run on one operator, as a table row (a failed run is a row with its error)."""
-    from kernelcrew.errors import InputError
-    from kernelcrew.evals.peers import bound_for, typical_cases
-    from kernelcrew.graph.nodes.setup import new_run_id
-    from kernelcrew.graph.runner import optimize
 
     say = say or (lambda _m: None)
     try:
@@ -357,14 +355,11 @@ def run_operator(op: str, settings: EvalSettings, runs_dir: Path, *, peaks: Any 
 def run_suite(settings: EvalSettings, *, say: Say | None = None,
               after_op: Callable[[OpRow], None] | None = None) -> SuiteResult:
     """Run the crew on every operator in turn; `after_op` sees each row as it lands."""
-    from kernelcrew.evals.peers import machine_peaks
 
     say = say or (lambda _m: None)
     started = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
     if settings.memory not in MEMORY_MODES:
-        from kernelcrew.errors import InputError
-
         raise InputError(f"memory mode {settings.memory!r}: choose one of {MEMORY_MODES}")
     runs_dir = Path(settings.runs_dir or tempfile.mkdtemp(prefix="kernelcrew-eval-"))
     runs_dir.mkdir(parents=True, exist_ok=True)

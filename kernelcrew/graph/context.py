@@ -4,15 +4,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
 from typing import Any
 
-import platformdirs
-
-
-def runs_root() -> Path:
-    return Path(os.environ.get("KERNELCREW_RUNS_DIR") or
-                Path(platformdirs.user_data_dir("kernelcrew")) / "runs")
+from kernelcrew.trace import runs_root  # noqa: F401  (the runs' root lives with the run files)
 
 
 @dataclass(kw_only=True)

@@ -16,8 +16,8 @@ from kernelcrew.errors import InputError
 from kernelcrew.graph.build import RECURSION_LIMIT, build_graph
 from kernelcrew.graph.context import RunContext, runs_root
 from kernelcrew.graph.nodes.setup import new_run_id
-from kernelcrew.graph.trace import append_event, now_iso, read_trace
 from kernelcrew.kernels.spec import load_op
+from kernelcrew.trace import append_event, now_iso, read_trace
 
 Approver = Callable[[dict], bool]
 Progress = Callable[[dict], None]

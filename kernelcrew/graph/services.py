@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from kernelcrew.graph.context import RunContext
 from kernelcrew.kernels.kernelfile import KernelFile, parse_kernel_text
 from kernelcrew.kernels.spec import OpSpec, load_op
-from kernelcrew.tools.backend import Backend, get_backend
+from kernelcrew.results import CompileResult
+from kernelcrew.tools.backends.backend import Backend, get_backend
 from kernelcrew.tools.config import BenchSettings, Limits
-from kernelcrew.tools.harness import Harness
-from kernelcrew.tools.results import CompileResult
+from kernelcrew.tools.judge.harness import Harness
 
 
 @dataclass

@@ -77,6 +77,22 @@ class ShapeGroup(_Strict):
     cases: list[dict[str, int]] = Field(min_length=1)
 
 
+class Origin(_Strict):
+    """Where an imported operator's baseline came from (`kernelcrew import`)."""
+
+    source: str = Field(description="the original source file")
+    function: str = Field(description="the imported function")
+    line: int = Field(default=0, description="its line in the source when imported")
+    sha256: str = Field(default="", description="digest of the source when imported")
+    entry: str = Field(default="", description="the generated entry in baseline.cpp")
+    flags: list[str] = Field(default_factory=list, description="the baseline's flags")
+    reference: Literal["derived", "given"] = Field(
+        default="given", description="derived: reference.py runs the code promoted to float64")
+    warnings: list[str] = Field(default_factory=list,
+                                description="where float64 promotion changes semantics")
+    notes: list[str] = Field(default_factory=list, description="what the cost model guessed")
+
+
 class OpSpec(_Strict):
     name: str = Field(pattern=r"^[a-z0-9_]+$")
     description: str = ""
@@ -89,6 +105,7 @@ class OpSpec(_Strict):
     tolerance: Tolerance
     shapes: dict[str, ShapeGroup] = Field(min_length=1)
     baselines: dict[Literal["cpu", "cuda"], str] = Field(default_factory=dict)
+    origin: Origin | None = None
     # how timed runs find the caches: cold (flushed before each run), warm (the previous
     # run's data left in place), auto (by the working set against the last-level cache)
     cache: Literal["cold", "warm", "auto"] = "auto"

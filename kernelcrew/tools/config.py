@@ -56,7 +56,7 @@ class BenchSettings:
     input_sets: int = 2  # timed runs rotate over these so caches/replay cannot help
     min_speedup: float = 0.10  # a win must clear this as well as the noise band
     # baseline and candidate are timed in many short alternating rounds within one pair of
-    # workers (kernelcrew.tools.duel); the spread of the per-round speedups is the noise
+    # workers (kernelcrew.tools.judge.duel); the spread of the per-round speedups is the noise
     # (see gate.decide)
     rounds: int = field(default_factory=lambda: int(os.environ.get("KERNELCREW_ROUNDS", "20")))
     # "" (each op's `cache:`), or cold / warm / auto for every op

@@ -1,20 +1,40 @@
 """Run untrusted work (a kernel's worker, a compiler on untrusted source) confined.
 
-With bubblewrap: a read-only view of the machine, the scratch directory as the only
-writable place, no network, own PID namespace (so every process a kernel starts dies
-with it). Always: resource limits (CPU seconds, address space, file size, process
-count, no core files) and a wall-clock timeout that kills the whole process group.
+Three confinements, the best available one applies (`KERNELCREW_SANDBOX` forces one):
+
+- **bubblewrap** (when installed): a read-only view of the machine, the scratch directory
+  as the only writable place, no network, own PID namespace.
+- **stock** (what a stock Linux gives, no extra install), layered, each layer where the
+  running kernel allows it:
+  - namespaces from util-linux `unshare`: own user (where not root), network (empty: no
+    route out, its own loopback), mount and PID namespace with a fresh /proc (every
+    process a kernel starts dies with it; no other process is visible);
+  - Landlock (raw system calls through ctypes; the kernel's Landlock ABI decides what
+    it covers): writes only under the scratch directory; reads of the machine except
+    the user's home (only the interpreter, import path and cache there) and /dev (only
+    null, zero, full, random, urandom and the devices a worker is given); from ABI 4 no
+    TCP bind/connect, from ABI 6 no signals and abstract UNIX sockets outside;
+  - a seccomp filter (raw BPF, x86-64 and aarch64): no sockets (AF_UNIX only for GPU
+    workers), no ptrace or reading other processes' memory, no new namespaces, mounts,
+    io_uring, kernel keyrings, modules, BPF, clock or reboot calls.
+- **limits only**: none of the above could be set up.
+
+Always: resource limits (CPU seconds, address space, file size, process count, no core
+files) and a wall-clock timeout that kills the whole process group.
 
 The home directory of the user running kernelcrew (keys, tokens, other projects) is
-hidden behind an empty tmpfs, except for what the confined command needs from it: the
-Python installation and import path, kernelcrew's cache (compiled artifacts) and the
-command's own install prefix.
+hidden (an empty tmpfs under bubblewrap, no Landlock read rule under stock), except for
+what the confined command needs from it: the Python installation and import path,
+kernelcrew's cache (compiled artifacts) and the command's own install prefix.
 
 The process count: RLIMIT_NPROC does not bind root (root is exempt, inside a user
 namespace too), so where this process may create a pids cgroup (cgroup v1 `pids`, or
 a cgroup v2 subtree with the pids controller), every confined run gets its own, capped
 at the same count; its member list also lets the harness kill every process the run
 left behind.
+
+Landlock, seccomp and the launcher that applies them inside the namespaces are in
+`confine.py` (standard library only: it runs as `python -I -S confine.py SPEC -- ARGV`).
 """
 
 from __future__ import annotations
@@ -22,18 +42,27 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import platform
 import resource
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-BWRAP_ENV = "KERNELCREW_SANDBOX"  # "bwrap" | "limits": force one (tests, debugging)
+from kernelcrew.errors import InputError
+from kernelcrew.tools import confine
+from kernelcrew.tools.config import cache_dir
+from kernelcrew.tools.confine import SECCOMP_MACHINES, landlock_abi
+
+SANDBOX_ENV = "KERNELCREW_SANDBOX"  # "bwrap" | "stock" | "limits": force one (tests, debugging)
+BWRAP_ENV = SANDBOX_ENV
+CONFINEMENTS = ("bwrap", "stock", "limits")  # best first
 
 
 @dataclass(frozen=True)
@@ -73,37 +102,184 @@ class SandboxRun:
         return "finished"
 
 
-@functools.cache
 def bwrap_path() -> str | None:
-    """bubblewrap if it is installed and works here (it needs namespaces)."""
-    if os.environ.get(BWRAP_ENV) == "limits":
-        return None
+    """bubblewrap, when it is the confinement workers get."""
+    return shutil.which("bwrap") if confinement() == "bwrap" else None
+
+
+@functools.cache
+def _probe_bwrap() -> bool:
+    """bubblewrap is installed and works here (it needs namespaces)."""
     exe = shutil.which("bwrap")
     if not exe:
-        return None
+        return False
     try:
         r = subprocess.run([exe, "--ro-bind", "/", "/", "--dev", "/dev", "--unshare-all",
                             "--die-with-parent", "true"], check=False, capture_output=True,
                            timeout=20)
     except (OSError, subprocess.TimeoutExpired):
-        return None
-    return exe if r.returncode == 0 else None
+        return False
+    return r.returncode == 0
+
+
+def _works(kind: str) -> bool:
+    return {"bwrap": _probe_bwrap, "stock": lambda: stock_layers() is not None,
+            "limits": lambda: True}[kind]()
+
+
+def available_confinements() -> list[str]:
+    """The confinements that work on this machine, best first ("limits" always does)."""
+    return [k for k in CONFINEMENTS if _works(k)]
+
+
+def confinement() -> str:
+    """The confinement workers get: `KERNELCREW_SANDBOX` if set, else the best available."""
+    forced = os.environ.get(SANDBOX_ENV, "").strip()
+    if not forced:
+        return next(k for k in CONFINEMENTS if _works(k))
+    if forced not in CONFINEMENTS:
+        raise InputError(f"unknown confinement {forced!r}; use one of "
+                         f"{', '.join(CONFINEMENTS)}, or unset it", field=SANDBOX_ENV)
+    if not _works(forced):
+        raise InputError(f"confinement {forced!r} does not work on this machine (available: "
+                         f"{', '.join(available_confinements())}); choose another or unset it",
+                         field=SANDBOX_ENV)
+    return forced
 
 
 def sandbox_description() -> str:
-    if bwrap_path():
+    kind = confinement()
+    if kind == "bwrap":
         desc = ("bubblewrap (read-only root, home directory hidden, scratch-only writes, no "
                 "network, own PID space) + limits")
+    elif kind == "stock":
+        desc = "stock: " + describe_layers(stock_layers()) + " + limits"
     else:
-        desc = ("limits only (bubblewrap not available): CPU/memory/file-size/process limits and a "
-                "timeout, but the kernel can read and write what this user can and reach the "
-                "network")
+        desc = ("limits only (no bubblewrap, unshare or Landlock confinement): CPU/memory/"
+                "file-size/process limits and a timeout, but the kernel can read and write "
+                "what this user can and reach the network")
     if pids_cgroup_base() is not None:
         return desc + "; process count capped by a pids cgroup"
     if os.geteuid() == 0:
         return desc + ("; NO process cap: running as root, which RLIMIT_NPROC does not bind, and "
                        "no pids cgroup can be made here (only the timeout stops a fork bomb)")
     return desc
+
+
+# -- the stock confinement: unshare + Landlock + seccomp --------------------------------
+# util-linux unshare, best first: with a user namespace (a root worker keeps no capability
+# over the machine), then without (root where user namespaces are off), then network only
+_UNSHARE_CANDIDATES = (
+    ("user", "net", "mount", "pid"),
+    ("net", "mount", "pid"),
+    ("user", "net"),
+)
+_UNSHARE_FLAGS = {"user": ["--user", "--map-root-user"], "net": ["--net"], "mount": ["--mount"],
+                  "pid": ["--pid", "--fork", "--kill-child", "--mount-proc"]}
+
+
+def _unshare_prefix(spaces: Sequence[str]) -> list[str]:
+    exe = shutil.which("unshare") or "unshare"
+    return [exe, *(f for s in spaces for f in _UNSHARE_FLAGS[s])]
+
+
+@functools.cache
+def stock_layers() -> dict | None:
+    """What the stock confinement applies here: {"namespaces": [...], "landlock": ABI or 0,
+    "seccomp": bool}, or None when no layer works. Probed once: the whole stack runs `true`."""
+    abi = landlock_abi()
+    secc = platform.machine() in SECCOMP_MACHINES
+    spaces = [*(_UNSHARE_CANDIDATES if shutil.which("unshare") else ()), ()]
+    # the whole stack, as a worker gets it, best first; a layer the kernel refuses drops
+    for ns in spaces:
+        if not ns and not abi:
+            break  # seccomp alone does not confine files or the network enough to count
+        for with_seccomp in dict.fromkeys((secc, False)):
+            layers = {"namespaces": list(ns), "landlock": abi, "seccomp": with_seccomp}
+            with tempfile.TemporaryDirectory(prefix="kernelcrew-probe-") as tmp:
+                try:
+                    r = subprocess.run(_stock_command(["true"], layers, Path(tmp), (), ()),
+                                       check=False, capture_output=True, timeout=20)
+                except (OSError, subprocess.TimeoutExpired):
+                    continue
+            if r.returncode == 0:
+                return layers
+    return None
+
+
+def describe_layers(layers: dict | None) -> str:
+    if not layers:
+        return "none"
+    parts = []
+    ns = layers["namespaces"]
+    if ns:
+        parts.append(f"unshare namespaces ({', '.join(ns)}"
+                     + ("" if "net" not in ns else ": no network")
+                     + ("" if "pid" not in ns else ", own PID space") + ")")
+    else:
+        parts.append("no namespaces (unshare not usable here: network and PID space shared)")
+    abi = layers["landlock"]
+    if abi:
+        extra = (", no TCP" if abi >= 4 else "") + (", signals/abstract sockets scoped"
+                                                   if abi >= 6 else "")
+        parts.append(f"Landlock ABI {abi} (scratch-only writes, home directory hidden{extra})")
+    else:
+        parts.append("no Landlock (the running kernel lacks it: files are NOT confined)")
+    parts.append("seccomp filter (no sockets, ptrace, mounts, new namespaces, io_uring)"
+                 if layers["seccomp"] else "no seccomp filter")
+    return " + ".join(parts)
+
+
+def _stock_command(argv: Sequence[str], layers: dict, scratch: Path,
+                   readonly: Sequence[Path], devices: Sequence[str]) -> list[str]:
+    """unshare ... python -I -S confine.py SPEC -- argv (the launcher applies the rest)."""
+    home, keep = home_to_hide(argv)
+    hidden = [Path("/dev")] + ([home] if home is not None else [])
+    spec = {
+        "landlock": layers["landlock"],
+        "seccomp": layers["seccomp"],
+        "unix_sockets": bool(devices),  # a GPU driver may talk to a daemon over one
+        "read": [str(p) for p in [*_read_roots(hidden), *keep, *map(Path, readonly)]],
+        "read_files": [*_DEV_READ],
+        "write_files": [*_DEV_RW],
+        "devices": [str(d) for d in devices],
+        "write": [str(scratch)],
+    }
+    launcher = [sys.executable, "-I", "-S", str(Path(confine.__file__).resolve()),
+                *confine.encode_spec(spec), "--"]
+    ns = layers["namespaces"]
+    return [*(_unshare_prefix(ns) if ns else []), *launcher, *argv]
+
+
+_DEV_READ = ("/dev/random", "/dev/urandom")
+_DEV_RW = ("/dev/null", "/dev/zero", "/dev/full")
+
+
+def _read_roots(hidden: Sequence[Path]) -> list[Path]:
+    """Everything under / except the hidden trees: the entries of / and, along the path
+    to each hidden tree, the siblings of its ancestors."""
+    roots: list[Path] = []
+
+    def level(d: Path) -> None:
+        try:
+            entries = sorted(d.iterdir())
+        except OSError:
+            return
+        for e in entries:
+            try:
+                r = e.resolve()
+            except (OSError, RuntimeError):
+                continue
+            if any(_under(r, h) for h in hidden):
+                continue  # hidden (also through a symlink)
+            if any(_under(h, r) for h in hidden):
+                if not e.is_symlink():
+                    level(e)  # an ancestor of a hidden tree: its other entries only
+                continue
+            roots.append(e)
+
+    level(Path("/"))
+    return roots
 
 
 # -- process cap: a pids cgroup per run -------------------------------------------------
@@ -252,7 +428,6 @@ def home_to_hide(argv: Sequence[str]) -> tuple[Path | None, list[Path]]:
         return None, []
     if home == Path("/") or not home.is_dir():
         return None, []
-    from kernelcrew.tools.config import cache_dir
 
     wanted = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
               *(p for p in sys.path if p), str(Path(__file__).resolve().parents[2]),
@@ -298,16 +473,21 @@ def run_confined(
     env: dict[str, str] | None = None,
     log_name: str = "proc",
     devices: Sequence[str] = (),
+    layers: dict | None = None,
 ) -> SandboxRun:
     """Run argv with cwd=scratch under the sandbox; stdout/stderr go to files in scratch.
 
-    `devices` are device nodes bound into bubblewrap's fresh /dev (a GPU's /dev/nvidia*)."""
+    `devices` are device nodes the command may use (a GPU's /dev/nvidia*): bound into
+    bubblewrap's fresh /dev, or allowed by Landlock. `layers` (stock confinement only)
+    applies some of the stock layers instead of all that work here (tests show each
+    layer on its own)."""
     scratch = Path(scratch).resolve()
     scratch.mkdir(parents=True, exist_ok=True)
-    bw = bwrap_path()
+    kind = confinement()
     cmd = list(argv)
-    if bw:
-        prefix = [bw, "--die-with-parent", "--unshare-all", "--ro-bind", "/", "/",
+    if kind == "bwrap":
+        prefix = [shutil.which("bwrap") or "bwrap", "--die-with-parent", "--unshare-all",
+                  "--ro-bind", "/", "/",
                   "--dev", "/dev", "--proc", "/proc"]
         for d in devices:  # device nodes the command needs (a GPU's), on top of the fresh /dev
             prefix += ["--dev-bind", str(d), str(d)]
@@ -320,6 +500,9 @@ def run_confined(
             prefix += ["--ro-bind", str(p), str(p)]
         prefix += ["--bind", str(scratch), str(scratch), "--chdir", str(scratch)]
         cmd = prefix + ["--"] + cmd
+    elif kind == "stock":
+        cmd = _stock_command(argv, layers if layers is not None else stock_layers(), scratch,
+                             readonly, devices)
     # RLIMIT_NPROC counts every process and thread of the (outside) user, hence the
     # offset; it does not bind root (inside a user namespace too), so the pids cgroup
     # below is the cap that holds there. Both leave room for one thread per core.
@@ -348,6 +531,9 @@ def run_confined(
         except subprocess.TimeoutExpired:
             timed_out = True
         finally:
+            # how long it ran: what is left to kill (a fork bomb's thousands of processes on
+            # a loaded machine) can take a second more, and is not the kernel's time
+            seconds = time.monotonic() - t0
             # kill the whole group: threads/children a kernel left running go too
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -357,8 +543,9 @@ def run_confined(
     return SandboxRun(
         returncode=None if timed_out else proc.returncode,
         timed_out=timed_out,
-        seconds=time.monotonic() - t0,
+        seconds=seconds,
         stdout=_tail(out_p),
         stderr=_tail(err_p),
-        sandbox="bubblewrap" if bw else "limits only",
+        sandbox={"bwrap": "bubblewrap", "stock": "stock"}.get(kind, "limits only"),
     )
+

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from kernelcrew.tools.sandbox import SANDBOX_ENV, available_confinements
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 KERNELS = HERE / "kernels"
@@ -108,10 +110,27 @@ def fresh_copy(src: Path, dst_dir: Path) -> Path:
     return out
 
 
-def bubblewrap_used() -> bool:
-    from kernelcrew.tools.sandbox import bwrap_path
+# Every test here runs once under each confinement that works on this machine
+# (bubblewrap where installed; "stock", unshare + Landlock + seccomp, wherever the kernel
+# allows): KERNELCREW_SANDBOX forces it in kernelcrew's processes. Where neither works,
+# the tests run under "limits only" and the ones that need a confinement skip, saying so.
+CONFINING = [k for k in available_confinements() if k != "limits"]
+CONFINEMENT_NAMES = {"bwrap": "bubblewrap", "stock": "stock", "limits": "limits only"}
 
-    return bwrap_path() is not None
+
+@pytest.fixture(params=CONFINING or ["limits"], autouse=True)
+def confinement(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv(SANDBOX_ENV, request.param)
+    return request.param
+
+
+@pytest.fixture
+def contained(confinement: str) -> str:
+    """The confinement, for a test that needs files and network confined."""
+    if confinement == "limits":
+        pytest.skip("no confinement works on this machine (neither bubblewrap nor unshare/"
+                    "Landlock): only resource limits apply")
+    return confinement
 
 
 @pytest.fixture(scope="session", autouse=True)

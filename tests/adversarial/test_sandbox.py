@@ -1,9 +1,12 @@
 """Attacks on the machine: files, network, processes, memory, the compiler.
 
 The kernels here get past the static check on purpose (names glued with ##, raw
-system calls), so what stops them is the sandbox: bubblewrap's read-only root and
-empty network namespace, the process cap, RLIMIT_AS, the timeouts, and the rule that
-a CPU worker's own output never reaches a verdict.
+system calls), so what stops them is the sandbox: under bubblewrap its read-only root
+and empty network namespace; under the stock confinement Landlock (writes only in the
+scratch directory, home hidden), the network namespace and the seccomp filter (no
+sockets); under both the process cap, RLIMIT_AS, the timeouts, and the rule that a CPU
+worker's own output never reaches a verdict. Every test runs under each confinement
+available here (the `confinement` fixture in conftest.py).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.adversarial.conftest import (
+    CONFINEMENT_NAMES,
     EVASIVE_ARCH,
     KERNELS,
     MARKER,
@@ -22,18 +26,22 @@ from tests.adversarial.conftest import (
     TINY,
     assert_judged_normally,
     assert_rejected,
-    bubblewrap_used,
     fresh_copy,
     judge,
     marker_places,
 )
 
-KERNELS_USED = {"write_outside_evasive.cpp", "network_evasive.cpp", "fork_bomb_evasive.cpp",
+KERNELS_USED = {"write_outside_evasive.cpp", "write_outside_silent.cpp", "network_evasive.cpp",
+                "fork_bomb_evasive.cpp",
                 "alloc_unbounded.cpp", "reads_host_file_evasive.cpp", "compile_bomb.cpp",
                 "fake_load_error.cpp"}
 
-needs_bwrap = pytest.mark.skipif(not bubblewrap_used(),
-                                 reason="bubblewrap is not usable here: only limits apply")
+# what a refused write returns, per confinement: EROFS (bubblewrap's read-only root),
+# EACCES (Landlock)
+WRITE_REFUSED = {"bwrap": "-30", "stock": "-13"}
+# what a refused connection returns: ENETUNREACH / ECONNREFUSED (an empty network
+# namespace), EAFNOSUPPORT (the seccomp filter refuses the socket), EACCES (Landlock TCP)
+NET_REFUSED = {"bwrap": "-(101|111)", "stock": "-(101|111|97|13)"}
 needs_arch = pytest.mark.skipif(not EVASIVE_ARCH,
                                 reason="the evasive kernels use x86-64/aarch64 syscall numbers")
 
@@ -44,22 +52,38 @@ def _process_cap() -> bool:
     return "NO process cap" not in sandbox_description()
 
 
-@needs_bwrap
 @needs_arch
-def test_write_outside_scratch_fails_read_only():
-    """openat(O_CREAT) outside the scratch directory gets EROFS; no marker file appears."""
+def test_write_outside_scratch_is_refused(contained):
+    """openat(O_CREAT) outside the scratch directory is refused (EROFS under bubblewrap,
+    EACCES under Landlock); no marker file appears; the check says which confinement."""
     j = judge("write_outside_evasive.cpp")
-    # the kernel puts what openat("/tmp/...") returned into out[0]: -30 is EROFS
-    assert_rejected(j, r"worst at \[0\]: got -30,")
+    # the kernel puts what openat("/tmp/...") returned into out[0]
+    assert_rejected(j, rf"worst at \[0\]: got {WRITE_REFUSED[contained]},")
+    assert j.doc["sandbox"].startswith(CONFINEMENT_NAMES[contained]), j.doc["sandbox"]
     found = [p / MARKER for p in marker_places() if (p / MARKER).exists()]
     assert not found, found
 
 
-@needs_bwrap
 @needs_arch
-def test_network_connection_is_unreachable(tmp_path):
+def test_quiet_write_outside_by_pasted_names_creates_nothing(contained):
+    """The attack that once passed: correct math, and files created outside the scratch
+    directory through calls whose names are glued by the preprocessor (libc open/mkdir,
+    syscall() by number). It is judged correct (nothing in its output tells), and no
+    file exists afterwards anywhere it tried."""
+    j = judge("write_outside_silent.cpp")
+    assert_judged_normally(j)
+    assert j.doc["sandbox"].startswith(CONFINEMENT_NAMES[contained]), j.doc["sandbox"]
+    places = {*marker_places(), Path("/dev/shm")}
+    found = [p / f"{MARKER}_silent_{k}" for p in places for k in ("open", "nr", "dir")
+             if (p / f"{MARKER}_silent_{k}").exists()]
+    assert not found, found
+
+
+@needs_arch
+def test_network_connection_is_unreachable(tmp_path, contained):
     """connect() to the outside: ENETUNREACH (-101). connect() to a port this test
-    listens on at 127.0.0.1: ECONNREFUSED (-111), the sandbox's own empty loopback."""
+    listens on at 127.0.0.1: ECONNREFUSED (-111), the sandbox's own empty loopback.
+    Under the stock confinement the seccomp filter refuses the socket first (-97)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen(4)
@@ -71,7 +95,7 @@ def test_network_connection_is_unreachable(tmp_path):
         listener.setblocking(False)
         with pytest.raises(BlockingIOError):
             listener.accept()  # nobody reached the host's loopback
-    assert_rejected(j, r"worst at \[[01]\]: got -(101|111),")
+    assert_rejected(j, rf"worst at \[[01]\]: got {NET_REFUSED[contained]},")
     rows = {r["case"]: r for r in j.doc["rows"]}
     assert rows["rows=256,cols=1024"]["failing_indices"] == [[0], [1]], rows
     assert "got 0," not in j.reason
@@ -115,9 +139,8 @@ def test_compile_bomb_ends_within_limits_then_next_kernel_compiles(tmp_path):
     assert nxt.doc["compile"]["cached"] is False
 
 
-@needs_bwrap
 @needs_arch
-def test_home_directory_is_hidden(tmp_path):
+def test_home_directory_is_hidden(tmp_path, contained):
     """A file in the home directory of the user running kernelcrew cannot be opened:
     the sandbox shows an empty home. (The kernel exits with code 3 when its read
     succeeds; when it fails, it writes a wrong answer instead.)"""

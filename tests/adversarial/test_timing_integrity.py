@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from kernelcrew.kernels.spec import load_op
-from kernelcrew.tools.check import roofline_floor_ms
+from kernelcrew.tools.judge.check import roofline_floor_ms
 from tests.adversarial.conftest import EVASIVE_ARCH, TINY, assert_rejected, judge
 
 KERNELS_USED = {"timed_garbage.cpp", "replay_other_set.cpp", "replay_keyed.cpp",
@@ -60,10 +60,10 @@ def test_patched_timer_is_rejected():
 def test_roofline_quarantine_still_stops_an_impossible_time(tmp_path):
     """The quarantine behind the clock check: a correct result whose median beats the
     roofline floor by more than the margin is `suspicious`, its `faster` not accepted."""
-    from kernelcrew.tools.backend import get_backend
-    from kernelcrew.tools.check import ROOFLINE_MARGIN, _peak_rates, roofline_quarantine
+    from kernelcrew.results import CaseRow, CheckResult
+    from kernelcrew.tools.backends.backend import get_backend
     from kernelcrew.tools.config import BenchSettings
-    from kernelcrew.tools.results import CaseRow, CheckResult
+    from kernelcrew.tools.judge.check import ROOFLINE_MARGIN, _peak_rates, roofline_quarantine
 
     spec = load_op(TINY)
     sizes = {"rows": 4096, "cols": 4096}  # 64 MiB per set: over the LLC, bandwidth counts

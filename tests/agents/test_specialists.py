@@ -20,8 +20,8 @@ from kernelcrew.agents.specialist import (
     unregister_specialist,
 )
 from kernelcrew.agents.transforms import apply_change, apply_transform, parse_any
-from kernelcrew.tools.check import check
-from kernelcrew.tools.results import Diagnosis, HotRegion, Metric, ProfileResult, Roofline
+from kernelcrew.results import Diagnosis, HotRegion, Metric, ProfileResult, Roofline
+from kernelcrew.tools.judge.check import check
 from tests.agents.conftest import OPS, QUICK, baseline_text
 
 BUILTIN = ["memory_access", "loop", "compiler_flags"]

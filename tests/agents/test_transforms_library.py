@@ -22,8 +22,8 @@ from kernelcrew.agents.transforms.cst import (
 )
 from kernelcrew.kernels.kernelfile import parse_kernel_text
 from kernelcrew.kernels.spec import load_op
-from kernelcrew.tools.check import check
-from kernelcrew.tools.cpu import CpuBackend
+from kernelcrew.tools.backends.cpu import CpuBackend
+from kernelcrew.tools.judge.check import check
 from tests.agents.conftest import OPS, QUICK, baseline_text
 
 # which transformations apply to which baseline (None: must not apply)
@@ -216,7 +216,7 @@ def test_simd_and_omp_parallel_compose_in_either_order(op, small_ops, op_copy, t
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (compile only)")
 @pytest.mark.parametrize("op", OPS)
 def test_cuda_transforms_compile_with_sane_registers(op):
-    from kernelcrew.tools.cuda import CudaBackend
+    from kernelcrew.tools.backends.cuda import CudaBackend
 
     spec = load_op(op)
     be = CudaBackend()

@@ -9,7 +9,7 @@ from types import ModuleType
 
 import pytest
 
-from kernelcrew.tools import cuda as cuda_mod
+from kernelcrew.tools.backends import cuda as cuda_mod
 from tests.cuda.helpers import HERE
 
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from kernelcrew.tools.cuda import CudaBackend
+from kernelcrew.tools.backends.cuda import CudaBackend
 from tests.cuda.helpers import FIXTURES, baseline_cu, fast_cu, run_cli
 
 # file -> (line of the offence in the file, words the reason must hold)

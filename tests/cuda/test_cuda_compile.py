@@ -9,8 +9,8 @@ import pytest
 
 from kernelcrew.kernels.kernelfile import load_kernel, parse_kernel_text, validate_against
 from kernelcrew.kernels.spec import load_op
-from kernelcrew.tools import cuda as cuda_mod
-from kernelcrew.tools.cuda import CudaBackend, nvcc_flags, parse_ptxas
+from kernelcrew.tools.backends import cuda as cuda_mod
+from kernelcrew.tools.backends.cuda import CudaBackend, nvcc_flags, parse_ptxas
 from tests.cuda.helpers import FIXTURES, OPS, baseline_cu, fast_cu
 
 
@@ -255,8 +255,8 @@ def test_every_case_of_every_library_kernel_is_launchable_on_sm90(backend: CudaB
                                                                   monkeypatch) -> None:
     """Grid/block/shared expressions of every case pass the runtime's launch checks, and
     each block fits an SM (registers from ptxas, shared = static + dynamic)."""
-    from kernelcrew.tools.cuda_runtime import plan_launches, temp_shapes
-    from kernelcrew.tools.occupancy import sm_limits, theoretical_occupancy
+    from kernelcrew.tools.backends.cuda_runtime import plan_launches, temp_shapes
+    from kernelcrew.tools.backends.occupancy import sm_limits, theoretical_occupancy
 
     monkeypatch.setenv("KERNELCREW_CUDA_ARCH", "sm_90")
     kf, res = _compile(backend, op, baseline_cu(op) if which == "baseline" else fast_cu(op))
@@ -276,7 +276,7 @@ def test_every_case_of_every_library_kernel_is_launchable_on_sm90(backend: CudaB
 
 
 def test_nvcc_diagnostics_are_normalized() -> None:
-    from kernelcrew.tools.compile import normalize
+    from kernelcrew.tools.backends.compile import normalize
 
     log = ('kernel.cu(12): error: identifier "undefined_name" is undefined\n'
            "      out[0] = undefined_name;\n"

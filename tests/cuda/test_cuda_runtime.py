@@ -12,11 +12,11 @@ import pytest
 from kernelcrew.errors import ExprError
 from kernelcrew.kernels.kernelfile import load_kernel
 from kernelcrew.kernels.spec import load_op
+from kernelcrew.results import CompileResult
+from kernelcrew.tools.backends.cuda import CudaBackend
+from kernelcrew.tools.backends.cuda_runtime import LaunchError, plan_launches, temp_shapes
 from kernelcrew.tools.config import BenchSettings
-from kernelcrew.tools.cuda import CudaBackend
-from kernelcrew.tools.cuda_runtime import LaunchError, plan_launches, temp_shapes
-from kernelcrew.tools.harness import Harness, _read_progress
-from kernelcrew.tools.results import CompileResult
+from kernelcrew.tools.judge.harness import Harness, _read_progress
 from tests.cuda.helpers import FIXTURES
 
 
@@ -78,7 +78,7 @@ def _affine(grid, block, shared, rowsum, out, a, b, rows, cols):
 
 
 def _run_worker(fake_cupy, tmp_path, kernel_path, *, mode="bench", reps=4):
-    from kernelcrew.tools import worker
+    from kernelcrew.tools.judge import worker
 
     spec = load_op("scale_shift_sum")
     kf = load_kernel(kernel_path)
@@ -121,7 +121,7 @@ def test_cold_runs_flush_l2_with_a_read_only_sweep(fake_cupy, tmp_path, monkeypa
     monkeypatch.setenv("KERNELCREW_CACHE", cache)
     fake_cupy.KERNELS["scale_shift_sum"] = lambda grid, block, shared, x, out, a, b, r, c: \
         out.__setitem__(slice(None), (a * x.astype(np.float64) + b).sum(axis=1))
-    h, rows, done = _run_worker(fake_cupy, tmp_path, FIXTURES / "gpu" / "writes_nothing.cu",
+    h, _rows, _done = _run_worker(fake_cupy, tmp_path, FIXTURES / "gpu" / "writes_nothing.cu",
                                 reps=4)
     try:
         l2 = fake_cupy.PROPS["l2CacheSize"]

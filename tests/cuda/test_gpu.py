@@ -18,11 +18,11 @@ import pytest
 
 from kernelcrew.kernels.kernelfile import load_kernel
 from kernelcrew.kernels.spec import load_op
-from kernelcrew.tools.check import check
+from kernelcrew.tools.backends.cuda import CudaBackend, probe_device
 from kernelcrew.tools.config import BenchSettings
-from kernelcrew.tools.cuda import CudaBackend, probe_device
-from kernelcrew.tools.harness import Harness
-from kernelcrew.tools.ncu import (
+from kernelcrew.tools.judge.check import check
+from kernelcrew.tools.judge.harness import Harness
+from kernelcrew.tools.observe.ncu import (
     ncu_command,
     ncu_import_command,
     ncu_path,

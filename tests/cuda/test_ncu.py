@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernelcrew.tools.ncu import (
+from kernelcrew.tools.observe.ncu import (
     DEFAULT_METRICS,
     STALL_METRIC,
     hottest,
@@ -40,7 +40,7 @@ def test_command_is_non_interactive_and_targets_one_kernel() -> None:
     metrics = argv[argv.index("--metrics") + 1].split(",")
     assert metrics == list(DEFAULT_METRICS)
     assert "dram__throughput.avg.pct_of_peak_sustained_elapsed" in metrics
-    assert argv[-4:] == ["/py", "-m", "kernelcrew.tools.worker", "/s/job.json"]
+    assert argv[-4:] == ["/py", "-m", "kernelcrew.tools.judge.worker", "/s/job.json"]
 
 
 def test_prefix_with_source_counters_export_and_skip() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kernelcrew.errors import InputError
-from kernelcrew.tools.occupancy import sm_limits, theoretical_occupancy
+from kernelcrew.tools.backends.occupancy import sm_limits, theoretical_occupancy
 
 
 # (arch, threads, regs, smem) -> (blocks/SM, warps/SM, limiter); worked by hand:

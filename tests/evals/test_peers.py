@@ -11,7 +11,7 @@ from kernelcrew.errors import InputError
 from kernelcrew.evals import peers as P
 from kernelcrew.kernels.kernelfile import load_kernel, validate_against
 from kernelcrew.kernels.spec import library_ops, load_op
-from kernelcrew.tools.backend import get_backend
+from kernelcrew.tools.backends.backend import get_backend
 from tests.conftest import OPS
 
 VADD_TUNABLE = """/* kernelcrew

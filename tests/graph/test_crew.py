@@ -17,7 +17,7 @@ import pytest
 from kernelcrew import build_graph
 from kernelcrew.agents.specialist import register_specialist, unregister_specialist
 from kernelcrew.graph.build import RECURSION_LIMIT
-from kernelcrew.graph.trace import read_trace
+from kernelcrew.trace import read_trace
 from tests.conftest import OPS, ROOT
 from tests.graph import specialists as sp
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelcrew.graph.trace import read_trace
 from kernelcrew.memory.store import MemoryStore, MemoryUnavailable
+from kernelcrew.trace import read_trace
 from tests.conftest import OPS, ROOT
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kernelcrew.agents.context import AgentContext, IterationNote
-from kernelcrew.tools.results import Diagnosis, HotRegion, Metric, ProfileResult, Roofline
+from kernelcrew.results import Diagnosis, HotRegion, Metric, ProfileResult, Roofline
 
 HERE = Path(__file__).resolve().parent
 OPS = HERE.parent / "ops"

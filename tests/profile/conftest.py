@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from kernelcrew.results import ProfileResult
 from kernelcrew.tools.config import BenchSettings
-from kernelcrew.tools.profile import profile
-from kernelcrew.tools.results import ProfileResult
+from kernelcrew.tools.observe.profile import profile
 
 REPO = Path(__file__).resolve().parents[2]
 FAST = REPO / "tests" / "kernels"

@@ -11,10 +11,11 @@ import pytest
 
 from kernelcrew.errors import InputError
 from kernelcrew.kernels.spec import library_ops
-from kernelcrew.tools import cpu_profile
-from kernelcrew.tools.cpu import cpu_threads
-from kernelcrew.tools.profile import CPU_LABELS, SUMMARY_MAX, profile
-from kernelcrew.tools.results import ProfileResult
+from kernelcrew.results import ProfileResult
+from kernelcrew.tools.backends.cpu import cpu_threads
+from kernelcrew.tools.observe import perf
+from kernelcrew.tools.observe.profile import profile
+from kernelcrew.tools.observe.summary import CPU_LABELS, SUMMARY_MAX
 
 from .conftest import BENCH, REPO, fast_kernel
 
@@ -104,8 +105,8 @@ def test_vectorization_report_names_the_hot_loops(profiled) -> None:
 
 def test_hot_regions_come_from_perf_when_it_works(profiled) -> None:
     res = profiled("transpose")
-    if not cpu_profile.perf_support().record:
-        pytest.skip(f"perf record does not work here: {cpu_profile.perf_support().record_reason}")
+    if not perf.perf_support().record:
+        pytest.skip(f"perf record does not work here: {perf.perf_support().record_reason}")
     top = res.hot_regions[0]
     assert top.where.startswith("loop l.11") and top.share > 0.5
     assert res.metrics["threads_busy"].value == 1
@@ -113,13 +114,13 @@ def test_hot_regions_come_from_perf_when_it_works(profiled) -> None:
 
 
 def test_without_perf_the_hot_regions_are_a_labelled_static_estimate(monkeypatch) -> None:
-    monkeypatch.setenv(cpu_profile.PERF_ENV, "off")
-    cpu_profile.perf_support.cache_clear()
+    monkeypatch.setenv(perf.PERF_ENV, "off")
+    perf.perf_support.cache_clear()
     try:
         res = profile("transpose", None, "cpu", case="unaligned[0]", bench=BENCH)
     finally:
-        monkeypatch.delenv(cpu_profile.PERF_ENV)
-        cpu_profile.perf_support.cache_clear()
+        monkeypatch.delenv(perf.PERF_ENV)
+        perf.perf_support.cache_clear()
     assert_template(res.summary)
     assert "hot: (static est.)" in res.summary and "occupancy n/a (perf off)" in res.summary
     assert res.hot_regions and res.hot_regions[0].share is None

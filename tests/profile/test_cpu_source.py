@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from kernelcrew.kernels.kernelfile import load_kernel
 from kernelcrew.kernels.spec import load_op
-from kernelcrew.tools.cpu_source import (
+from kernelcrew.tools.observe.cpu_source import (
     analyze,
     apply_vec_report,
     loop_at,
@@ -119,7 +119,7 @@ def test_vectorization_report_is_mapped_to_the_loops() -> None:
 
 
 def test_perf_stat_csv_is_parsed_with_unsupported_events_as_none() -> None:
-    from kernelcrew.tools.cpu_profile import parse_perf_stat
+    from kernelcrew.tools.observe.perf import parse_perf_stat
 
     text = ("123456789,,cycles,1000,100.00,,\n"
             "<not supported>,,instructions,0,100.00,,\n"

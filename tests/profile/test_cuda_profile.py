@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelcrew.tools.profile import CUDA_LABELS, SUMMARY_MAX, pick_case, profile
+from kernelcrew.tools.observe.profile import pick_case, profile
+from kernelcrew.tools.observe.summary import CUDA_LABELS, SUMMARY_MAX
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "cuda" / "fixtures"
@@ -21,7 +22,7 @@ def cuda_ready() -> str:
     for mod in ("cuda", "occupancy", "cuda_runtime"):
         if importlib.util.find_spec(f"kernelcrew.tools.{mod}") is None:
             return f"kernelcrew.tools.{mod} is not there yet"
-    from kernelcrew.tools.cuda import nvcc_path
+    from kernelcrew.tools.backends.cuda import nvcc_path
 
     return "" if nvcc_path() else "nvcc not installed"
 
@@ -39,7 +40,7 @@ def assert_template(summary: str) -> None:
 
 @needs_cuda
 def test_compile_only_profile_has_registers_and_theoretical_occupancy() -> None:
-    from kernelcrew.tools.cuda import CudaBackend
+    from kernelcrew.tools.backends.cuda import CudaBackend
 
     if CudaBackend().can_run()[0]:
         pytest.skip("a device is here: the profile runs instead of compiling only")
@@ -62,7 +63,7 @@ def test_compile_only_profile_has_registers_and_theoretical_occupancy() -> None:
 
 @needs_cuda
 def test_compile_only_flags_a_grid_too_small_to_fill_the_gpu() -> None:
-    from kernelcrew.tools.cuda import CudaBackend
+    from kernelcrew.tools.backends.cuda import CudaBackend
 
     if CudaBackend().can_run()[0]:
         pytest.skip("a device is here")
@@ -78,9 +79,9 @@ def test_ncu_fixture_fills_the_summary_template() -> None:
         pytest.skip("the ncu fixtures of tests/cuda are not there")
     from kernelcrew.kernels.kernelfile import load_kernel
     from kernelcrew.kernels.spec import load_op
-    from kernelcrew.tools import ncu
-    from kernelcrew.tools.cuda import CudaBackend
-    from kernelcrew.tools.cuda_profile import device_result, launches_of
+    from kernelcrew.tools.backends.cuda import CudaBackend
+    from kernelcrew.tools.observe import ncu
+    from kernelcrew.tools.observe.cuda_profile import device_result, launches_of
 
     spec = load_op("softmax_rows")
     kf = load_kernel(spec.baseline_path("cuda"))

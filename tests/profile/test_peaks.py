@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 
-from kernelcrew.tools import peaks
+from kernelcrew.tools.backends import peaks
 
 # The README states this factor between the triad and NumPy copy bandwidths.
 NUMPY_FACTOR = 3.0
@@ -23,7 +23,7 @@ def test_peaks_are_measured_once_then_read_from_the_cache() -> None:
     assert second.measured_at == first.measured_at
     assert peaks.peaks_path().exists()
     # another process reads the same cache entry instead of measuring
-    out = subprocess.run([sys.executable, "-m", "kernelcrew.tools.peaks"], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "kernelcrew.tools.backends.peaks"], capture_output=True,
                          text=True, timeout=120, check=True).stdout
     cached = json.loads(out[out.index("{"):])
     assert cached["measured_at"] == first.measured_at

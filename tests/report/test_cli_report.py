@@ -7,7 +7,7 @@ import re
 import shutil
 from pathlib import Path
 
-from kernelcrew.graph.trace import read_trace
+from kernelcrew.trace import read_trace
 from tests.conftest import kernelcrew
 
 

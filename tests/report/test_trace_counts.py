@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from kernelcrew.graph.trace import read_trace
 from kernelcrew.kernels.kernelfile import text_digest
+from kernelcrew.trace import read_trace
 
 KNOWN = {"baseline", "observe", "plan", "specialist", "coordinator", "execute", "revise",
          "verify", "benchmark", "gate", "reflect", "finalize"}

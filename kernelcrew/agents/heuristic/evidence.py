@@ -13,7 +13,7 @@ from kernelcrew.agents.transforms.analysis import FunctionModel, check_loop, p_s
 from kernelcrew.agents.transforms.cst import Source, find_function, params, pragma_text, walk
 from kernelcrew.errors import InputError
 from kernelcrew.kernels.kernelfile import KernelFile
-from kernelcrew.tools.results import ProfileResult
+from kernelcrew.results import ProfileResult
 
 
 def _metric(p: ProfileResult | None, *names: str) -> tuple[float | None, str]:

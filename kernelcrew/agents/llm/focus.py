@@ -23,6 +23,7 @@ from typing import Any
 
 from kernelcrew.agents.context import AgentContext, Feedback, IterationNote
 from kernelcrew.agents.proposal import Proposal
+from kernelcrew.kernels.flags import allowed_flags
 
 KEEP_RECENT = 5  # iterations shown in full when the budget allows
 MIN_RECENT = 3  # ... and never fewer (older ones are folded into the tried list)
@@ -209,8 +210,6 @@ def build_context(ctx: AgentContext, fld: str, *, budget: int,
     sections.append(Section("kernel", f"Current best kernel ({best})",
                             [_code_block(ctx.kernel, be)], 0, bullet=False))
     if fld == "compiler_flags":
-        from kernelcrew.kernels.flags import allowed_flags
-
         flags = [f"Current flags: {_current_flags(ctx.kernel)}",
                  f"Allowed flags ({be}): {' '.join(allowed_flags(be))}"]
         report = getattr(ctx, "compile_report", "") or ""

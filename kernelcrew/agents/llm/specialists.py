@@ -28,8 +28,10 @@ from kernelcrew.agents.llm.focus import FocusedContext, build_context
 from kernelcrew.agents.llm.prompts import has_prompt, render
 from kernelcrew.agents.llm.settings import LLMSettings
 from kernelcrew.agents.proposal import Change, Proposal
+from kernelcrew.agents.transforms import changed_regions
 from kernelcrew.errors import InputError
 from kernelcrew.kernels.kernelfile import KernelFile, parse_kernel_text
+from kernelcrew.kernels.policy import CPU_INCLUDES, CUDA_INCLUDES
 
 FIELDS: dict[str, str] = {  # specialist name -> field (its prompt file is <field>.md)
     "memory_access": "memory_access",
@@ -209,8 +211,6 @@ class LLMSpecialist:
 
     # -- prompts ---------------------------------------------------------------------------
     def system_prompt(self, ctx: AgentContext) -> str:
-        from kernelcrew.kernels.policy import CPU_INCLUDES, CUDA_INCLUDES
-
         role_file = f"{self.focus}.md"
         role = render(role_file) if has_prompt(role_file) else render(
             "specialist.md", name=self.name, field=self.field)
@@ -278,8 +278,6 @@ class LLMSpecialist:
         regions: list[str] = []
         if ctype == "source":
             try:
-                from kernelcrew.agents.transforms import changed_regions
-
                 regions = changed_regions(ctx.kernel, ans.kernel)
             except ImportError:
                 regions = []

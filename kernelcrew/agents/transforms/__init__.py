@@ -28,6 +28,7 @@ from kernelcrew.agents.transforms.cst import (
     EditConflict,
     Source,
     all_loops,
+    function_name,
     functions,
     loops_in,
     walk,
@@ -124,10 +125,36 @@ def parse_any(kernel_text: str) -> KernelFile:
 
 
 def entries(kf: KernelFile) -> list[str]:
-    """The functions a transformation works on: the CPU entry or every launched kernel."""
+    """The functions a transformation works on: the CPU entry and the functions of the file
+    it calls (an imported kernel's entry is a thin wrapper around the user's function and
+    its helpers), or every launched kernel."""
     if kf.backend == "cpu":
-        return [kf.meta.entry] if kf.meta.entry else []
-    return list(dict.fromkeys(lc.kernel for lc in kf.meta.launch))
+        return [kf.meta.entry, *callees(kf.body, kf.meta.entry)] if kf.meta.entry else []
+    kernels = list(dict.fromkeys(lc.kernel for lc in kf.meta.launch))
+    return list(dict.fromkeys([*kernels, *(c for k in kernels for c in callees(kf.body, k))]))
+
+
+def callees(body: str, entry: str) -> list[str]:
+    """Functions defined in `body` that `entry` calls, directly or not, in call order."""
+    s = Source(body)
+    defs = {}
+    for fn in functions(s):
+        name = function_name(fn)
+        if name and name not in defs:
+            defs[name] = fn
+    out: list[str] = []
+    todo = [entry]
+    while todo:
+        fn = defs.get(todo.pop(0))
+        if fn is None:
+            continue
+        for n in walk(fn):
+            if n.type == "call_expression":
+                name = s.text_of(n.child_by_field_name("function"))
+                if name in defs and name != entry and name not in out:
+                    out.append(name)
+                    todo.append(name)
+    return out
 
 
 _OPT = re.compile(r"^-O(\d|s|fast)$")

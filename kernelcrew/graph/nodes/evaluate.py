@@ -13,17 +13,39 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from kernelcrew.graph.context import RunContext
-from kernelcrew.graph.nodes.common import ctx_of, load_cached, store_cached
+from kernelcrew.graph.nodes.common import (
+    baseline_digest,
+    budget_spent,
+    ctx_of,
+    load_cached,
+    store_cached,
+)
+from kernelcrew.graph.nodes.demote import demote
 from kernelcrew.graph.services import tools_for
 from kernelcrew.graph.state import CrewState
-from kernelcrew.graph.trace import emit
-from kernelcrew.tools import evaluate as ev
+from kernelcrew.tools.judge import evaluate as ev
+from kernelcrew.trace import emit
 
 
 def _record(c: dict, it: int, outcome: str, detail: str, *, speedup=None, vs_best=None) -> dict:
     return {"iteration": it, "author": c["author"], "kind": c["kind"], "path": c["path"],
             "digest": c["digest"], "outcome": outcome, "speedup": speedup, "vs_best": vs_best,
             "detail": detail, "compile_tries": c["tries"]}
+
+
+def _out_of_budget(state: CrewState, ctx: RunContext, c: dict, it: int, out: list[dict],
+                   step: str) -> bool:
+    """The wall-clock budget is checked before each evaluation starts: a candidate that
+    would start after it is spent is recorded as not evaluated, with the reason."""
+    spent = budget_spent(state, ctx)
+    if not spent:
+        return False
+    c["status"] = "not-evaluated"
+    out.append(_record(c, it, "not-evaluated", f"{spent} before its {step} started"))
+    emit(state["run_dir"], step, f"{Path(c['path']).name}: not evaluated, {spent}",
+         t0=time.monotonic(), iteration=it, agent=c["author"], refs={"kernel": c["path"]},
+         skipped=spent)
+    return True
 
 
 def verify(state: CrewState, runtime: Runtime[RunContext]) -> dict:
@@ -34,6 +56,8 @@ def verify(state: CrewState, runtime: Runtime[RunContext]) -> dict:
     evaluations = []
     for c in candidates:
         if c["status"] != "compiled":
+            continue
+        if _out_of_budget(state, ctx, c, it, evaluations, "verify"):
             continue
         t0 = time.monotonic()
         key = f"verify-{c['digest']}"
@@ -62,20 +86,43 @@ def benchmark(state: CrewState, runtime: Runtime[RunContext]) -> dict:
     it = state["iteration"]
     tools = tools_for(state, ctx)
     best = state["best"]
-    best_kf = tools.parse(Path(best["path"]).read_text(), path=Path(best["path"]))
-    best_pair = (tools.compile(best_kf), best_kf)
     candidates = [dict(c) for c in state.get("candidates", [])]
     results = []
-    for c in candidates:
-        if c["status"] != "verified":
+    skipped: list[dict] = []
+    demotions: list[dict] = []  # the best failed its re-run as the incumbent of a race
+    pending = [c for c in candidates if c["status"] == "verified"]
+    while pending:
+        c = pending[0]
+        if _out_of_budget(state, ctx, c, it, skipped, "benchmark"):
+            pending.pop(0)
             continue
         t0 = time.monotonic()
         key = f"race-{c['digest']}-vs-{best['digest']}"
         cached = load_cached(state["run_dir"], key)
         if cached is None:
+            best_kf = tools.parse(Path(best["path"]).read_text(), path=Path(best["path"]))
             kf = tools.parse(Path(c["path"]).read_text(), path=Path(c["path"]))
-            race = ev.race(tools.harness, (tools.compile(kf), kf), best_pair,
-                           against="the current best")
+            try:
+                race = ev.race(tools.harness, (tools.compile(kf), kf),
+                               (tools.compile(best_kf), best_kf), against="the current best")
+            except ev.IncumbentFailed as e:
+                if best["author"] == "baseline":  # nothing to fall back on: the run stops
+                    halt = f"the baseline failed a re-check while timed: {e.reason}"
+                    emit(state["run_dir"], "benchmark", halt, t0=t0, iteration=it,
+                         agent="gate", ok=False)
+                    return {"candidates": candidates, "evaluations": [*demotions, *skipped],
+                            "best": best, "halts": [halt],
+                            "since_improvement": state.get("since_improvement", 0) + 1}
+                # the best failed while timed again: demoted; this candidate (and the rest)
+                # are raced against the previous best instead
+                best, record = demote({**state, "best": best},
+                                      [*state.get("evaluations", []), *demotions],
+                                      reason=e.reason, where="re-timed as the incumbent",
+                                      baseline_digest=baseline_digest(state, tools))
+                demotions.append(record)
+                pending = [done for done, _ in results] + pending  # timed against the old best
+                results = []
+                continue
             cached = {"verdict": race.gate.verdict, "vs_best": race.gate.speedup,
                       "band": race.gate.band, "measured_noise": race.gate.measured_noise,
                       "min_speedup": race.gate.min_speedup, "reason": race.gate.reason,
@@ -88,6 +135,7 @@ def benchmark(state: CrewState, runtime: Runtime[RunContext]) -> dict:
                  vs_best=cached["vs_best"], band=cached["band"],
                  measured_noise=cached.get("measured_noise"), rows=cached["rows"])
         results.append((c, cached))
+        pending.pop(0)
     t0 = time.monotonic()
     winners = [(c, r) for c, r in results if r["verdict"] == "faster"]
     winner = max(winners, key=lambda cr: cr[1]["vs_best"], default=None)
@@ -99,7 +147,7 @@ def benchmark(state: CrewState, runtime: Runtime[RunContext]) -> dict:
         if not _yes(answer):
             winner = None
             c["declined"] = True
-    evaluations = []
+    evaluations = [*demotions, *skipped]
     new_best = dict(best)
     for c, r in results:
         chained = best["speedup"] * r["vs_best"] if r["vs_best"] else None

@@ -18,9 +18,9 @@ from kernelcrew.graph.nodes.common import ctx_of
 from kernelcrew.graph.nodes.plan import agent_context
 from kernelcrew.graph.services import tools_for
 from kernelcrew.graph.state import CrewState
-from kernelcrew.graph.trace import emit
 from kernelcrew.kernels.kernelfile import text_digest, validate_against
-from kernelcrew.tools.results import CompileResult
+from kernelcrew.results import CompileResult
+from kernelcrew.trace import emit
 
 
 def compile_candidate(state: CrewState, ctx: RunContext, text: str, path: str) -> CompileResult:

@@ -10,10 +10,13 @@ from langgraph.runtime import Runtime
 from kernelcrew.agents.context import IterationNote
 from kernelcrew.graph.context import RunContext
 from kernelcrew.graph.memory import memory_for
-from kernelcrew.graph.nodes.common import ctx_of
+from kernelcrew.graph.nodes.common import baseline_digest, ctx_of
+from kernelcrew.graph.nodes.demote import demote
 from kernelcrew.graph.services import tools_for
 from kernelcrew.graph.state import CrewState
-from kernelcrew.graph.trace import emit, write_json_atomic
+from kernelcrew.tools.config import Limits
+from kernelcrew.tools.observe.profile import ProfileFailed, profile
+from kernelcrew.trace import emit, write_json_atomic
 
 RECENT = 5  # iterations shown in full; older ones are folded into the tried list
 
@@ -42,16 +45,32 @@ def observe(state: CrewState, runtime: Runtime[RunContext]) -> dict:
     prof_dir.mkdir(exist_ok=True)
     profile_json: dict = {}
     note = ""
-    try:
-        from kernelcrew.tools.profile import profile
-
-        prof = profile(tools.spec, state["best"]["path"], tools.backend.name)
-        profile_json = prof.model_dump(mode="json")
-        write_json_atomic(prof_dir / f"iter{it:02d}.json", profile_json)
-        bottleneck = prof.bottleneck.kind
-        note = prof.summary
-    except ImportError as e:
-        bottleneck, note = "unknown", f"profile unavailable: {e}"
+    update: dict = {}
+    best = state["best"]
+    evaluations = list(state.get("evaluations", []))
+    while True:
+        try:
+            # the run's worker timeout: a best kernel that hangs now is a verdict in time
+            prof = profile(tools.spec, best["path"], tools.backend.name,
+                           limits=Limits(timeout_s=ctx.timeout_s))
+            profile_json = prof.model_dump(mode="json")
+            write_json_atomic(prof_dir / f"iter{it:02d}.json", profile_json)
+            bottleneck = prof.bottleneck.kind
+            note = prof.summary
+        except ImportError as e:
+            bottleneck, note = "unknown", f"profile unavailable: {e}"
+        except ProfileFailed as e:
+            if best["author"] == "baseline":  # judged correct at the start: only no profile
+                bottleneck, note = "unknown", f"profile unavailable: {e}"
+            else:  # the best failed its re-run: demoted, profile the previous best instead
+                best, record = demote({**state, "best": best}, evaluations, reason=str(e),
+                                      where="re-profiled by observe",
+                                      baseline_digest=baseline_digest(state, tools))
+                evaluations.append(record)
+                update.setdefault("evaluations", []).append(record)
+                update["best"] = best
+                continue
+        break
     memory = memory_for(ctx)
     situation = {"text": note, "operator": state["op_name"], "family": state["family"],
                  "backend": state["backend"], "bottleneck": bottleneck}
@@ -65,4 +84,5 @@ def observe(state: CrewState, runtime: Runtime[RunContext]) -> dict:
          iteration=it, refs={"profile": str(prof_dir / f"iter{it:02d}.json")} if profile_json
          else {},
          reflections=reflections)
-    return {"profile": profile_json, "reflections": reflections, "change_stats": stats}
+    return {"profile": profile_json, "reflections": reflections, "change_stats": stats,
+            **update}

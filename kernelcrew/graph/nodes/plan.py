@@ -11,17 +11,19 @@ from langgraph.types import Send
 
 from kernelcrew.agents.context import AgentContext
 from kernelcrew.agents.coordinator import coordinate
+from kernelcrew.agents.llm.coordinator import LLMCoordinator
 from kernelcrew.agents.proposal import Proposal
 from kernelcrew.agents.specialist import get_specialist, specialist_names
+from kernelcrew.agents.transforms import apply_change
 from kernelcrew.errors import AgentUnavailable
 from kernelcrew.graph.context import RunContext
 from kernelcrew.graph.nodes.common import ctx_of, kernel_suffix
 from kernelcrew.graph.nodes.observe import fold_history
 from kernelcrew.graph.services import tools_for
 from kernelcrew.graph.state import CrewState, SpecialistInput
-from kernelcrew.graph.trace import emit
 from kernelcrew.kernels.kernelfile import text_digest
-from kernelcrew.tools.results import ProfileResult
+from kernelcrew.results import ProfileResult
+from kernelcrew.trace import emit
 
 
 def agent_context(state: CrewState, ctx: RunContext) -> AgentContext:
@@ -95,7 +97,6 @@ def coordinator(state: CrewState, runtime: Runtime[RunContext]) -> dict:
     it = state["iteration"]
     props = [Proposal.model_validate_json(Path(r["file"]).read_text())
              for r in state.get("proposals", []) if r["iteration"] == it]
-    from kernelcrew.agents.transforms import apply_change
 
     tried = {e["digest"] for e in state.get("evaluations", []) if e.get("digest")}
     base_text = Path(state["best"]["path"]).read_text()
@@ -105,8 +106,6 @@ def coordinator(state: CrewState, runtime: Runtime[RunContext]) -> dict:
     agent = None
     halts: list[str] = []
     if ctx.policy_for("coordinator") == "llm":
-        from kernelcrew.agents.llm.coordinator import LLMCoordinator
-
         agent = LLMCoordinator(ctx.llm, run_dir=state["run_dir"])
         try:
             decision = agent.coordinate(

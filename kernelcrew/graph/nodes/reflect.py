@@ -12,10 +12,10 @@ from kernelcrew.agents.proposal import Proposal
 from kernelcrew.agents.reflector import reflect as write_reflection
 from kernelcrew.graph.context import RunContext
 from kernelcrew.graph.memory import memory_for
-from kernelcrew.graph.nodes.common import ctx_of
+from kernelcrew.graph.nodes.common import budget_spent, ctx_of
 from kernelcrew.graph.state import CrewState
-from kernelcrew.graph.trace import emit
 from kernelcrew.memory.reflection import Reflection
+from kernelcrew.trace import emit
 
 _BOTTLENECKS = {"memory-bound", "compute-bound", "latency-bound", "launch-bound"}
 
@@ -67,8 +67,8 @@ def stop_reason(state: CrewState, ctx: RunContext) -> str:
         return f"max iterations ({ctx.max_iters})"
     if state.get("since_improvement", 0) >= ctx.patience:
         return f"patience: {ctx.patience} iterations without an accepted improvement"
-    if time.time() - state["started"] > ctx.wall_budget_s:
-        return f"wall-clock budget of {ctx.wall_budget_s:.0f} s spent"
+    if budget_spent(state, ctx):
+        return budget_spent(state, ctx)
     if not last and not state.get("candidates"):
         return "nothing left to try: no specialist had a new proposal"
     return ""

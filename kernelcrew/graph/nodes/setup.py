@@ -13,13 +13,15 @@ from langgraph.runtime import Runtime
 from kernelcrew.errors import InputError
 from kernelcrew.graph.context import RunContext, runs_root
 from kernelcrew.graph.nodes.common import ctx_of, kernel_suffix
+from kernelcrew.graph.nodes.write import missing_baseline, write_baseline
 from kernelcrew.graph.services import tools_for
 from kernelcrew.graph.state import CrewState
-from kernelcrew.graph.trace import emit, write_json_atomic
 from kernelcrew.kernels.kernelfile import load_kernel, validate_against
 from kernelcrew.kernels.spec import load_op
-from kernelcrew.tools.backend import get_backend
-from kernelcrew.tools.harness import case_key
+from kernelcrew.tools.backends.backend import get_backend
+from kernelcrew.tools.judge.harness import case_key
+from kernelcrew.tools.locks import bench_lock
+from kernelcrew.trace import emit, write_json_atomic
 
 
 def new_run_id(op_name: str) -> str:
@@ -31,9 +33,9 @@ def baseline(state: CrewState, runtime: Runtime[RunContext]) -> dict:
     ctx = ctx_of(runtime)
     spec = load_op(state["operator"])
     backend = get_backend(ctx.backend)
-    if backend.name not in spec.baselines:
-        raise InputError(f"operator {spec.name} has no {backend.name} baseline",
-                         path=spec.folder / "op.yaml", field="baselines")
+    written = backend.name not in spec.baselines
+    if written and ctx.policy_for("writer") != "llm":
+        raise missing_baseline(spec, backend.name)
     run_id = state.get("run_id") or new_run_id(spec.name)
     run_dir = Path(ctx.run_dir) if ctx.run_dir else Path(ctx.runs_dir or runs_root()) / run_id
     (run_dir / "candidates").mkdir(parents=True, exist_ok=True)
@@ -42,15 +44,17 @@ def baseline(state: CrewState, runtime: Runtime[RunContext]) -> dict:
                                                  "backend": backend.name,
                                                  "requested_backend": ctx.backend})
     suffix = kernel_suffix(backend.name)
-    base_src = spec.baseline_path(backend.name)
+    partial = {"run_dir": str(run_dir), "op_path": str(spec.folder), "backend": backend.name,
+               "seed": ctx.seed if ctx.seed is not None else secrets.randbits(31)}
+    tools = tools_for(partial, ctx)
+    # no baseline: the LLM writer's first correct kernel is the baseline
+    base_src = write_baseline(spec, ctx, run_dir, tools) if written \
+        else spec.baseline_path(backend.name)
     base_copy = run_dir / f"baseline{suffix}"
     shutil.copyfile(base_src, base_copy)
     shutil.copyfile(base_src, run_dir / f"best{suffix}")
     kf = load_kernel(base_copy)
     validate_against(kf, spec)
-    partial = {"run_dir": str(run_dir), "op_path": str(spec.folder), "backend": backend.name,
-               "seed": ctx.seed if ctx.seed is not None else secrets.randbits(31)}
-    tools = tools_for(partial, ctx)
     comp = tools.compile(kf)
     if not comp.ok:
         raise InputError(f"the baseline does not compile: {comp.reason}", path=base_src)
@@ -71,8 +75,13 @@ def baseline(state: CrewState, runtime: Runtime[RunContext]) -> dict:
     best = {"path": str(run_dir / f"best{suffix}"), "source": str(base_copy),
             "digest": kf.digest(), "speedup": 1.0, "iteration": 0, "author": "baseline",
             "kind": "baseline"}
+    reference_ms: dict[str, float] = {}
+    if written:  # the user's only other implementation: time it on this machine too
+        with bench_lock():
+            reference_ms = tools.harness.time_reference(ctx.reps)
     return {**partial, "run_id": run_id, "op_name": spec.name, "family": spec.family,
             "started": time.time(), "iteration": 1, "baseline": {
-                "path": str(base_copy), "medians": medians, "typical_ms": total},
+                "path": str(base_copy), "medians": medians, "typical_ms": total,
+                "written": written, "reference_ms": reference_ms},
             "best": best, "since_improvement": 0, "compile_failures": 0, "plan_first": False,
             "proposals": [], "evaluations": []}

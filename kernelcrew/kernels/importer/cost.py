@@ -1,0 +1,198 @@
+"""A cost model estimated from the code: loop trip counts from `for` headers, floating-point
+operations counted in the loop bodies (helpers called from them included), bytes from the
+tensors' shapes. The result is op.yaml's `cost` (expressions in the sizes) plus notes on
+what could not be read (a loop bound in local variables counts as one trip)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from kernelcrew.errors import ExprError
+from kernelcrew.kernels.expr import names_in
+from kernelcrew.kernels.importer.promote import FLOAT_MATH, float_names
+from kernelcrew.kernels.importer.source import Node, parse, walk
+
+_MATH = set(FLOAT_MATH) | set(FLOAT_MATH.values()) | {"rsqrtf", "rsqrt"}
+_ARITH = {"+", "-", "*", "/"}
+_COMPOUND = {"+=", "-=", "*=", "/="}
+
+
+@dataclass
+class Flops:
+    terms: dict[str, int] = field(default_factory=dict)  # multiplier expression -> ops
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, mult: tuple[str, ...], n: int) -> None:
+        key = "*".join(mult) if mult else "1"
+        self.terms[key] = self.terms.get(key, 0) + n
+
+    def expr(self) -> str:
+        parts = []
+        for k, v in sorted(self.terms.items(), key=lambda kv: (-len(kv[0]), kv[0])):
+            if v:
+                parts.append(k if v == 1 and k != "1" else (str(v) if k == "1" else f"{v}*{k}"))
+        return " + ".join(parts) or "0"
+
+
+def _c_to_expr(text: str, sizes: set[str], consts: dict[str, str] | None = None
+               ) -> str | None:
+    """A C bound (`B*T`, `N / 2`, `(n+1)`) as an op.yaml expression, or None."""
+    for k, v in (consts or {}).items():
+        text = re.sub(rf"\b{k}\b", v, text)
+    t = re.sub(r"\(\s*(?:int|long|size_t|int64_t|unsigned)\s*\)", "", text)
+    t = re.sub(r"(?<![/])/(?![/])", "//", t)
+    if not re.fullmatch(r"[\w\s+\-*/%()]+", t):
+        return None
+    try:
+        if names_in(t) - sizes:
+            return None
+    except ExprError:
+        return None
+    return " ".join(t.split())
+
+
+def _trip(for_node: Node, src: bytes, sizes: set[str], consts: dict[str, str]) -> str | None:
+    def s(n: Node | None) -> str:
+        return src[n.start_byte:n.end_byte].decode() if n is not None else ""
+
+    init = for_node.child_by_field_name("initializer")
+    cond = for_node.child_by_field_name("condition")
+    upd = for_node.child_by_field_name("update")
+    if init is None or cond is None or upd is None or cond.type != "binary_expression":
+        return None
+    var = start = None
+    if init.type == "declaration":
+        d = init.child_by_field_name("declarator")
+        if d is not None and d.type == "init_declarator":
+            var, start = s(d.child_by_field_name("declarator")), s(d.child_by_field_name("value"))
+    elif init.type == "assignment_expression":
+        var, start = s(init.child_by_field_name("left")), s(init.child_by_field_name("right"))
+    if not var:
+        return None
+    op = s(cond.child_by_field_name("operator"))
+    left, right = s(cond.child_by_field_name("left")), s(cond.child_by_field_name("right"))
+    if left == var and op in ("<", "<=", "!="):
+        bound, incl = right, op == "<="
+    elif right == var and op in (">", ">="):
+        bound, incl = left, op == ">="
+    else:
+        return None
+    step = "1"
+    ut = " ".join(s(upd).split())
+    if ut in (f"{var}++", f"++{var}"):
+        step = "1"
+    elif m := re.fullmatch(rf"{re.escape(var)}\s*\+=\s*(.+)", ut):
+        step = m.group(1)
+    else:
+        return None
+    b, a, k = (_c_to_expr(x, sizes, consts) for x in (bound, start, step))
+    if b is None or a is None or k is None:
+        return None
+    span = (b if re.fullmatch(r"\w+", b) else f"({b})") if a == "0" else f"({b} - ({a}))"
+    if incl:
+        span = f"({span} + 1)"
+    return span if k == "1" else f"ceil_div({span}, {k})"
+
+
+def estimate_flops(fn_text: str, helpers: dict[str, str], sizes: set[str],
+                   where: str = "", first_line: int = 1) -> Flops:
+    """Floating-point operations of the function in `fn_text`, as terms in the sizes."""
+    out = Flops()
+    _count(fn_text, helpers, sizes, out, (), where, first_line, depth=0)
+    return out
+
+
+def _count(text: str, helpers: dict[str, str], sizes: set[str], out: Flops,
+           mult: tuple[str, ...], where: str, first_line: int, depth: int) -> None:
+    data = text.encode()
+    tree = parse(text)
+    floats = float_names(tree.root_node, data)
+    pointers = _pointer_names(tree.root_node, data)
+    # `const int LOOP_UNROLL = 8;` and `#define TILE 32` are numbers in loop bounds
+    consts = dict(re.findall(r"\bconst\s+(?:int|long|size_t|int64_t)\s+(\w+)\s*=\s*(\d+)\s*;",
+                             text))
+
+    def s(n: Node) -> str:
+        return data[n.start_byte:n.end_byte].decode()
+
+    def floaty(n: Node) -> bool:
+        for m in walk(n):
+            if m.type == "identifier" and s(m) in floats:
+                return True
+            if m.type == "number_literal" and re.search(r"[.eEfF]", s(m)) and \
+                    not s(m).lower().startswith("0x"):
+                return True
+            if m.type == "call_expression":
+                f = m.child_by_field_name("function")
+                if f is not None and s(f) in _MATH:
+                    return True
+        return False
+
+    def visit(n: Node, mult: tuple[str, ...], acc: Flops) -> None:
+        t = n.type
+        if t == "for_statement":
+            trip = _trip(n, data, sizes, consts)
+            if trip is None:
+                out.notes.append(f"{where}:{first_line + n.start_point.row}: loop bound not in "
+                                 "the sizes; counted as one trip")
+            body = n.child_by_field_name("body")
+            if body is not None:
+                visit(body, mult + ((trip,) if trip else ()), acc)
+            return
+        if t == "subscript_argument_list":
+            return  # index arithmetic is not floating-point work
+        if t == "binary_expression":
+            op = n.child_by_field_name("operator")
+            sides = [n.child_by_field_name("left"), n.child_by_field_name("right")]
+            ptr = any(x is not None and x.type == "identifier" and s(x) in pointers
+                      for x in sides)  # `row + i * n` is pointer arithmetic
+            if op is not None and s(op) in _ARITH and not ptr and floaty(n):
+                acc.add(mult, 1)
+        elif t == "assignment_expression":
+            op = n.child_by_field_name("operator")
+            if op is not None and s(op) in _COMPOUND and floaty(n):
+                acc.add(mult, 1)
+        elif t == "call_expression":
+            f = n.child_by_field_name("function")
+            name = s(f) if f is not None else ""
+            if name in _MATH:
+                acc.add(mult, 1)
+            elif name in helpers and depth < 4:
+                _count(helpers[name], helpers, sizes, acc, mult, where, first_line, depth + 1)
+        if t == "compound_statement":
+            # `if (...) { fallback(...); return; }` then the main path: the two are
+            # alternatives, so the fallback counts only when the rest does no work
+            early, before = Flops(), dict(acc.terms)
+            for c in n.children:
+                visit(c, mult, early if _early_return(c) else acc)
+            if acc.terms == before:
+                for k, v in early.terms.items():
+                    acc.terms[k] = acc.terms.get(k, 0) + v
+            return
+        for c in n.children:
+            visit(c, mult, acc)
+
+    for fn in (c for c in tree.root_node.named_children if c.type == "function_definition"):
+        body = fn.child_by_field_name("body")
+        if body is not None:
+            visit(body, mult, out)
+
+
+def _pointer_names(root: Node, data: bytes) -> set[str]:
+    out: set[str] = set()
+    for n in walk(root):
+        if n.type == "pointer_declarator":
+            d = n.child_by_field_name("declarator")
+            while d is not None and d.type != "identifier":
+                d = d.child_by_field_name("declarator")
+            if d is not None:
+                out.add(data[d.start_byte:d.end_byte].decode())
+    return out
+
+
+def _early_return(n: Node) -> bool:
+    if n.type != "if_statement" or n.child_by_field_name("alternative") is not None:
+        return False
+    cons = n.child_by_field_name("consequence")
+    return cons is not None and any(m.type == "return_statement" for m in walk(cons))

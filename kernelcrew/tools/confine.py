@@ -1,0 +1,231 @@
+"""The layers of the stock confinement a process applies to itself: Landlock and seccomp.
+
+Run as `python -I -S confine.py SPEC... -- ARGV` (inside the namespaces `unshare` made,
+see sandbox.py), it applies the Landlock rules and the seccomp filter the SPEC arguments
+ask for (see `encode_spec`), then execs ARGV, which inherits both for good. Standard
+library only, and few modules of it (ctypes, struct): it starts in every worker, without
+the package's dependencies and with no import path a kernel could touch.
+A layer that was asked for and fails to apply stops the launch (exit 125): nothing runs
+less confined than it was told.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import stat
+import struct
+import sys
+
+# Landlock: system call numbers are the same on every architecture
+_LL_CREATE, _LL_ADD_RULE, _LL_RESTRICT = 444, 445, 446
+_LL_EXECUTE, _LL_WRITE_FILE, _LL_READ_FILE, _LL_READ_DIR = 1, 2, 4, 8
+_LL_TRUNCATE, _LL_IOCTL_DEV = 1 << 14, 1 << 15
+_LL_FILE_RIGHTS = _LL_EXECUTE | _LL_WRITE_FILE | _LL_READ_FILE | _LL_TRUNCATE | _LL_IOCTL_DEV
+_LL_READ = _LL_EXECUTE | _LL_READ_FILE | _LL_READ_DIR
+
+
+def _ll_fs_rights(abi: int) -> int:
+    """Every filesystem right the ABI knows: 13 (ABI 1), + REFER (2), + TRUNCATE (3),
+    + IOCTL_DEV (5)."""
+    return (1 << (13 if abi < 2 else 14 if abi < 3 else 15 if abi < 5 else 16)) - 1
+
+
+def _libc():
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return libc
+
+
+_ABI: list[int] = []
+
+
+def landlock_abi() -> int:
+    """The running kernel's Landlock ABI version, 0 where Landlock is missing or off."""
+    if _ABI:
+        return _ABI[0]
+    _ABI.append(_probe_abi())
+    return _ABI[0]
+
+
+def _probe_abi() -> int:
+    if sys.platform != "linux":
+        return 0
+    try:
+        v = _libc().syscall(ctypes.c_long(_LL_CREATE), None, ctypes.c_long(0),
+                            ctypes.c_long(1))  # LANDLOCK_CREATE_RULESET_VERSION
+    except (OSError, AttributeError):
+        return 0
+    return max(0, int(v))
+
+
+def _landlock_restrict(spec: dict) -> None:
+    """Apply the spec's Landlock rules to this process (and all it will exec)."""
+    abi = spec["landlock"]
+    libc = _libc()
+    fs = _ll_fs_rights(abi)
+    attr = struct.pack("=QQQ", fs, 3 if abi >= 4 else 0, 3 if abi >= 6 else 0)
+    attr = attr[: 8 if abi < 4 else 16 if abi < 6 else 24]
+    abuf = ctypes.create_string_buffer(attr, len(attr))
+    rfd = libc.syscall(ctypes.c_long(_LL_CREATE), abuf, ctypes.c_long(len(attr)),
+                       ctypes.c_long(0))
+    if rfd < 0:
+        raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
+    # /dev/null and friends: opened with O_TRUNC by shells (`> /dev/null`)
+    rw = _LL_READ_FILE | _LL_WRITE_FILE | _LL_TRUNCATE
+    dev = rw | _LL_IOCTL_DEV
+    rules = [*((p, _LL_READ) for p in spec["read"]),
+             *((p, _LL_READ_FILE) for p in spec["read_files"]),
+             *((p, rw) for p in spec["write_files"]),
+             *((p, dev | _LL_READ_DIR) for p in spec["devices"]),
+             *((p, fs) for p in spec["write"])]
+    for path, rights in rules:
+        try:
+            pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            continue  # not there: nothing to allow
+        try:
+            allowed = rights & fs
+            if not stat.S_ISDIR(os.fstat(pfd).st_mode):
+                allowed &= _LL_FILE_RIGHTS
+            rule = ctypes.create_string_buffer(struct.pack("=Qi", allowed, pfd), 12)
+            if libc.syscall(ctypes.c_long(_LL_ADD_RULE), ctypes.c_long(rfd), ctypes.c_long(1),
+                            rule, ctypes.c_long(0)) < 0:
+                raise OSError(ctypes.get_errno(), f"landlock_add_rule {path}")
+        finally:
+            os.close(pfd)
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+    if libc.syscall(ctypes.c_long(_LL_RESTRICT), ctypes.c_long(rfd), ctypes.c_long(0)) < 0:
+        raise OSError(ctypes.get_errno(), "landlock_restrict_self")
+    os.close(rfd)
+
+
+# seccomp: (audit arch, system calls refused with EPERM, socket, clone, clone3) per machine
+_SECCOMP_DENY = ("ptrace", "process_vm_readv", "process_vm_writev", "mount", "umount2",
+                 "pivot_root", "chroot", "unshare", "setns", "open_tree", "move_mount",
+                 "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr", "bpf", "keyctl",
+                 "add_key", "request_key", "kexec_load", "kexec_file_load", "init_module",
+                 "finit_module", "delete_module", "reboot", "swapon", "swapoff",
+                 "userfaultfd", "open_by_handle_at", "name_to_handle_at", "io_uring_setup",
+                 "io_uring_enter", "io_uring_register", "acct", "settimeofday",
+                 "clock_settime", "adjtimex", "quotactl")
+SECCOMP = {
+    "x86_64": (0xC000003E, dict(zip(_SECCOMP_DENY, (
+        101, 310, 311, 165, 166, 155, 161, 272, 308, 428, 429, 430, 431, 432, 433, 442, 321,
+        250, 248, 249, 246, 320, 175, 313, 176, 169, 167, 168, 323, 304, 303, 425, 426, 427,
+        163, 164, 227, 159, 179), strict=True)) | {"iopl": 172, "ioperm": 173},
+        41, 56, 435),
+    "aarch64": (0xC00000B7, dict(zip(_SECCOMP_DENY, (
+        117, 270, 271, 40, 39, 41, 51, 97, 268, 428, 429, 430, 431, 432, 433, 442, 280,
+        219, 217, 218, 104, 294, 105, 273, 106, 142, 224, 225, 282, 265, 264, 425, 426, 427,
+        89, 170, 112, 171, 60), strict=True)),
+        198, 220, 435),
+}
+_CLONE_NEW_ANY = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | \
+    0x20000000 | 0x40000000 | 0x00000080  # NEWNS CGROUP UTS IPC USER PID NET TIME
+
+
+def _seccomp_program(machine: str, unix_sockets: bool) -> list[tuple[int, int, int, int]]:
+    arch, deny, nr_socket, nr_clone, nr_clone3 = SECCOMP[machine]
+    ld, jeq, jset, ret = 0x20, 0x15, 0x45, 0x06  # BPF_LD|W|ABS, JMP|JEQ|K, JMP|JSET|K, RET|K
+    allow, kill = 0x7FFF0000, 0x80000000  # SECCOMP_RET_ALLOW, SECCOMP_RET_KILL_PROCESS
+
+    def err(n: int) -> int:
+        return 0x00050000 | n  # SECCOMP_RET_ERRNO
+
+    prog = [(ld, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, kill), (ld, 0, 0, 0)]
+    if machine == "x86_64":  # the x32 ABI: system call numbers with bit 30 set
+        prog += [(0x35, 0, 1, 0x40000000), (ret, 0, 0, err(38))]  # JGE -> ENOSYS
+    for nr in sorted(set(deny.values())):
+        prog += [(jeq, 0, 1, nr), (ret, 0, 0, err(1))]  # EPERM
+    # clone3 takes its flags in memory a filter cannot read: ENOSYS, so libc falls back
+    # to clone, whose flags it can
+    prog += [(jeq, 0, 1, nr_clone3), (ret, 0, 0, err(38))]
+    prog += [(jeq, 0, 3, nr_clone), (ld, 0, 0, 16), (jset, 0, 1, _CLONE_NEW_ANY),
+             (ret, 0, 0, err(1))]
+    prog += [(ld, 0, 0, 0)]
+    if unix_sockets:
+        prog += [(jeq, 0, 4, nr_socket), (ld, 0, 0, 16), (jeq, 1, 0, 1),  # AF_UNIX
+                 (ret, 0, 0, err(97))]  # EAFNOSUPPORT
+    else:
+        prog += [(jeq, 0, 1, nr_socket), (ret, 0, 0, err(97))]
+    prog += [(ret, 0, 0, allow)]
+    return prog
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def _seccomp_install(unix_sockets: bool) -> None:
+    prog = _seccomp_program(os.uname().machine, unix_sockets)
+    raw = b"".join(struct.pack("=HBBI", *ins) for ins in prog)
+    buf = ctypes.create_string_buffer(raw, len(raw))
+    fprog = _SockFprog(len(prog), ctypes.cast(buf, ctypes.c_void_p))
+    libc = _libc()
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+    if libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) != 0:  # PR_SET_SECCOMP, MODE_FILTER
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP)")
+
+
+# the spec as arguments, one per rule: KIND:VALUE (JSON would cost the import of `re`
+# in every worker start)
+_SPEC_LISTS = {"r": "read", "f": "read_files", "w": "write_files", "d": "devices", "s": "write"}
+
+
+def encode_spec(spec: dict) -> list[str]:
+    """Arguments for the launcher: landlock ABI, seccomp, unix sockets, then the paths."""
+    out = [f"L:{int(spec['landlock'])}", f"S:{int(spec['seccomp'])}",
+           f"U:{int(spec['unix_sockets'])}"]
+    for k, name in _SPEC_LISTS.items():
+        out += [f"{k}:{p}" for p in spec[name]]
+    return out
+
+
+def decode_spec(args: list[str]) -> dict:
+    spec: dict = {name: [] for name in _SPEC_LISTS.values()}
+    for a in args:
+        k, _, v = a.partition(":")
+        if k in _SPEC_LISTS:
+            spec[_SPEC_LISTS[k]].append(v)
+        elif k == "L":
+            spec["landlock"] = int(v)
+        elif k == "S":
+            spec["seccomp"] = v == "1"
+        elif k == "U":
+            spec["unix_sockets"] = v == "1"
+        else:
+            raise ValueError(f"unknown launcher argument {a!r}")
+    return spec
+
+
+def _launch(args: list[str]) -> int:
+    """The stock launcher (inside the namespaces): Landlock, seccomp, then exec."""
+    sep = args.index("--") if "--" in args else len(args)
+    argv = args[sep + 1:]
+    if not argv:
+        sys.stderr.write("kernelcrew sandbox: no command to run\n")
+        return 127
+    try:
+        spec = decode_spec(args[:sep])
+        if spec["landlock"]:
+            _landlock_restrict(spec)
+        if spec["seccomp"]:
+            _seccomp_install(spec["unix_sockets"])
+    except (OSError, ValueError, KeyError) as e:  # fail closed: nothing runs less confined
+        sys.stderr.write(f"kernelcrew sandbox: could not confine: {e}\n")
+        return 125
+    try:
+        os.execvp(argv[0], argv)
+    except OSError as e:
+        sys.stderr.write(f"kernelcrew sandbox: cannot run {argv[0]}: {e}\n")
+        return 127
+
+
+SECCOMP_MACHINES = frozenset(SECCOMP)
+
+
+if __name__ == "__main__":
+    sys.exit(_launch(sys.argv[1:]))

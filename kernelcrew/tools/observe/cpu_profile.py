@@ -1,0 +1,455 @@
+"""The CPU profiler: time, roofline, vectorization, access strides, perf, hot regions.
+
+Every run of the kernel goes through the harness's sandboxed worker. Steps:
+1. time the kernel on the chosen case (bench mode, the harness's own timer);
+2. if `perf record` works here (software `cpu-clock` sampling works in most VMs), run the
+   worker again under it with a `-g` build (g++ emits the same code with or without
+   `-g`) and map the samples in the kernel's library to source lines with addr2line;
+   otherwise rank the innermost loops by their static trip counts (an estimate, and
+   labelled as one);
+3. if hardware counters are supported (`perf stat`), count them over two runs with
+   different repetition counts and keep the difference per call;
+4. compile once more with `-fopt-info-vec-optimized-missed` for the vectorization report,
+   and read the source's loops and subscripts (cpu_source).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+from collections import Counter
+
+from kernelcrew.kernels.kernelfile import KernelFile
+from kernelcrew.kernels.spec import DTYPES, Case, OpSpec
+from kernelcrew.results import HotRegion, Metric, ProfileResult
+from kernelcrew.tools.backends.cpu import CpuBackend, cpu_threads
+from kernelcrew.tools.backends.peaks import cpu_peaks
+from kernelcrew.tools.config import BenchSettings, Limits
+from kernelcrew.tools.judge.harness import Harness, KernelRun
+from kernelcrew.tools.locks import bench_lock
+from kernelcrew.tools.observe.cpu_source import (
+    Loop,
+    analyze,
+    apply_vec_report,
+    loop_at,
+    size_values,
+)
+from kernelcrew.tools.observe.perf import (
+    PERF_FREQ_HZ,
+    PERF_MAX_REPS,
+    PERF_TARGET_S,
+    Samples,
+    count_events,
+    hit_ratio_pct,
+    perf_exe,
+    perf_samples,
+    perf_support,
+)
+from kernelcrew.tools.observe.summary import (
+    Fields,
+    ProfileFailed,
+    Say,
+    diagnose,
+    render_summary,
+    roofline,
+    share_of,
+)
+from kernelcrew.tools.observe.vecreport import vec_report
+
+LAUNCH_BOUND_MS = 0.05  # a ctypes call plus an OpenMP fork/join cost microseconds
+
+
+# -- the profile -----------------------------------------------------------------------
+class _ThreadsBackend(CpuBackend):
+    """The CPU backend with the kernel's OpenMP thread count pinned."""
+
+    def __init__(self, threads: int) -> None:
+        self.threads = threads
+
+    def worker_env(self) -> dict[str, str]:
+        return {**super().worker_env(), "OMP_NUM_THREADS": str(self.threads)}
+
+
+def profile_cpu(spec: OpSpec, kf: KernelFile, case: Case, *, bench: BenchSettings | None = None,
+                limits: Limits | None = None, threads: int | None = None,
+                say: Say | None = None) -> ProfileResult:
+    say = say or (lambda _m: None)
+    threads_avail = cpu_threads()
+    be = _ThreadsBackend(min(threads, threads_avail)) if threads else CpuBackend()
+    bench = bench or BenchSettings()
+    comp = be.compile(kf, spec)
+    if not comp.ok:
+        raise ProfileFailed(f"{kf.path or 'kernel'}: does not compile: {comp.reason}"
+                            + (f": {comp.messages[0].message}" if comp.messages else ""))
+    say("peaks (measured once per machine)")
+    peaks = cpu_peaks()
+    support = perf_support()
+    exe = perf_exe()
+    openmp = "-fopenmp" in kf.meta.flags
+    launched = (min(threads, threads_avail) if threads else threads_avail) if openmp else 1
+    samples: Samples | None = None
+    hot_reason = ""
+    counters: dict[str, float | None] = {}
+    with Harness(spec, be, cases=[case], bench=bench, limits=limits) as h:
+        say(f"inputs and references for {case.group}[{case.index}] ({case.label})")
+        h.data(case)
+        cache = h.cache_state(case)
+        with bench_lock():
+            say(f"timing ({bench.reps} runs)")
+            run = h.run(comp, kf)
+            _require_correct(run, kf)
+            row = run.rows[0]
+            if not row.median_ms:
+                raise ProfileFailed("no timed runs to profile (reps must be at least 1)")
+            t_ms = row.median_ms
+            if support.record and exe:
+                reps = max(3, min(PERF_MAX_REPS, math.ceil(PERF_TARGET_S * 1e3 / max(t_ms, 1e-3))))
+                say(f"perf record ({reps} runs)")
+                samples, hot_reason = _record(h, be, spec, kf, exe, reps)
+            else:
+                hot_reason = support.record_reason
+            if support.events and exe:
+                say("perf stat counters")
+                reps = max(5, min(PERF_MAX_REPS, math.ceil(0.2e3 / max(t_ms, 1e-3))))
+                counters = count_events(h, comp, kf, support.events, exe, reps)
+    say("vectorization report")
+    vec, vec_reason = vec_report(kf)
+    values = size_values(kf, spec, case.sizes)
+    loops = analyze(kf.text, entry=kf.meta.entry, values=values)
+    apply_vec_report(loops, vec)
+
+    # -- hot regions and the loops they fall in
+    lines = kf.text.splitlines()
+    hot: list[HotRegion] = []
+    hot_loops: list[Loop] = []
+    if samples is not None and samples.kernel:
+        hot, hot_loops = _sampled_hot(samples, loops, lines)
+        hot_method = (f"perf record cpu-clock samples ({samples.kernel} in the kernel's code; "
+                      f"OpenMP runtime {samples.runtime} more)")
+    else:
+        if samples is not None and not hot_reason:
+            hot_reason = "no samples (calls too short)"
+        hot, hot_loops = _static_hot(loops, lines)
+        hot_method = ("static estimate: innermost loops ranked by trip counts"
+                      + (f" ({hot_reason})" if hot_reason else ""))
+    # the innermost loops carry the work (and the compiler's vectorization decision); an
+    # outer loop only counts when no inner loop was hot
+    focus = ([lp for lp in hot_loops if lp.innermost] or hot_loops
+             or [lp for lp in loops if lp.innermost])
+    busy = None
+    if samples is not None and samples.threads:
+        top = max(samples.threads.values())
+        busy = sum(1 for n in samples.threads.values() if n >= 0.1 * top)
+
+    # -- roofline and diagnosis
+    single = (busy or launched) == 1
+    # the kernel's bandwidth against the machine's peak in the same cache state
+    roof = roofline(spec, case.sizes, t_ms, peaks.peak_gbps_for(cache), peaks.peak_gflops)
+    class_bw = peaks.triad_1t_gbps if single else peaks.peak_gbps
+    class_fl = peaks.fma_1t_gflops if single else peaks.peak_gflops
+    access, access_text = _access_evidence(focus)
+    vec_text = _vec_evidence(focus)
+    chains = _chain_evidence(focus, kf.text)
+    note = "one thread" if single else f"{launched} threads"
+    ws = _working_set(spec, case, bench)
+    diag = diagnose(
+        t_ms, share_of(roof.achieved_gbps, class_bw, "GB/s", f"triad, {note}"),
+        share_of(roof.achieved_gflops, class_fl, "GFLOP/s", f"FMA, {note}"),
+        launch_ms=LAUNCH_BOUND_MS, per_call="each call", access=access,
+        evidence_extra=[e for e in (access_text, vec_text, chains) if e],
+        above_peak=f"above the DRAM triad: the {ws / 2**20:.0f} MiB working set is partly "
+                   f"cache-resident (last-level cache {peaks.llc_mib or 0:.0f} MiB)")
+
+    # -- metrics
+    m: dict[str, Metric] = {}
+    m["device"] = Metric(value=None, unit="", reason=be.describe())
+    m["time_ms"] = Metric(value=t_ms, unit="ms",
+                          reason=f"median of {len(run.samples.get(_k(case), []))} runs")
+    m["p10_ms"] = Metric(value=row.p10_ms, unit="ms")
+    m["p90_ms"] = Metric(value=row.p90_ms, unit="ms")
+    m["achieved_bandwidth"] = Metric(value=roof.achieved_gbps, unit="GB/s",
+                                     reason="cost model bytes / time")
+    m["achieved_bandwidth_p10"] = Metric(
+        value=roof.bytes / (row.p10_ms * 1e6) if row.p10_ms else None, unit="GB/s",
+        reason="at the 10th-percentile time: the best runs (less noise from a busy machine)")
+    m["peak_bandwidth"] = Metric(value=roof.peak_gbps, unit="GB/s", reason=(
+        "STREAM triad, cache-resident (warm)" if cache == "warm" and peaks.triad_warm_gbps
+        else "STREAM triad, arrays > 2x LLC"))
+    m["peak_bandwidth_1t"] = Metric(value=peaks.triad_1t_gbps, unit="GB/s",
+                                    reason="triad, 1 thread")
+    m["bandwidth_pct"] = Metric(value=_pct(roof.bandwidth_share), unit="%")
+    m["achieved_flops"] = Metric(value=roof.achieved_gflops, unit="GFLOP/s",
+                                 reason="cost model flops / time")
+    m["peak_flops"] = Metric(value=roof.peak_gflops, unit="GFLOP/s", reason="fp32 FMA loop")
+    m["compute_pct"] = Metric(value=_pct(roof.compute_share), unit="%")
+    m["intensity"] = Metric(value=roof.intensity, unit="FLOP/byte")
+    m["bound_ms"] = Metric(value=roof.bound_ms, unit="ms", reason="least time the peaks allow")
+    m["numpy_copy_bandwidth"] = Metric(value=peaks.numpy_copy_gbps, unit="GB/s",
+                                       reason="np.copyto, 1 thread")
+    m["threads_launched"] = Metric(value=launched, unit="threads",
+                                   reason="OpenMP" if openmp else "serial (no -fopenmp)")
+    m["threads_available"] = Metric(value=threads_avail, unit="threads")
+    m["threads_busy"] = Metric(value=busy, unit="threads",
+                               reason="threads with perf samples in the kernel" if busy is not None
+                               else (hot_reason or "no perf samples"))
+    inner = focus[0] if focus else None
+    worst = max((a for lp in focus[:2] for a in lp.accesses
+                 if a.stride_elems is not None), key=lambda a: abs(a.stride_elems or 0),
+                default=None)
+    m["hot_loop_stride"] = Metric(
+        value=abs(worst.stride_elems) if worst and worst.stride_elems is not None else None,
+        unit="elements", reason=f"{worst.array}[] stride {worst.stride} in the loop at line "
+        f"{worst.line}" if worst else "no analyzable subscript")
+    m["hot_loop_vector_bytes"] = Metric(
+        value=(inner.vector_bytes or 0) if inner and inner.vectorized is not None else None,
+        unit="bytes", reason=(f"line {inner.line}: {inner.vec_text()}" if inner else "no loop")
+        if not vec_reason else vec_reason)
+    m["perf_samples"] = Metric(value=samples.kernel if samples else None, unit="samples",
+                               reason=hot_method)
+    m["omp_runtime_samples"] = Metric(value=samples.runtime if samples else None, unit="samples",
+                                      reason="OpenMP runtime (spin/wait), not counted as hot"
+                                      if samples else hot_reason)
+    why_counters = support.counters_reason or ("counting failed" if not counters else "")
+    for name, event in (("cycles", "cycles"), ("instructions", "instructions"),
+                        ("cache_misses", "cache-misses"), ("llc_loads", "LLC-loads"),
+                        ("llc_load_misses", "LLC-load-misses")):
+        v = counters.get(event)
+        m[name] = Metric(value=v, unit="per call", reason="perf stat" if v is not None
+                         else why_counters or "not supported")
+    ipc = (counters["instructions"] / counters["cycles"]
+           if counters.get("instructions") and counters.get("cycles") else None)
+    m["ipc"] = Metric(value=ipc, unit="instr/cycle", reason="perf stat" if ipc else why_counters)
+    l2 = hit_ratio_pct(counters.get("l2_rqsts.miss"), counters.get("l2_rqsts.references"))
+    llc = hit_ratio_pct(counters.get("LLC-load-misses"), counters.get("LLC-loads"))
+    m["l2_hit_rate"] = Metric(value=l2, unit="%", reason="perf stat l2_rqsts" if l2 is not None
+                              else why_counters or "no L2 events")
+    m["llc_hit_rate"] = Metric(value=llc, unit="%", reason="perf stat LLC-loads" if llc is not None
+                               else why_counters or "no LLC events")
+
+    # -- the summary
+    pct = f"{roof.bandwidth_share * 100:.0f}%" if roof.bandwidth_share is not None else "n/a"
+    if l2 is not None:
+        l2_text = f"L2 hit {l2:.0f}%"
+    elif llc is not None:
+        l2_text = f"L2 hit n/a, LLC hit {llc:.0f}%"
+    else:
+        l2_text = f"L2 hit n/a ({_short(why_counters or 'no counters')})"
+    occ = (f"occupancy {busy}/{threads_avail} threads busy" if busy is not None
+           else f"occupancy n/a ({_short(hot_reason or 'no perf')})")
+    fields = Fields(
+        launch=f"threads {launched}/{threads_avail}" + (" (OpenMP)" if openmp else " (serial)"),
+        bandwidth=f"BW {roof.achieved_gbps:.1f} of {roof.peak_gbps:.1f} GB/s ({pct}, {cache})",
+        coalescing="stride: " + _stride_text(focus),
+        l2=l2_text,
+        registers="vec: " + (_vec_summary(focus)
+                             if not vec_reason else f"n/a ({_short(vec_reason)})"),
+        occupancy=occ,
+        hot="hot: " + (_hot_text(hot) if samples is not None and samples.kernel
+                       else "(static est.) " + _hot_text(hot)),
+    )
+    return ProfileResult(op=spec.name, kernel=str(kf.path or "<memory>"), backend="cpu",
+                         case=f"{case.group}[{case.index}] {case.label}", source="cpu",
+                         cache=cache,
+                         summary=render_summary(fields), metrics=m, bottleneck=diag,
+                         roofline=roof, hot_regions=hot)
+
+
+def _k(case: Case) -> str:
+    return f"{case.group}[{case.index}]"
+
+
+def _require_correct(run: KernelRun, kf: KernelFile) -> None:
+    if not run.correct:
+        raise ProfileFailed(f"{kf.path or 'kernel'}: not correct ({run.first_failure()}); "
+                            "profile a kernel that passes `kernelcrew check`")
+
+
+def _record(h: Harness, be: CpuBackend, spec: OpSpec, kf: KernelFile, exe: str, reps: int
+            ) -> tuple[Samples | None, str]:
+    comp_g = be.compile(kf, spec, extra_flags=("-g",))
+    if not comp_g.ok:
+        return None, "the -g build failed"
+    # the timing run judged this kernel; the re-run only needs to finish
+    run = h.run(comp_g, kf, reps=reps, keep=True, judge=False,
+                wrap=[exe, "record", "-e", "cpu-clock", "-F", str(PERF_FREQ_HZ), "-q",
+                      "-o", "perf.data", "--"])
+    try:
+        if not run.outcome.ok or run.out_dir is None or not (run.out_dir / "perf.data").exists():
+            return None, "perf record run failed: " + (run.outcome.reason or "no perf.data")
+        try:
+            return perf_samples(run.out_dir, comp_g.artifact or "", exe), ""
+        except RuntimeError as e:
+            return None, str(e)
+    finally:
+        if run.out_dir is not None:
+            shutil.rmtree(run.out_dir, ignore_errors=True)
+
+
+def _sampled_hot(s: Samples, loops: list[Loop], lines: list[str]
+                 ) -> tuple[list[HotRegion], list[Loop]]:
+    """Samples by the innermost loop holding their line (a line outside loops, or a
+    function the kernel calls, stands alone); regions under 1% are dropped."""
+    regions: Counter = Counter()
+    what: dict[str, str] = {}
+    loop_of: dict[str, Loop] = {}
+    for ln, n in s.lines.items():
+        lp = loop_at(loops, ln) if ln > 0 else None
+        if lp is not None:
+            key = f"loop l.{lp.line}" + (f"-{lp.end_line}" if lp.end_line > lp.line else "")
+            what[key], loop_of[key] = _loop_text(lp, lines), lp
+        elif 0 < ln <= len(lines):
+            key = f"line {ln}"
+            what[key] = lines[ln - 1].strip()
+        else:
+            key = "kernel (line unknown)"
+        regions[key] += n
+    for name, n in s.external.items():
+        regions[name] += n
+        what[name] = "called from the kernel"
+    ranked = [(k, n) for k, n in regions.most_common() if n >= 0.01 * s.kernel]
+    hot = [HotRegion(where=k, share=n / s.kernel, what=what.get(k, "")[:80])
+           for k, n in ranked[:5]]
+    return hot, [loop_of[k] for k, _ in ranked if k in loop_of]
+
+
+def _loop_text(lp: Loop, lines: list[str]) -> str:
+    """The first statement of a loop's body (the header's tail for a one-line loop)."""
+    head = lines[lp.line - 1]
+    if lp.end_line == lp.line:
+        return head.split(")", 1)[-1].strip() if ")" in head else head.strip()
+    for text in lines[lp.line:lp.end_line]:
+        t = text.strip()
+        if t and t not in ("{", "}") and not t.startswith(("#", "//")):
+            return t
+    return head.strip()
+
+
+def _static_hot(loops: list[Loop], lines: list[str]) -> tuple[list[HotRegion], list[Loop]]:
+    """Innermost loops by the product of the trip counts of their nest (an estimate)."""
+    by_line = {lp.line: lp for lp in loops}
+
+    def work(lp: Loop) -> int:
+        total, cur = 1, lp
+        while cur is not None:
+            total *= cur.trip_value if cur.trip_value else 1
+            cur = by_line.get(cur.parent) if cur.parent else None
+        return total
+
+    inner = sorted((lp for lp in loops if lp.innermost), key=lambda lp: -work(lp))
+    total = sum(work(lp) for lp in inner) or 1
+    hot = [HotRegion(where=f"loop l.{lp.line}" + (f"-{lp.end_line}" if lp.end_line > lp.line
+                                                  else ""), share=None,
+                     what=f"~{work(lp) / total:.0%} of loop iterations (static estimate): "
+                          f"{_loop_text(lp, lines)[:50]}")
+           for lp in inner[:3]]
+    return hot, inner
+
+
+def _working_set(spec: OpSpec, case: Case, bench: BenchSettings) -> int:
+    """Bytes the timed calls touch: every input set's inputs plus the outputs."""
+
+    total = 0
+    for name, t in list(spec.inputs.items()) + list(spec.outputs.items()):
+        n = math.prod(spec.shape(name, case.sizes)) * DTYPES[t.dtype].itemsize
+        total += n * (bench.input_sets if name in spec.inputs else 1)
+    return total
+
+
+def _access_evidence(loops: list[Loop]) -> tuple[str, str]:
+    """("poor" | "good" | "unknown", one sentence) from the strides in the hot loops."""
+    accesses = [(lp, a) for lp in loops[:3] for a in lp.accesses]
+    if not accesses:
+        return "unknown", ""
+    large = [(lp, a) for lp, a in accesses if a.kind == "large"]
+    if large:
+        lp, a = large[0]
+        n = f" ({a.stride_elems} elements)" if a.stride_elems is not None else ""
+        verb = "written" if a.write else "read"
+        tiled = (f"; the loop runs only {lp.trip} iterations (tiled)"
+                 if lp.trip and lp.trip.startswith("<=") else "")
+        return ("poor" if not tiled else "tiled",
+                f"{a.array}[] is {verb} with stride {a.stride}{n} in the inner loop at line "
+                f"{lp.line}: a poor access pattern (each access touches a new cache line)"
+                + tiled)
+    if any(a.kind == "unknown" for _, a in accesses):
+        return "unknown", "some subscripts could not be analyzed"
+    return "good", "the hot inner loops walk memory with unit stride"
+
+
+def _vec_evidence(loops: list[Loop]) -> str:
+    missed = [lp for lp in loops[:2] if lp.vectorized is False]
+    if missed:
+        lp = missed[0]
+        return f"the hot loop at line {lp.line} is not vectorized ({lp.missed or 'no reason'})"
+    done = [lp for lp in loops[:2] if lp.vectorized]
+    if done:
+        return f"the hot loop at line {done[0].line} is vectorized ({done[0].vector_bytes} B)"
+    return ""
+
+
+def _chain_evidence(loops: list[Loop], text: str) -> str:
+    """A scalar accumulated in an innermost loop (`acc += ...`): a serial dependency chain
+    unless the compiler vectorized the loop."""
+    src = text.splitlines()
+    for lp in loops[:2]:
+        if lp.vectorized:
+            continue
+        body = "\n".join(src[lp.line - 1:lp.end_line])
+        m = re.search(r"\b([A-Za-z_]\w*)\s*(\+=|-=|\*=)", body)
+        if m and not re.search(rf"\b{m.group(1)}\s*\[", body):
+            return (f"`{m.group(1)} {m.group(2)} ...` at line {lp.line} is a serial dependency "
+                    f"chain (one add per FP-add latency)")
+    return ""
+
+
+def _stride_text(loops: list[Loop]) -> str:
+    parts = []
+    for lp in loops[:2]:
+        accs = {}
+        for a in lp.accesses:
+            accs.setdefault((a.array, a.stride), a)
+        if not accs:
+            continue
+        items = sorted(accs.values(), key=lambda a: (a.kind != "large", a.kind == "invariant"))
+        tiled = bool(lp.trip and lp.trip.startswith("<="))
+        verdict = "in a tile" if tiled else "poor"
+        txt = ", ".join(
+            f"{a.array} {'inner stride=' + a.stride if a.stride not in (None, '1', '0') else ''}"
+            f"{'unit' if a.stride == '1' else 'invariant' if a.stride == '0' else ''}"
+            f"{'unknown' if a.stride is None else ''}"
+            f"{f' ({a.stride_elems}, {verdict})' if a.kind == 'large' else ''}".replace("  ", " ")
+            for a in items[:3])
+        parts.append(f"l.{lp.line}{' tiled' if tiled else ''} {txt}")
+    return "; ".join(parts) if parts else "unknown (no analyzable loop)"
+
+
+def _vec_summary(loops: list[Loop]) -> str:
+    parts = []
+    for lp in loops[:2]:
+        if lp.vectorized:
+            parts.append(f"l.{lp.line} yes {lp.vector_bytes}B")
+        elif lp.vectorized is False:
+            parts.append(f"l.{lp.line} no ({lp.missed or 'no reason'})")
+        else:
+            parts.append(f"l.{lp.line} no report")
+    return ", ".join(parts) if parts else "n/a (no loops)"
+
+
+def _hot_text(hot: list[HotRegion]) -> str:
+    parts = []
+    for r in hot[:3]:
+        where = r.where.replace("line ", "l.").replace("loop ", "")
+        share = f" {r.share:.0%}" if r.share is not None else ""
+        what = r.what if not r.what.startswith("~") else r.what.split(":", 1)[-1]
+        parts.append(f"{where}{share} {what.strip().rstrip(';')[:40]}".strip())
+    return "; ".join(parts) if parts else "n/a (no samples)"
+
+
+def _short(text: str) -> str:
+    return " ".join(text.split()[:4])[:40]
+
+
+def _pct(share: float | None) -> float | None:
+    return None if share is None else share * 100
+

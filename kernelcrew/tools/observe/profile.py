@@ -1,0 +1,57 @@
+"""`kernelcrew profile`: one kernel on one representative case, as a short structured
+bottleneck summary (observe step of the graph).
+
+The backends' profilers (cpu_profile, cuda_profile) measure; `summary` holds the
+template, the roofline and the bottleneck rules they share; this module picks the
+backend and the case.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from kernelcrew.errors import InputError
+from kernelcrew.kernels.kernelfile import KernelFile, load_kernel, validate_against
+from kernelcrew.kernels.spec import OpSpec, load_op
+from kernelcrew.results import ProfileResult
+from kernelcrew.tools.backends.backend import auto_backend
+from kernelcrew.tools.config import BenchSettings, Limits
+from kernelcrew.tools.observe.cpu_profile import profile_cpu
+from kernelcrew.tools.observe.cuda_profile import profile_cuda
+from kernelcrew.tools.observe.summary import ProfileFailed, Say, pick_case
+
+__all__ = ["ProfileFailed", "pick_case", "profile"]
+
+
+def profile(op: str | Path | OpSpec, kernel: str | Path | KernelFile | None = None,
+            backend: str = "cpu", *, case: str | None = None, bench: BenchSettings | None = None,
+            limits: Limits | None = None, threads: int | None = None,
+            progress: Say | None = None) -> ProfileResult:
+    """Profile `kernel` (default: the op's baseline) on one case; see the module doc.
+
+    `threads` (CPU): OpenMP threads for the kernel, default all this process may use."""
+    spec = load_op(op)
+    if backend == "auto":
+        backend = auto_backend()
+    if backend not in ("cpu", "cuda"):
+        raise InputError(f"unknown backend {backend!r}; use cpu or cuda")
+    if kernel is None:
+        kf = load_kernel(spec.baseline_path(backend))
+    elif isinstance(kernel, KernelFile):
+        kf = kernel
+    else:
+        kf = load_kernel(kernel)
+    if kf.backend != backend:
+        raise InputError(f"is a {kf.backend} kernel file but the backend is {backend}; pass "
+                         f"--backend {kf.backend}", path=kf.path)
+    validate_against(kf, spec)
+    chosen = pick_case(spec, case)
+    if bench is None:  # a profile needs a median, not the gate's anti-replay input sets
+        bench = replace(BenchSettings(), input_sets=1)
+    if threads is not None and threads < 1:
+        raise InputError(f"threads must be at least 1, not {threads}")
+    if backend == "cpu":
+        return profile_cpu(spec, kf, chosen, bench=bench, limits=limits, threads=threads,
+                           say=progress)
+    return profile_cuda(spec, kf, chosen, bench=bench, limits=limits, say=progress)

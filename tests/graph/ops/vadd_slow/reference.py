@@ -1,0 +1,2 @@
+def reference(x, z, n):
+    return {"y": x + z}

@@ -1,0 +1,239 @@
+"""`kernelcrew import` on sources written the way application code is (tests/importer/
+sources): what the operator folder holds, that its baseline passes `kernelcrew check`
+against its own derived float64 reference, that the reference agrees with hand-written
+NumPy, that promotion changes are flagged, and the one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from kernelcrew.kernels.importer.promote import promote
+from kernelcrew.kernels.spec import load_op
+from tests.conftest import kernelcrew
+
+SOURCES = Path(__file__).resolve().parent / "sources"
+ROWNORM = SOURCES / "rownorm.c"
+QUANTIZE = SOURCES / "quantize.c"
+
+
+def import_rownorm(out: Path, *extra: str, case: str = "rows=48,cols=96"):
+    return kernelcrew("import", str(ROWNORM), "--function", "rownorm_forward",
+                      "--shape", "out=rows*cols", "--shape", "inp=rows*cols",
+                      "--shape", "gain=cols", "--case", case, "--outputs", "out",
+                      "--out", str(out), *extra, timeout=120)
+
+
+def import_project(out: Path):
+    return kernelcrew("import", str(ROWNORM), "--function", "project_rows",
+                      "--shape", "out=rows,cols", "--shape", "inp=rows,inner",
+                      "--shape", "w=inner,cols", "--case", "rows=24,inner=40,cols=32",
+                      "--case", "rows=8,inner=64,cols=48", "--outputs", "out",
+                      "--out", str(out), timeout=120)
+
+
+@pytest.fixture(scope="module")
+def rownorm_op(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("imp") / "rownorm_forward"
+    p = import_rownorm(out)
+    assert p.returncode == 0, p.stderr
+    return out
+
+
+def test_the_folder_holds_the_function_and_what_it_needs_from_its_file(rownorm_op):
+    base = (rownorm_op / "baseline.cpp").read_text()
+    src = ROWNORM.read_text()
+    # the function, its static helper and both macros, each exactly as in the file
+    for name in ("rownorm_forward(float* out", "static float row_mean(", "#define NORM_EPS",
+                 "#define SQUARE(v)"):
+        start = src.index(name)
+        end = src.index("\n}\n", start) + 3 if "(" in name and "define" not in name \
+            else src.index("\n", start)
+        assert src[start:end] in base, name
+    assert "#pragma omp parallel for" in base
+    # nothing it does not need: the unrelated helper, main, stdio, the project header
+    for absent in ("print_row", "int main", "stdio.h", "project_config.h", "project_rows"):
+        assert absent not in base, absent
+    # the generated entry: kernelcrew's order, int sizes narrowed with a range check
+    assert ('extern "C" void rownorm_forward_entry(const float* inp, const float* gain, '
+            'float* out, int64_t rows, int64_t cols)') in base
+    assert "if (rows < INT_MIN || rows > INT_MAX) __builtin_trap();" in base
+    assert "rownorm_forward(out, inp, gain, (int)rows, (int)cols);" in base
+
+    spec = load_op(rownorm_op)
+    assert spec.sizes == ["rows", "cols"]
+    assert list(spec.inputs) == ["inp", "gain"] and list(spec.outputs) == ["out"]
+    assert spec.inputs["gain"].shape == ["cols"]
+    assert spec.origin.reference == "derived" and spec.origin.warnings == []
+    assert spec.origin.function == "rownorm_forward" and spec.origin.line == 25
+    assert Path(spec.origin.source) == ROWNORM.resolve()
+    # OpenMP was in the code, so the baseline is built with it, as the project would
+    text = (rownorm_op / "baseline.cpp").read_text()
+    assert text.startswith("/* kernelcrew\nentry: rownorm_forward_entry\nflags: [-O2, -fopenmp]")
+    # groups: the given case, and generated boundary and unaligned ones
+    groups = {g: v.cases for g, v in spec.shapes.items()}
+    assert groups["typical"] == [{"rows": 48, "cols": 96}]
+    assert {"rows": 1, "cols": 2} in groups["boundary"]
+    assert groups["unaligned"] == [{"rows": 47, "cols": 95}]
+    # the cost model read from the loops (the helper's loop included): three arrays once;
+    # per element the mean's add, the variance's sub and add (SQUARE's multiply is in a
+    # macro, not counted), the output's sub/mul/mul; per row a divide, then / sqrt / +
+    assert spec.cost.bytes == "8*rows*cols + 4*cols"
+    assert spec.cost.flops == "6*rows*cols + 5*rows"
+    raw = yaml.safe_load((rownorm_op / "op.yaml").read_text())
+    assert raw["tolerance"] == {"rtol": 1.0e-4, "atol": 1.0e-4}
+
+
+def test_the_imported_op_passes_check_of_its_own_baseline(rownorm_op):
+    p = kernelcrew("check", str(rownorm_op), str(rownorm_op / "baseline.cpp"), "--json",
+                   "--reps", "3", timeout=600)
+    res = json.loads(p.stdout)
+    assert p.returncode == 0, p.stderr
+    assert res["correct"] is True
+    assert {r["group"] for r in res["rows"]} == {"typical", "boundary", "unaligned"}
+    assert all(r["status"] == "pass" for r in res["rows"])
+    # float32 code against its own float64 build: close, and not identical
+    assert 0 < max(r["max_abs_err"] for r in res["rows"]) < 1e-4
+
+
+def _rownorm_numpy(inp: np.ndarray, gain: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    x = inp.reshape(rows, cols).astype(np.float64)
+    m = x.mean(axis=1, keepdims=True)
+    v = ((x - m) ** 2).mean(axis=1, keepdims=True)
+    return ((x - m) / np.sqrt(v + 1e-6) * gain.astype(np.float64)).reshape(-1)
+
+
+def test_the_derived_float64_reference_agrees_with_numpy(rownorm_op, tmp_path):
+    rng = np.random.default_rng(7)
+    spec = load_op(rownorm_op)
+    ref = spec.reference_fn()
+    tol = spec.tolerance
+    for rows, cols in ((48, 96), (1, 2), (5, 1001)):
+        inp = rng.standard_normal(rows * cols)
+        gain = rng.standard_normal(cols)
+        got = ref(inp=inp, gain=gain, rows=rows, cols=cols)["out"]
+        want = _rownorm_numpy(inp, gain, rows, cols)
+        assert got.dtype == np.float64 and got.shape == (rows * cols,)
+        assert np.all(np.abs(got - want) <= tol.atol + tol.rtol * np.abs(want))
+        # float64 for real: far closer than float32 could be
+        assert np.max(np.abs(got - want)) < 1e-9
+
+    proj = tmp_path / "project_rows"
+    assert import_project(proj).returncode == 0
+    pspec = load_op(proj)
+    assert pspec.inputs["inp"].shape == ["rows", "inner"]
+    a, w = rng.standard_normal((24, 40)), rng.standard_normal((40, 32))
+    got = pspec.reference_fn()(inp=a, w=w, rows=24, inner=40, cols=32)["out"]
+    assert got.shape == (24, 32)
+    assert np.max(np.abs(got - a @ w)) < 1e-10
+    assert pspec.cost_flops({"rows": 24, "inner": 40, "cols": 32}) == 2 * 24 * 40 * 32
+
+
+def test_a_source_whose_promotion_changes_semantics_is_flagged(tmp_path):
+    out = tmp_path / "quantize"
+    p = kernelcrew("import", str(QUANTIZE), "--function", "quantize", "--shape", "out=n",
+                   "--shape", "inp=n", "--case", "n=1000", "--outputs", "out", "--out",
+                   str(out), timeout=120)
+    assert p.returncode == 0, p.stderr
+    warnings = load_op(out).origin.warnings
+    text = "\n".join(warnings)
+    assert "quantize.c:7: union holding a float" in text
+    assert "quantize.c:10: integer cast of a float value '(int)(x * scale)'" in text
+    assert "quantize.c:18: float-specific constant FLT_MAX becomes DBL_MAX" in text
+    assert "warning: quantize.c:10" in p.stdout  # said on the terminal too
+    assert "reference: derived" in (out / "op.yaml").read_text()
+
+
+def test_promotion_rewrites_syntax_not_text():
+    src = ("#define SCALE sqrtf(2.0f / M_PI)\n"
+           "static float f(float x, int n) {\n"
+           "  float floaty = expf(x) * 1e-5f + 0x1fu + FLT_EPSILON; // float stays\n"
+           "  const char* s = \"float 1.0f\";\n"
+           "  return floaty * SCALE + (float)n + fabsf(-2.f);\n}\n")
+    res = promote(src, where="f.c")
+    assert res.text == (
+        "#define SCALE sqrt(2.0 / M_PI)\n"
+        "static double f(double x, int n) {\n"
+        "  double floaty = exp(x) * 1e-5 + 0x1fu + DBL_EPSILON; // float stays\n"
+        "  const char* s = \"float 1.0f\";\n"
+        "  return floaty * SCALE + (double)n + fabs(-2.);\n}\n")
+    assert res.warnings == [("f.c:3: float-specific constant FLT_EPSILON becomes DBL_EPSILON "
+                            "in the float64 reference")]
+
+
+def _one_line_error(p) -> str:
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in p.stderr, p.stderr
+    return lines[0]
+
+
+def test_errors_name_the_file_the_line_and_the_fix(tmp_path):
+    # function not found: the names that are there
+    msg = _one_line_error(kernelcrew("import", str(ROWNORM), "--function", "rownorm",
+                                     "--case", "n=1", "--out", str(tmp_path / "a")))
+    assert str(ROWNORM) in msg and "no function 'rownorm'" in msg
+    assert "rownorm_forward" in msg and "row_mean" in msg
+
+    # a role the code does not say (no const): which flag to add
+    src = tmp_path / "scale.c"
+    src.write_text("void scale(float* y, float* x, int n) {\n"
+                   "  for (int i = 0; i < n; i++) y[i] = 2.0f * x[i];\n}\n")
+    msg = _one_line_error(kernelcrew("import", str(src), "--function", "scale", "--shape",
+                                     "y=n", "--shape", "x=n", "--case", "n=8",
+                                     "--out", str(tmp_path / "b")))
+    assert f"{src}: line 1:" in msg and "cannot be inferred" in msg
+    assert "--outputs y --inputs x" in msg
+
+    # a macro whose value depends on the build
+    src.write_text("#ifdef WIDE\n#define K 8\n#else\n#define K 4\n#endif\n"
+                   "void scale(float* y, const float* x, int n) {\n"
+                   "  for (int i = 0; i < n; i++) y[i] = K * x[i];\n}\n")
+    msg = _one_line_error(kernelcrew("import", str(src), "--function", "scale", "--shape",
+                                     "y=n", "--shape", "x=n", "--case", "n=8", "--outputs", "y",
+                                     "--out", str(tmp_path / "c")))
+    assert f"{src}: line 2: macro K is defined only under #if/#ifdef" in msg
+    assert "--define K=VALUE" in msg
+    ok = kernelcrew("import", str(src), "--function", "scale", "--shape", "y=n", "--shape",
+                    "x=n", "--case", "n=8", "--outputs", "y", "--define", "K=4",
+                    "--out", str(tmp_path / "d"))
+    assert ok.returncode == 0, ok.stderr
+    assert "#define K 4  // --define" in (tmp_path / "d" / "baseline.cpp").read_text()
+
+    # a name from outside the file
+    src.write_text("#include \"cfg.h\"\nvoid scale(float* y, const float* x, int n) {\n"
+                   "  for (int i = 0; i < n; i++) y[i] = GAIN * x[i];\n}\n")
+    msg = _one_line_error(kernelcrew("import", str(src), "--function", "scale", "--shape",
+                                     "y=n", "--shape", "x=n", "--case", "n=8", "--outputs", "y",
+                                     "--out", str(tmp_path / "e")))
+    assert f"{src}: line 3:" in msg and "GAIN" in msg and "--define GAIN=VALUE" in msg
+
+    # a pointer without a shape
+    msg = _one_line_error(kernelcrew(
+        "import", str(ROWNORM), "--function", "rownorm_forward", "--shape", "out=rows*cols",
+        "--shape", "inp=rows*cols", "--case", "rows=2,cols=3", "--outputs", "out",
+        "--out", str(tmp_path / "g")))
+    assert "line 25" in msg and "'gain' needs a shape: add --shape gain=EXPR" in msg
+
+
+def test_new_scaffolds_a_commented_folder_that_checks(tmp_path):
+    p = kernelcrew("new", "my_op", "--dir", str(tmp_path / "my_op"))
+    assert p.returncode == 0, p.stderr
+    text = (tmp_path / "my_op" / "op.yaml").read_text()
+    for field in ("name:", "family:", "sizes:", "inputs:", "outputs:", "cost:", "tolerance:",
+                  "shapes:", "baselines:"):
+        line = next(ln for ln in text.splitlines() if ln.startswith(field) or
+                    ln.strip().startswith(field))
+        assert "#" in line or field in ("inputs:", "outputs:", "shapes:"), line
+    spec = load_op(tmp_path / "my_op")
+    assert spec.name == "my_op"
+    c = kernelcrew("check", str(tmp_path / "my_op"), str(tmp_path / "my_op" / "baseline.cpp"),
+                   "--json", "--reps", "2", timeout=300)
+    assert c.returncode == 0, c.stderr
+    assert json.loads(c.stdout)["correct"] is True
+    again = kernelcrew("new", "my_op", "--dir", str(tmp_path / "my_op"))
+    assert again.returncode == 2 and "--force" in again.stderr

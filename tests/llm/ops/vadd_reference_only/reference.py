@@ -1,0 +1,5 @@
+import numpy as np
+
+
+def reference(x, z, n):
+    return {"y": np.add(x, z)}
