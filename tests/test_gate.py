@@ -124,3 +124,22 @@ def test_report_with_more_time_than_elapsed_or_other_run_counts_is_caught():
     assert "parent timed at" in clock_disagreement([2.0, 2.0], batches([2.0], n=2))
     assert "reported 3 timed runs, the parent ran 4" in clock_disagreement(
         [1e-6] * 3, batches([1.0, 1.0], n=2))
+
+
+def test_check_json_reports_the_noise_the_threshold_and_the_cache_state_apart():
+    import json
+    from pathlib import Path
+
+    from tests.conftest import kernelcrew
+
+    tiny = Path(__file__).parent / "adversarial" / "ops" / "tiny_sss"
+    r = kernelcrew("check", str(tiny), str(tiny / "baseline.cpp"), "--json", "--reps", "6",
+                   "--min-speedup", "3%", "--cache", "cold", env={"KERNELCREW_ROUNDS": "6"})
+    doc = json.loads(r.stdout)
+    assert doc["correct"] is True, doc["reason"]
+    assert doc["min_speedup"] == pytest.approx(0.03) and doc["rounds"] == 6
+    assert doc["measured_noise"] is not None and doc["measured_noise"] >= 0
+    assert doc["noise_band"] == pytest.approx(max(0.03, doc["measured_noise"]))
+    assert set(doc["cache"].values()) == {"cold"}
+    bad = kernelcrew("check", str(tiny), str(tiny / "baseline.cpp"), "--min-speedup", "-1")
+    assert bad.returncode == 2 and "--min-speedup" in bad.stderr

@@ -272,7 +272,8 @@ def duel(h: Harness, a: tuple[CompileResult, KernelFile], b: tuple[CompileResult
 
 
 # -- the parent's clock against the worker's report -------------------------------------
-def clock_disagreement(times: list[float], batches: list[Batch]) -> str:
+def clock_disagreement(times: list[float], batches: list[Batch],
+                       other_overhead_ms: float | None = None) -> str:
     """Why a worker's reported times for one case cannot be true, or "" when they agree
     with what the parent measured around each batch.
 
@@ -292,27 +293,41 @@ def clock_disagreement(times: list[float], batches: list[Batch]) -> str:
         if rep > b.outside_ms * 1.01 + 0.02:
             return (f"the worker reported {rep:.4g} ms for a batch of {b.n} runs that the "
                     f"parent timed at {b.outside_ms:.4g} ms")
-    return cpu_disagreement(times, batches)
+    return cpu_disagreement(times, batches, other_overhead_ms)
 
 
 # CPU time cannot be forged from inside the process and does not grow while a thread
 # waits (a busy machine preempting the worker adds wall time, not CPU time). The main
 # thread of an honest worker uses no more CPU in a batch than the batch's calls took,
-# plus the interpreter's few steps around them (CPU_SLACK_MS) and a copy of checked
-# outputs; the least excess over the batches is compared (checked runs are a few of
+# plus the interpreter's steps around them and a copy of checked outputs. Those steps
+# are the same for the other kernel of the duel (same op, same code path): its least
+# overhead over the case's batches (CPU minus reported) is the allowance, plus
+# CPU_SLACK_MS and CPU_SHARE of the reported time (OTHERLESS_SLACK_MS when the other's
+# is unknown). The least excess over the batches is compared (checked runs are a few of
 # them). Another thread (a kernel's own, or OpenMP's, which spin a while after their
-# parallel region) gets THREAD_SLACK_MS more.
-CPU_SLACK_MS = 0.1
+# parallel region) gets THREAD_SLACK_MS.
+CPU_SLACK_MS = 0.05
+OTHERLESS_SLACK_MS = 0.3
 THREAD_SLACK_MS = 2.0
 CPU_SHARE = 0.05
 
 
-def cpu_disagreement(times: list[float], batches: list[Batch]) -> str:
+def main_overhead_ms(times: list[float], batches: list[Batch]) -> float | None:
+    """The least (main thread's CPU - reported time) over a case's batches."""
+    vals = [b.cpu_main_ms - float(sum(times[b.start: b.start + b.n]))
+            for b in batches if b.cpu_main_ms is not None]
+    return min(vals) if vals and len(times) == sum(b.n for b in batches) else None
+
+
+def cpu_disagreement(times: list[float], batches: list[Batch],
+                     other_overhead_ms: float | None = None) -> str:
     """Why the CPU time the parent read for the worker's threads contradicts the reported
     times (in every batch a thread used more CPU than the reported calls took), or ""."""
     if not batches or any(b.cpu_max_ms is None or b.cpu_main_ms is None for b in batches):
         return ""
-    for which, slack in (("main", CPU_SLACK_MS), ("max", THREAD_SLACK_MS)):
+    main_slack = OTHERLESS_SLACK_MS if other_overhead_ms is None else \
+        max(other_overhead_ms, 0.0) + CPU_SLACK_MS
+    for which, slack in (("main", main_slack), ("max", THREAD_SLACK_MS + main_slack)):
         excess = []
         for b in batches:
             rep = float(sum(times[b.start: b.start + b.n]))
@@ -330,9 +345,12 @@ def cpu_disagreement(times: list[float], batches: list[Batch]) -> str:
 def crosscheck(d: Duel, who: str) -> str:
     """The first case where kernel `who`'s reported times disagree with what the parent
     measured, as a rejection reason; "" when every case agrees."""
-    run = d.a if who == "a" else d.b
+    other = "b" if who == "a" else "a"
+    run, orun = (d.a, d.b) if who == "a" else (d.b, d.a)
     for key, batches in d.batches.get(who, {}).items():
-        why = clock_disagreement(run.samples.get(key, []), batches)
+        ob = d.batches.get(other, {}).get(key, [])
+        why = clock_disagreement(run.samples.get(key, []), batches,
+                                 main_overhead_ms(orun.samples.get(key, []), ob) if ob else None)
         if why:
             return f"timings disagree with the parent's clock in case {key}: {why}"
     return ""
