@@ -29,7 +29,7 @@ demo: $(STAMP)
 	$(BIN)/kernelcrew optimize $(DEMO_OP) --backend cpu --agents heuristic --max-iters 4
 
 bench: $(STAMP)
-	$(BIN)/python -m kernelcrew.evals.bench --out docs/results.md
+	$(BIN)/python -m kernelcrew.evals.bench --out docs/results.md $(if $(OPS),--ops $(OPS))
 
 lint: $(STAMP)
 	$(BIN)/ruff check kernelcrew tests
