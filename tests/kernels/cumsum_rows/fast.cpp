@@ -29,16 +29,21 @@ inline float scan(const float* __restrict__ x, float* __restrict__ y, int64_t n,
     const v8i s1 = {8, 0, 1, 2, 3, 4, 5, 6};
     const v8i s2 = {8, 9, 0, 1, 2, 3, 4, 5};
     const v8i s4 = {8, 9, 10, 11, 0, 1, 2, 3};
+    const v8i last = {7, 7, 7, 7, 7, 7, 7, 7};
+    // the running total kept broadcast in a vector: the chain from one block to the next
+    // is one add and one lane broadcast
+    v8 run = {carry, carry, carry, carry, carry, carry, carry, carry};
     int64_t j = 0;
     for (; j + 8 <= n; j += 8) {
         v8 v = load8(x + j);
         v += __builtin_shuffle(v, zero, s1);
         v += __builtin_shuffle(v, zero, s2);
         v += __builtin_shuffle(v, zero, s4);
-        v += carry;
+        v += run;
         store8(y + j, v);
-        carry = v[7];
+        run = __builtin_shuffle(v, last);
     }
+    carry = run[0];
     for (; j < n; ++j) {
         carry += x[j];
         y[j] = carry;
@@ -50,7 +55,7 @@ inline float scan(const float* __restrict__ x, float* __restrict__ y, int64_t n,
 
 extern "C" void cumsum_rows(const float* __restrict__ x, float* __restrict__ y, int64_t rows,
                             int64_t cols) {
-    if (rows * cols < (int64_t)1 << 19) {  // under ~1 ms of work: stay on this thread
+    if (rows * cols < (int64_t)1 << 21) {  // under ~1 ms of work: stay on this thread
         for (int64_t r = 0; r < rows; ++r) scan(x + r * cols, y + r * cols, cols, 0.0f);
         return;
     }
