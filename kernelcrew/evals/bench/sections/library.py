@@ -11,9 +11,10 @@ kernels' own cache state (kernelcrew.evals.peers.cache_state) and the machine's 
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kernelcrew.evals import peers as P
@@ -108,6 +109,9 @@ def run(b: BenchRun) -> None:
               "hand-written, Kernel Tuner optimum, crew; bandwidth probe)")
         r = side_by_side(b, op)
         rows.append(r)
+        # what is measured so far survives an interrupted bench
+        (b.work / "library-partial.json").write_text(
+            json.dumps([asdict(x) for x in rows], indent=1, default=str))
         b.say(f"{op}: " + ", ".join(f"{label} {fmt(ms, '{:.4g}')} ms"
                                     for label, ms in r.ms.items())
               + f", NumPy {fmt(r.numpy_ms, '{:.4g}')} ms; crew over compiler alone "
