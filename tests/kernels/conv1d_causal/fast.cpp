@@ -39,7 +39,7 @@ inline void channel(const float* __restrict__ x, const float* __restrict__ w, fl
 extern "C" void conv1d_causal(const float* __restrict__ x, const float* __restrict__ w,
                               const float* __restrict__ bias, float* __restrict__ out,
                               int64_t B, int64_t C, int64_t L, int64_t K) {
-    if (B * C * L * K < (int64_t)1 << 21) {  // under ~1 ms of work: stay on this thread
+    if (B * C * L * K < (int64_t)1 << 23) {  // under a few ms of work: stay on this thread
         for (int64_t r = 0; r < B * C; ++r)
             channel(x + r * L, w + (r % C) * K, bias[r % C], out + r * L, L, K);
         return;
