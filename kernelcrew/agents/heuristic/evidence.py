@@ -9,8 +9,10 @@ from dataclasses import dataclass, field
 
 from kernelcrew.agents.context import AgentContext
 from kernelcrew.agents.transforms import entries, parse_any
-from kernelcrew.agents.transforms.analysis import FunctionModel, check_loop, p_str, split_terms
+from kernelcrew.agents.transforms.affine import FunctionModel, p_str, split_terms
 from kernelcrew.agents.transforms.cst import Source, find_function, params, pragma_text, walk
+from kernelcrew.agents.transforms.dependence import check_loop
+from kernelcrew.agents.transforms.jam import jam_reason
 from kernelcrew.errors import InputError
 from kernelcrew.kernels.kernelfile import KernelFile
 from kernelcrew.results import ProfileResult
@@ -42,6 +44,8 @@ class StaticFacts:
     reductions: list[str] = field(default_factory=list)  # scalars accumulated in inner loops
     math_calls: list[str] = field(default_factory=list)
     restrict_missing: bool = False
+    dot_nests: list[str] = field(default_factory=list)  # "o over i at line N" (jammable)
+    not_applicable: dict[str, str] = field(default_factory=dict)  # move -> why not, from source
 
 
 def static_facts(kf: KernelFile) -> StaticFacts:
@@ -66,6 +70,13 @@ def static_facts(kf: KernelFile) -> StaticFacts:
                 if re.fullmatch(r"(exp|erf|log|tanh|sqrt|pow|sin|cos)f?", callee):
                     f.math_calls.append(callee)
         for lp in m.loops:
+            if len(lp.children) == 1 and not lp.children[0].children:
+                why = jam_reason(m, lp)
+                if why is None:
+                    f.dot_nests.append(f"{lp.var} over {lp.children[0].var} at line "
+                                       f"{s.line_of(lp.node) + off}")
+                else:
+                    f.not_applicable.setdefault("unroll_and_jam", why)
             if lp.children or not lp.canonical:
                 continue
             v = check_loop(m, lp, allow_reductions=True)

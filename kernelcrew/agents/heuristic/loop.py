@@ -104,6 +104,21 @@ class Loop(HeuristicSpecialist):
                      "vectorize under omp simd.",
                 risks="results differ from libm in the last bit or two (far inside the op "
                       "tolerance); float arguments only"))
+        if ev.facts.dot_nests:
+            nest = ev.facts.dot_nests[0]
+            for rank, factor in enumerate((4, 8)):
+                out.append(Move(
+                    "unroll_and_jam", "unroll_and_jam", 1.8, 0.7 - 0.1 * rank,
+                    params={"factor": factor},
+                    why=f"A dot-product nest ({nest}) computes one output per pass of its inner "
+                        "reduction: the elements every output shares are loaded once per "
+                        "output, and one accumulator chain waits on each add.",
+                    plan=f"Unroll-and-jam the output loop by {factor}: {factor} outputs share "
+                         "one pass of the inner loop, each with its own accumulator (omp simd "
+                         "reduction), so a shared element is loaded once for "
+                         f"{factor} FMAs; leftover outputs run the original loop.",
+                    risks="register pressure at the larger factor; no gain when the nest is "
+                          "bound by the stream of the other operand"))
         if ev.facts.reductions:
             red = ev.facts.reductions[0]
             out.append(Move(

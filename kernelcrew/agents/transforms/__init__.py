@@ -9,8 +9,9 @@ coordinator relies on this to merge compatible proposals into one candidate.
 Body-level functions (`str -> str | None`, on the source after the front matter) live in
 `threads` (OpenMP parallel for), `vectorize` (restrict, omp simd, unroll), `nests`
 (interchange, tiling), `regblock` (register blocking of i-k-j matmul nests), `fusion`,
-`vecmath` (vectorizable exp/erf) and `cuda` (device-code specifics); `cst`, `analysis` and
-`common` hold the tree-sitter layer, the dependence analysis and the helpers they share.
+`vecmath` (vectorizable exp/erf) and `cuda` (device-code specifics); `cst` holds the tree-sitter
+layer; `affine` (subscripts as polynomials, bounds), `reductions` and `dependence` (may a
+loop's iterations run in any order) the analysis; `common` the helpers they share.
 """
 
 from __future__ import annotations
@@ -35,8 +36,10 @@ from kernelcrew.agents.transforms.cst import (
 )
 from kernelcrew.agents.transforms.cuda import grid_stride, launch_bounds, ldg
 from kernelcrew.agents.transforms.fusion import fuse_loops
+from kernelcrew.agents.transforms.jam import unroll_and_jam
 from kernelcrew.agents.transforms.nests import interchange, tile
 from kernelcrew.agents.transforms.regblock import register_block
+from kernelcrew.agents.transforms.scope import scope_of
 from kernelcrew.agents.transforms.threads import DEFAULT_MIN_WORK, omp_parallel_outer
 from kernelcrew.agents.transforms.vecmath import vector_math
 from kernelcrew.agents.transforms.vectorize import add_restrict, omp_simd_inner, unroll
@@ -72,6 +75,7 @@ __all__ = [
     "tile",
     "transform_names",
     "unroll",
+    "unroll_and_jam",
     "vector_math",
 ]
 
@@ -125,11 +129,12 @@ def parse_any(kernel_text: str) -> KernelFile:
 
 
 def entries(kf: KernelFile) -> list[str]:
-    """The functions a transformation works on: the CPU entry and the functions of the file
-    it calls (an imported kernel's entry is a thin wrapper around the user's function and
-    its helpers), or every launched kernel."""
+    """The functions a transformation works on: on the CPU the entry and the helpers it
+    calls whose pointers cannot overlap (`scope`: an imported kernel's entry is a thin
+    wrapper around the user's function and its helpers), on CUDA every launched kernel and
+    the functions it calls."""
     if kf.backend == "cpu":
-        return [kf.meta.entry, *callees(kf.body, kf.meta.entry)] if kf.meta.entry else []
+        return scope_of(Source(kf.body), kf.meta.entry).functions if kf.meta.entry else []
     kernels = list(dict.fromkeys(lc.kernel for lc in kf.meta.launch))
     return list(dict.fromkeys([*kernels, *(c for k in kernels for c in callees(kf.body, k))]))
 
@@ -373,6 +378,14 @@ def _t_register_block(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
     if out is not None:
         out.knobs = {rows: rv, cols: cv}
     return out
+
+
+@_register("unroll_and_jam", "unroll_and_jam", ("cpu",),
+           "register-tile dot-product nests: FACTOR outputs of the outer loop share one pass "
+           "of the inner reduction (FACTOR accumulators, omp simd reduction), the rest kept",
+           factor=4)
+def _t_jam(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    return _each_entry(kf, lambda s, e: unroll_and_jam(s, e, int(p["factor"])))
 
 
 @_register("tile", "tile", ("cpu",),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from kernelcrew.agents.transforms.analysis import FunctionModel
+from kernelcrew.agents.transforms.affine import FunctionModel
 from kernelcrew.agents.transforms.cst import (
     Edit,
     Node,

@@ -5,11 +5,7 @@ from __future__ import annotations
 
 import re
 
-from kernelcrew.agents.transforms.analysis import (
-    FunctionModel,
-    Verdict,
-    check_loop,
-)
+from kernelcrew.agents.transforms.affine import FunctionModel
 from kernelcrew.agents.transforms.common import (
     descendants,
     finish,
@@ -30,6 +26,7 @@ from kernelcrew.agents.transforms.cst import (
     same,
     walk,
 )
+from kernelcrew.agents.transforms.dependence import Verdict, check_loop
 
 DEFAULT_MIN_WORK = 1 << 20
 # pragmas that only hint the compiler about a loop: the threaded copy goes without them
@@ -48,6 +45,8 @@ def _work_expr(s: Source, m: FunctionModel, lp: Loop) -> str | None:
         # follow the deepest child whose bound is known where the pragma goes
         kids = [c for c in cur.children if invariant_text(s, m, c.end, lp.node) is not None]
         cur = max(kids or cur.children, key=lambda c: len(descendants(c)), default=None)
+    if len(factors) > 1:  # `int` sizes: the product is taken in 64 bits
+        factors[0] = f"(long long){factors[0]}"
     return " * ".join(factors) if factors else None
 
 
@@ -184,16 +183,18 @@ def _parallel_version(s: Source, m: FunctionModel, group: list[Loop], min_work: 
 
 
 def _collapsible(m: FunctionModel, lp: Loop) -> bool:
-    """A tile loop whose body is just the next tile loop (rectangular, independent too):
-    threads share out tiles of both, so a thin shape (3 rows: one row of tiles) still
-    keeps every thread busy."""
+    """A loop whose body is just the next loop (rectangular, independent too, no pragma of
+    its own): threads share out the iterations of both, so a thin shape (B = 3 batches of
+    T rows, one row of tiles) still keeps every thread busy."""
     stmts = statements(lp.body)
-    if lp.step is None or len(stmts) != 1 or len(lp.children) != 1:
+    if len(stmts) != 1 or len(lp.children) != 1:
         return False
     c = lp.children[0]
-    if not same(stmts[0], c.node) or not c.canonical or c.step is None:
+    if not same(stmts[0], c.node) or not c.canonical or pragmas_before(c.node):
         return False
-    if any(mentions_var(m, n, lp) for n in (c.start, c.end, c.step)):
+    if lp.step is None and not c.children:
+        return False  # an innermost loop is better left free for `omp simd`
+    if any(n is not None and mentions_var(m, n, lp) for n in (c.start, c.end, c.step)):
         return False
     return parallel_verdict(m, c).ok
 
