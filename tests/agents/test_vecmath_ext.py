@@ -10,10 +10,9 @@ import subprocess
 import numpy as np
 import pytest
 
-from kernelcrew.agents.transforms.vecmath import EXPF
-from kernelcrew.agents.transforms.vecmath_ext import LOGF, TANHF
+from kernelcrew.agents.transforms.vecmath_ext import LOGF, SELECT, TANHF
 
-SRC = "#include <cstdint>\n" + EXPF + TANHF + LOGF + """
+SRC = "#include <cstdint>\n" + SELECT + TANHF + LOGF + """
 extern "C" void vtanh(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
 #pragma omp simd
     for (int64_t i = 0; i < n; ++i) y[i] = kc_tanhf(x[i]);

@@ -104,6 +104,23 @@ class Loop(HeuristicSpecialist):
                      "vectorize under omp simd.",
                 risks="results differ from libm in the last bit or two (far inside the op "
                       "tolerance); float arguments only"))
+        ext_calls = [c for c in ev.facts.math_calls if re.fullmatch(r"(tanh|log)f?", c)]
+        if ext_calls:
+            calls = ", ".join(ext_calls)
+            cpu_time = ev.kind in (None, "compute-bound", "latency-bound")
+            hot = bool(ev.libm_share)
+            out.append(Move(
+                "vector_math_ext", "vector_math_ext", 3.0 if cpu_time or hot else 1.3,
+                0.8 if hot else 0.7 if cpu_time else 0.4,
+                why=f"The loops call libm's scalar {calls} once per element: g++ has no vector "
+                    "version of it without -ffast-math, so those loops run one element at a "
+                    "time.",
+                plan=f"Replace {calls} in the loops by inline, branch-free float versions "
+                     "(kc_tanhf: odd polynomial near 0, 1 - 2/(e^2x + 1) beyond; kc_logf: "
+                     "exponent split + atanh series; both within 2 ulp), so the loops "
+                     "vectorize under omp simd.",
+                risks="results differ from libm in the last bit or two (inside the op "
+                      "tolerance); float arguments only"))
         if ev.facts.dot_nests:
             nest = ev.facts.dot_nests[0]
             for rank, factor in enumerate((4, 8)):

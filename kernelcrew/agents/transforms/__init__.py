@@ -9,7 +9,8 @@ coordinator relies on this to merge compatible proposals into one candidate.
 Body-level functions (`str -> str | None`, on the source after the front matter) live in
 `threads` (OpenMP parallel for), `vectorize` (restrict, omp simd, unroll), `nests`
 (interchange, tiling), `regblock` (register blocking of i-k-j matmul nests), `fusion`,
-`vecmath` (vectorizable exp/erf) and `cuda` (device-code specifics); `cst` holds the tree-sitter
+`vecmath` / `vecmath_ext` (vectorizable exp/erf, tanh/log), `jam` (unroll-and-jam of
+dot-product nests), `scope` (which helpers are in reach) and `cuda` (device-code specifics); `cst` holds the tree-sitter
 layer; `affine` (subscripts as polynomials, bounds), `reductions` and `dependence` (may a
 loop's iterations run in any order) the analysis; `common` the helpers they share.
 """
@@ -42,6 +43,7 @@ from kernelcrew.agents.transforms.regblock import register_block
 from kernelcrew.agents.transforms.scope import scope_of
 from kernelcrew.agents.transforms.threads import DEFAULT_MIN_WORK, omp_parallel_outer
 from kernelcrew.agents.transforms.vecmath import vector_math
+from kernelcrew.agents.transforms.vecmath_ext import vector_math_ext
 from kernelcrew.agents.transforms.vectorize import add_restrict, omp_simd_inner, unroll
 from kernelcrew.errors import InputError
 from kernelcrew.kernels.kernelfile import (
@@ -77,6 +79,7 @@ __all__ = [
     "unroll",
     "unroll_and_jam",
     "vector_math",
+    "vector_math_ext",
 ]
 
 
@@ -411,6 +414,12 @@ def _t_fusion(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
            "float exp/erf calls in loops -> inline vectorizable kc_expf/kc_erff")
 def _t_vector_math(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
     return _each_entry(kf, vector_math)
+
+
+@_register("vector_math_ext", "vector_math_ext", ("cpu",),
+           "float tanh/log calls in loops -> inline vectorizable kc_tanhf/kc_logf")
+def _t_vector_math_ext(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    return _each_entry(kf, vector_math_ext)
 
 
 @_register("flags", "flags", ("cpu", "cuda"),

@@ -11,6 +11,7 @@ buffers for an operator's inputs and outputs (helpers are checked at their call 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from kernelcrew.agents.transforms.affine import FunctionModel, Poly, digits, split_terms
@@ -27,7 +28,7 @@ from kernelcrew.agents.transforms.cst import (
 from kernelcrew.agents.transforms.reductions import call_name, reduction
 
 # Calls that read their arguments and return a value, nothing else.
-PURE_CALLS = frozenset(["exp", "expf", "exp2", "exp2f", "expm1", "expm1f", "log", "logf", "log2", "log2f", "log1p", "log1pf", "log10", "log10f", "sqrt", "sqrtf", "rsqrt", "rsqrtf", "cbrt", "cbrtf", "pow", "powf", "erf", "erff", "erfc", "erfcf", "tanh", "tanhf", "sinh", "cosh", "sin", "sinf", "cos", "cosf", "tan", "tanf", "atan", "atanf", "atan2", "atan2f", "fabs", "fabsf", "abs", "fmax", "fmaxf", "fmin", "fminf", "max", "min", "floor", "floorf", "ceil", "ceilf", "round", "roundf", "trunc", "truncf", "fma", "fmaf", "copysign", "copysignf", "__expf", "__logf", "__fdividef", "__frcp_rn", "__fsqrt_rn", "__ldg", "__saturatef", "isnan", "isinf", "isfinite"])
+PURE_CALLS = frozenset(["exp", "expf", "exp2", "exp2f", "expm1", "expm1f", "log", "logf", "log2", "log2f", "log1p", "log1pf", "log10", "log10f", "sqrt", "sqrtf", "rsqrt", "rsqrtf", "cbrt", "cbrtf", "pow", "powf", "erf", "erff", "erfc", "erfcf", "tanh", "tanhf", "sinh", "cosh", "sin", "sinf", "cos", "cosf", "tan", "tanf", "atan", "atanf", "atan2", "atan2f", "fabs", "fabsf", "abs", "fmax", "fmaxf", "fmin", "fminf", "max", "min", "floor", "floorf", "ceil", "ceilf", "round", "roundf", "trunc", "truncf", "fma", "fmaf", "copysign", "copysignf", "__expf", "__logf", "__fdividef", "__frcp_rn", "__fsqrt_rn", "__ldg", "__saturatef", "isnan", "isinf", "isfinite", "__builtin_fabsf", "__builtin_fabs", "__builtin_copysignf", "__builtin_copysign", "__builtin_inff", "__builtin_inf", "__builtin_nanf", "__builtin_nan", "__builtin_sqrtf", "__builtin_sqrt", "__builtin_fmaf", "__builtin_fma", "__builtin_fmaxf", "__builtin_fminf", "__builtin_floorf", "__builtin_ceilf", "__builtin_truncf", "__builtin_roundf", "__builtin_expect", "__builtin_isnan", "__builtin_isinf", "sqrtl", "expl", "logl", "fabsl"])
 
 
 @dataclass
@@ -90,6 +91,77 @@ def defined_functions(src: Source) -> set[str]:
     return {function_name(f) for f in functions(src)} - {None}
 
 
+_ASSIGNS = re.compile(r"(?<![=!<>])=(?!=)|\+\+|--|[-+*/%&|^]=|<<=|>>=")
+
+
+def pure_macros(src: Source) -> set[str]:
+    """Function-like macros (`#define SQ(a) ((a) * (a))`) whose body assigns nothing and
+    calls only pure functions: a call to one is an expression like any other."""
+    out = set()
+    for n in walk(src.root):
+        if n.type != "preproc_function_def":
+            continue
+        name, body = n.child_by_field_name("name"), n.child_by_field_name("value")
+        text = src.text_of(body) if body is not None else ""
+        calls = re.findall(r"([A-Za-z_]\w*)\s*\(", text)
+        if name is not None and not _ASSIGNS.search(text) and \
+                all(c in PURE_CALLS for c in calls):
+            out.add(name.text.decode())
+    return out
+
+
+# copies into `&local` (the bit casts of the vector math helpers) stay inside the call
+_COPIES = frozenset(["__builtin_memcpy", "memcpy"])
+
+
+def impure_helpers(src: Source) -> dict[str, str]:
+    """Defined functions that write outside their own locals (through a pointer, to a
+    global, a static local) or call something that may: name -> what they do."""
+    out: dict[str, str] = {}
+    calls: dict[str, set[str]] = {}
+    defined = defined_functions(src)
+    macros = pure_macros(src)
+    for fn in functions(src):
+        name = function_name(fn)
+        if name is None:
+            continue
+        calls[name] = set()
+        for n in walk(fn):
+            target = _assign_target(n)
+            if target is not None and name not in out:
+                if target.type != "identifier":
+                    out[name] = f"writes {src.text_of(target)!r}"
+                    continue
+                d = lookup(target.text.decode(), target)
+                if d is None or d.param is False and \
+                        "static" in src.text_of(d.node).split("=")[0].split():
+                    out[name] = f"writes {target.text.decode()}, which outlives the call"
+            if n.type == "call_expression":
+                callee = src.text_of(n.child_by_field_name("function")).replace(
+                    "std::", "").strip()
+                if callee in defined:
+                    calls[name].add(callee)
+                elif callee in _COPIES and name not in out:
+                    dst = n.child_by_field_name("arguments").named_children[:1]
+                    d = lookup(dst[0].named_children[0].text.decode(), dst[0]) if dst and \
+                        dst[0].type == "pointer_expression" and \
+                        dst[0].named_children[0].type == "identifier" else None
+                    if d is None or d.param or d.pointer or \
+                            "static" in src.text_of(d.node).split("=")[0].split():
+                        out[name] = f"copies into {src.text_of(dst[0]) if dst else '?'}"
+                elif callee not in PURE_CALLS and callee not in macros and name not in out:
+                    out[name] = f"calls {callee}()"
+    changed = True
+    while changed:  # a helper that calls an impure one is impure
+        changed = False
+        for name, callees in calls.items():
+            bad = next((c for c in sorted(callees) if c in out and c != name), None)
+            if name not in out and bad is not None:
+                out[name] = f"calls {bad}(), which {out[bad]}"
+                changed = True
+    return out
+
+
 def check_loop(model: FunctionModel, lp: Loop, *, allow_reductions: bool,
                owned: set[str] | None = None) -> Verdict:
     """Can the iterations of `lp` run in any order (parallel for / simd)?"""
@@ -100,6 +172,7 @@ def check_loop(model: FunctionModel, lp: Loop, *, allow_reductions: bool,
     src = model.src
     own = {lp.key} | (owned or set())
     defined = defined_functions(model.src)
+    macros = pure_macros(model.src)
     verdict = Verdict(True)
     red_stmts: list[Node] = []
     # control flow that leaves the loop
@@ -113,9 +186,12 @@ def check_loop(model: FunctionModel, lp: Loop, *, allow_reductions: bool,
         if n.type != "call_expression":
             continue
         name = call_name(model, n)
-        if name not in PURE_CALLS and name not in defined:
+        if name not in PURE_CALLS and name not in defined and name not in macros:
             return Verdict(False, f"calls {name}() at line {src.line_of(n)}, which may have "
                                   "side effects")
+        if name in defined and name in (impure := impure_helpers(src)):
+            return Verdict(False, f"calls {name}() at line {src.line_of(n)}, which "
+                                  f"{impure[name]}")
         for a in n.child_by_field_name("arguments").named_children:
             if name == "__ldg":
                 continue

@@ -17,13 +17,27 @@ from kernelcrew.agents.transforms.cst import (
     find_function,
     walk,
 )
-from kernelcrew.agents.transforms.vecmath import EXPF
+
+SELECT = """\
+// c ? a : b on the bits: both arms are already computed, so g++ if-converts and
+// vectorizes it even where a `?:` on a float multiply would stay a branch (-ftrapping-math)
+static inline float kcx_sel(bool c, float a, float b) {
+    unsigned ua, ub;
+    __builtin_memcpy(&ua, &a, sizeof ua);
+    __builtin_memcpy(&ub, &b, sizeof ub);
+    const unsigned m = 0u - (unsigned)c;
+    const unsigned r = (ua & m) | (ub & ~m);
+    float f;
+    __builtin_memcpy(&f, &r, sizeof f);
+    return f;
+}
+"""
 
 TANHF = """\
-// tanh(x): x + x^3 P(x^2) for |x| < 0.625, else sign(x) (1 - 2 / (e^{2|x|} + 1));
-// within 2 ulp, branch-free so loops that call it vectorize.
+// tanh(x): x + x^3 P(x^2) for |x| < 0.625, else sign(x) (1 - 2 / (e^{2|x|} + 1)) with
+// e^y = 2^n e^r (|x| clamped to 20, where tanh is 1 in float); within 2 ulp, branch-free.
 static inline float kc_tanhf(float x) {
-    const float ax = x < 0.0f ? -x : x;
+    const float ax = __builtin_fabsf(x);
     const float z = x * x;
     float p = -5.7188915337686025e-03f;
     p = p * z + 2.065306392537377e-02f;
@@ -31,10 +45,26 @@ static inline float kc_tanhf(float x) {
     p = p * z + 1.333151246851843e-01f;
     p = p * z + -3.333328521293433e-01f;
     const float small = x + x * z * p;
-    const float e = kc_expf(2.0f * (ax < 20.0f ? ax : 20.0f));
-    const float big = 1.0f - 2.0f / (e + 1.0f);
-    const float r = ax < 0.625f ? small : (x < 0.0f ? -big : big);
-    return x != x ? x : r;  // NaN stays NaN
+    const float y = 2.0f * kcx_sel(ax < 20.0f, ax, 20.0f);
+    const float tt = y * 1.44269504088896341f + 12582912.0f;  // round to nearest integer
+    const float n = tt - 12582912.0f;
+    int ni;
+    __builtin_memcpy(&ni, &tt, sizeof ni);
+    ni -= 0x4B400000;
+    float r = y - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float q = 1.9875691500e-4f;
+    q = q * r + 1.3981999507e-3f;
+    q = q * r + 8.3334519073e-3f;
+    q = q * r + 4.1665795894e-2f;
+    q = q * r + 1.6666665459e-1f;
+    q = q * r + 5.0000001201e-1f;
+    const int bits = (ni + 127) << 23;  // n in [0, 58]: 2^n is a normal float
+    float scale;
+    __builtin_memcpy(&scale, &bits, sizeof scale);
+    const float e = (q * r * r + r + 1.0f) * scale;
+    const float big = __builtin_copysignf(1.0f - 2.0f / (e + 1.0f), x);
+    return kcx_sel((ax < 0.625f) | (x != x), small, big);  // NaN: small is NaN
 }
 """
 
@@ -43,7 +73,8 @@ LOGF = """\
 // its odd series; subnormals scaled first; within 2 ulp, branch-free.
 static inline float kc_logf(float x) {
     const bool sub = x < 1.17549435e-38f;
-    const float xs = sub ? x * 8388608.0f : x;
+    const float xm = x * 8388608.0f;
+    const float xs = kcx_sel(sub, xm, x);
     int ix;
     __builtin_memcpy(&ix, &xs, sizeof ix);
     const int t = ix - 0x3f3504f3;
@@ -62,12 +93,13 @@ static inline float kc_logf(float x) {
     const float fe = (float)ex;
     const float r = fe * 0.693145751953125f + (lm + fe * 1.428606765330187e-06f);
     const float inf = __builtin_inff();
-    const float special = x == 0.0f ? -inf : (x == inf ? inf : __builtin_nanf(""));
-    return x > 0.0f && x < inf ? r : (x != x ? x : special);
+    const float special = kcx_sel(x == 0.0f, -inf, kcx_sel(x == inf, inf, __builtin_nanf("")));
+    return kcx_sel((x > 0.0f) & (x < inf), r, kcx_sel(x != x, x, special));
 }
 """
 
-HELPERS = {"kc_expf": (EXPF, ()), "kc_tanhf": (TANHF, ("kc_expf",)), "kc_logf": (LOGF, ())}
+HELPERS = {"kcx_sel": (SELECT, ()), "kc_tanhf": (TANHF, ("kcx_sel",)),
+           "kc_logf": (LOGF, ("kcx_sel",))}
 REPLACE = {"tanh": "kc_tanhf", "tanhf": "kc_tanhf", "std::tanh": "kc_tanhf",
            "log": "kc_logf", "logf": "kc_logf", "std::log": "kc_logf"}
 

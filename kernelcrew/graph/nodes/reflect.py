@@ -10,6 +10,7 @@ from langgraph.runtime import Runtime
 
 from kernelcrew.agents.proposal import Proposal
 from kernelcrew.agents.reflector import reflect as write_reflection
+from kernelcrew.agents.transforms.catalogue import not_applicable
 from kernelcrew.graph.context import RunContext
 from kernelcrew.graph.memory import memory_for
 from kernelcrew.graph.nodes.common import budget_spent, ctx_of
@@ -69,6 +70,43 @@ def stop_reason(state: CrewState, ctx: RunContext) -> str:
         return f"patience: {ctx.patience} iterations without an accepted improvement"
     if budget_spent(state, ctx):
         return budget_spent(state, ctx)
+    share = _roofline_share(state)
+    if share is not None and share > ROOFLINE_DONE:
+        return (f"roofline: the best kernel runs at {share:.0%} of the machine's peak "
+                f"(above {ROOFLINE_DONE:.0%}: little left to gain)")
     if not last and not state.get("candidates"):
-        return "nothing left to try: no specialist had a new proposal"
+        return "nothing left to try: no specialist had a new proposal; " + considered(state)
     return ""
+
+
+ROOFLINE_DONE = 0.8  # share of the bandwidth or compute peak above which a run stops
+
+
+def _roofline_share(state: CrewState) -> float | None:
+    """The best kernel's share of the peak (bandwidth or compute, the larger), from the
+    profile of the current best; None when the profile has no roofline or is of an older
+    best (the profile of the kernel before an accepted change says nothing of it)."""
+    prof = state.get("profile") or {}
+    roof = prof.get("roofline") or {}
+    if Path(str(prof.get("kernel", ""))).name != Path(state["best"]["path"]).name:
+        return None
+    shares = [v for v in (roof.get("bandwidth_share"), roof.get("compute_share"))
+              if isinstance(v, int | float)]
+    return max(shares) if shares else None
+
+
+def considered(state: CrewState) -> str:
+    """Every move of the catalogue, against the best kernel: tried (and how it went),
+    applicable but not proposed, or why it does not apply."""
+    last: dict[str, str] = {}
+    for e in state.get("evaluations", []):
+        for part in e["kind"].split("+"):
+            last[part.split(":")[0]] = e["outcome"]
+    try:
+        text = Path(state["best"]["path"]).read_text()
+    except OSError:
+        return "the best kernel file cannot be read"
+    why_not = not_applicable(text)
+    items = [f"{k} (tried: {o})" for k, o in last.items()]
+    items += [f"{k} (not applicable: {why})" for k, why in why_not.items() if k not in last]
+    return "moves considered: " + "; ".join(items)
