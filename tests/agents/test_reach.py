@@ -282,6 +282,46 @@ void f(const float* a, float* c, int n, int k) {
     assert any("not independent" in r for r in jam_reasons(same_out, "f"))
 
 
+# ---------------------------------------------------------------- multiple accumulators
+
+@pytest.mark.parametrize("ways", [4, 8])
+def test_accumulators_split_each_reduction_and_keep_the_rest(tmp_path, ways):
+    text = apply_transform("accumulators", LAYERNORM, {"ways": ways})
+    assert text is not None
+    ps = pragmas(text)
+    names = ", ".join(["m"] + [f"m_{k}" for k in range(1, ways)])
+    assert f"omp simd reduction(+ : {names})" in ps  # the mean
+    assert any(p.startswith("omp simd reduction(+ : v, v_1") for p in ps)  # the variance
+    assert len(ps) == 2  # the normalizing loop stores: not a reduction, left alone
+    lib = build(text, tmp_path, f"ln{ways}")
+    rng = np.random.default_rng(4)
+    for B, T, C in ((2, 3, 4 * ways + 3), (1, 1, 1), (1, 2, ways - 1), (1, 5, 1000)):
+        x = rng.standard_normal((B, T, C)).astype(np.float32) + 3
+        w, bias = np.ones(C, np.float32), np.zeros(C, np.float32)
+        y = np.empty_like(x)
+        mean, rstd = np.empty((B, T), np.float32), np.empty((B, T), np.float32)
+        lib.f(ptr(x), ptr(w), ptr(bias), ptr(y), ptr(mean), ptr(rstd), ctypes.c_int64(B),
+              ctypes.c_int64(T), ctypes.c_int64(C))
+        xd = x.astype(np.float64)
+        assert np.allclose(mean, xd.mean(-1), rtol=1e-5)
+        assert np.allclose(rstd, 1 / np.sqrt(xd.var(-1) + 1e-5), rtol=1e-4)
+
+
+def test_accumulators_take_max_reductions_and_refuse_stores():
+    text = kernel("""
+extern "C" void f(const float* x, float* y, int64_t n) {
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++) mx = fmaxf(mx, x[i]);
+    for (int i = 0; i < n; i++) y[i] = x[i] - mx;
+}
+""")
+    out = apply_transform("accumulators", text)
+    assert out is not None and "reduction(max : mx, mx_1, mx_2, mx_3)" in out
+    assert "mx = mx_1 > mx ? mx_1 : mx;" in out
+    assert "also stores" in not_applicable(out)["accumulators"] or \
+        "no reduction" in not_applicable(out)["accumulators"]
+
+
 # ---------------------------------------------------------------- macros
 
 def test_function_like_macros_without_side_effects_do_not_block_vectorization():
@@ -314,7 +354,7 @@ def test_moves_that_would_be_wrong_are_not_offered(body):
     text = kernel(f"static void g(float* y, float* x, int n) {{\n    {body}\n}}\n"
                   "extern \"C\" void f(const float* x, float* y, int64_t n) "
                   "{ g(y, (float*)x, (int)n); }\n")
-    for name in ("omp_parallel", "simd", "unroll_and_jam"):
+    for name in ("omp_parallel", "simd", "unroll_and_jam", "accumulators"):
         assert apply_transform(name, text) is None, name
     why = not_applicable(text)
     assert why["omp_parallel"].startswith("g(): ") and why["simd"].startswith("g(): ")

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from kernelcrew.agents.context import AgentContext
 from kernelcrew.agents.transforms import entries, parse_any
+from kernelcrew.agents.transforms.accum import accum_reason
 from kernelcrew.agents.transforms.affine import FunctionModel, p_str, split_terms
 from kernelcrew.agents.transforms.cst import Source, find_function, params, pragma_text, walk
 from kernelcrew.agents.transforms.dependence import check_loop
@@ -45,6 +46,7 @@ class StaticFacts:
     math_calls: list[str] = field(default_factory=list)
     restrict_missing: bool = False
     dot_nests: list[str] = field(default_factory=list)  # "o over i at line N" (jammable)
+    chains: list[str] = field(default_factory=list)  # reductions that can take accumulators
     not_applicable: dict[str, str] = field(default_factory=dict)  # move -> why not, from source
 
 
@@ -79,6 +81,11 @@ def static_facts(kf: KernelFile) -> StaticFacts:
                     f.not_applicable.setdefault("unroll_and_jam", why)
             if lp.children or not lp.canonical:
                 continue
+            why_not = accum_reason(m, lp)
+            if why_not is None:
+                f.chains.append(f"at line {s.line_of(lp.node) + off}")
+            else:
+                f.not_applicable.setdefault("accumulators", why_not)
             v = check_loop(m, lp, allow_reductions=True)
             f.reductions += [f"{k} ({op}) at line {s.line_of(lp.node) + off}"
                              for k, op in v.reductions.items()]

@@ -136,6 +136,22 @@ class Loop(HeuristicSpecialist):
                          f"{factor} FMAs; leftover outputs run the original loop.",
                     risks="register pressure at the larger factor; no gain when the nest is "
                           "bound by the stream of the other operand"))
+        if ev.facts.chains:
+            chain = ev.facts.chains[0]
+            latency = ev.kind in (None, "compute-bound", "latency-bound")
+            for rank, ways in enumerate((4, 8)):
+                out.append(Move(
+                    "accumulators", "accumulators", 1.6 if latency else 1.15,
+                    (0.6 if latency else 0.35) - 0.1 * rank, params={"ways": ways},
+                    why=f"The reduction {chain} is one floating-point dependence chain: even "
+                        "vectorized, each add waits for the one before (3-4 cycles) while the "
+                        "core could start two per cycle.",
+                    plan=f"Give it {ways} accumulators: the range split into {ways} contiguous "
+                         "parts walked side by side under `omp simd reduction`, so "
+                         f"{ways} independent vector chains are in flight; the rest of the "
+                         "range runs the original loop; the partial sums are added at the end.",
+                    risks="the sum is reassociated (inside the tolerance); no gain when the "
+                          "loop waits on memory"))
         if ev.facts.reductions:
             red = ev.facts.reductions[0]
             out.append(Move(

@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from kernelcrew.agents.transforms import cuda as cuda_tf
+from kernelcrew.agents.transforms.accum import accumulators
 from kernelcrew.agents.transforms.cst import (
     EditConflict,
     Source,
@@ -58,6 +59,7 @@ __all__ = [
     "TRANSFORMS",
     "Outcome",
     "Transform",
+    "accumulators",
     "add_restrict",
     "apply_change",
     "apply_transform",
@@ -389,6 +391,13 @@ def _t_register_block(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
            factor=4)
 def _t_jam(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
     return _each_entry(kf, lambda s, e: unroll_and_jam(s, e, int(p["factor"])))
+
+
+@_register("accumulators", "accumulators", ("cpu",),
+           "WAYS accumulators for innermost reduction loops (WAYS contiguous parts walked "
+           "side by side under omp simd), the rest of the range kept", ways=4)
+def _t_accumulators(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    return _each_entry(kf, lambda s, e: accumulators(s, e, int(p["ways"])))
 
 
 @_register("tile", "tile", ("cpu",),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 from kernelcrew.agents.transforms import TRANSFORMS, apply_transform, entries, parse_any
+from kernelcrew.agents.transforms.accum import accum_reasons
 from kernelcrew.agents.transforms.affine import FunctionModel
 from kernelcrew.agents.transforms.common import has_pragma, model_of
 from kernelcrew.agents.transforms.cst import Source, find_function, params, pragma_text, walk
@@ -78,6 +79,12 @@ def _jam_why(kf: KernelFile) -> str:
     return "; ".join(reasons[:3]) or "no 2-deep nest with an inner reduction"
 
 
+def _accum_why(kf: KernelFile) -> str:
+    reasons = [f"{name}(): {r}" for name, _, _ in _models(kf)
+               for r in accum_reasons(kf.body, name)]
+    return "; ".join(reasons[:3]) or "no innermost reduction loop"
+
+
 def _restrict_why(kf: KernelFile) -> str:
     s = Source(kf.body)
     for name in entries(kf):
@@ -87,7 +94,7 @@ def _restrict_why(kf: KernelFile) -> str:
     return "every pointer parameter in reach is restrict already"
 
 
-_WHY = {"omp_parallel": _threads_why, "simd": _simd_why, "unroll_and_jam": _jam_why,
+_WHY = {"omp_parallel": _threads_why, "accumulators": _accum_why, "simd": _simd_why, "unroll_and_jam": _jam_why,
         "restrict": _restrict_why,
         "unroll": lambda kf: "every innermost loop carries an unroll or OpenMP pragma"}
 

@@ -49,14 +49,13 @@ from kernelcrew.agents.transforms.cst import (
     pragma_text,
     pragmas_before,
     walk,
-    within,
 )
 from kernelcrew.agents.transforms.dependence import PURE_CALLS, check_loop, defined_functions
 
 JAM_MARK = "// kernelcrew: jammed by"
 
 
-def _unit_or_invariant(m: FunctionModel, lp: Loop) -> str | None:
+def unit_or_invariant(m: FunctionModel, lp: Loop) -> str | None:
     """None when every subscript in the loop is unit-stride or invariant in its variable,
     else the first offending access."""
     for n in walk(lp.body):
@@ -123,7 +122,7 @@ def jam_reason(m: FunctionModel, lp: Loop) -> str | None:
             f" ({vi.reason})" if vi.reason else "")
     if any(op != "+" for op in vi.reductions.values()):
         return "the inner reduction is not a sum"
-    bad = _unit_or_invariant(m, inner)
+    bad = unit_or_invariant(m, inner)
     if bad is not None:
         return f"{bad} is strided in {inner.var}: the jammed loop would gather (interchange " \
                "first)"
@@ -147,9 +146,11 @@ def _declared_names(node: Node) -> dict[int, int]:
     return out
 
 
-def _renamed(m: FunctionModel, node: Node, lp: Loop, k: int, locals_: set[str]) -> str:
-    """The text of `node` for jammed copy k: the outer variable becomes `(o + k)`, locals of
-    the outer body get a `_k` suffix."""
+def rename_copy(m: FunctionModel, node: Node, lp: Loop, k: int, var_text: str | None,
+                renames: set[str]) -> str:
+    """The text of `node` for copy k of a loop body: the loop variable becomes `var_text`
+    (unchanged when None), and in copies k > 0 the declarations named in `renames` (Decl
+    keys) get a `_k` suffix, at their declaration and every use."""
     s = m.src
     base = node.start_byte
     data = s.data[node.start_byte:node.end_byte]
@@ -160,37 +161,41 @@ def _renamed(m: FunctionModel, node: Node, lp: Loop, k: int, locals_: set[str]) 
             continue
         name = n.text.decode()
         if n.start_byte in declared:
-            if f"{name}@{declared[n.start_byte]}" in locals_ and k:
+            if f"{name}@{declared[n.start_byte]}" in renames and k:
                 edits.append((n.start_byte - base, n.end_byte - base, f"{name}_{k}"))
             continue
         d = lookup(name, n)
         if d is None:
             continue
         if lp.decl is not None and d.node.start_byte == lp.decl.start_byte and name == lp.var:
-            if k:
-                edits.append((n.start_byte - base, n.end_byte - base, f"({name} + {k})"))
-        elif d.key in locals_ and k:
+            if var_text is not None:
+                edits.append((n.start_byte - base, n.end_byte - base, var_text))
+        elif d.key in renames and k:
             edits.append((n.start_byte - base, n.end_byte - base, f"{name}_{k}"))
     for a, b, t in sorted(edits, reverse=True):
         data = data[:a] + t.encode() + data[b:]
     return data.decode()
 
 
+def body_locals(body: Node, skip: Node | None = None) -> set[str]:
+    """Decl keys of the declarations inside a loop body (`skip`: an inner loop's counter)."""
+    out: set[str] = set()
+    for n in walk(body):
+        if n.type == "declaration" and (skip is None or n.start_byte != skip.start_byte):
+            for name, _, _, _ in declarators(n):
+                out.add(f"{name}@{n.start_byte}")  # Decl.key
+    return out
+
+
 def _jam_once(s: Source, m: FunctionModel, factor: int) -> str | None:
     for lp in m.loops:
         if in_small_path(lp.node) or collapsed(s, lp) or jam_reason(m, lp) is not None:
             continue
-        if JAM_MARK in s.text_of(lp.node.parent) or JAM_MARK in s.text_of(lp.node):
-            continue
+        if s.text_of(lp.node.parent).startswith("{  " + JAM_MARK):
+            continue  # one of ours
         inner = lp.children[0]
         # locals declared in the outer body (set-up, the inner body; not the inner counter)
-        locals_: set[str] = set()
-        for n in walk(lp.body):
-            if n.type == "declaration" and within(n, lp.body):
-                if inner.decl is not None and n.start_byte == inner.decl.start_byte:
-                    continue
-                for name, _, _, _ in declarators(n):
-                    locals_.add(f"{name}@{n.start_byte}")  # Decl.key
+        locals_ = body_locals(lp.body, inner.decl)
         taken = {n.text.decode() for n in walk(m.fn) if n.type == "identifier"}
         if any(f"{key.split('@')[0]}_{k}" in taken for key in locals_ for k in range(1, factor)):
             continue  # a copy's name is taken
@@ -204,11 +209,15 @@ def _jam_once(s: Source, m: FunctionModel, factor: int) -> str | None:
         st2 = st1 + "    "
         st3 = st2 + "    "
         copies = range(factor)
-        pre_txt = "".join(f"{st2}{_renamed(m, st, lp, k, locals_)}\n" for k in copies for st in pre)
-        post_txt = "".join(f"{st2}{_renamed(m, st, lp, k, locals_)}\n"
+
+        def copy(st: Node, k: int, lp: Loop = lp, keys: set[str] = locals_) -> str:
+            return rename_copy(m, st, lp, k, f"({lp.var} + {k})" if k else None, keys)
+
+        pre_txt = "".join(f"{st2}{copy(st, k)}\n" for k in copies for st in pre)
+        post_txt = "".join(f"{st2}{copy(st, k)}\n"
                            for k in copies for st in post)
         body_stmts = statements(inner.body)
-        body_txt = "".join(f"{st3}{_renamed(m, st, lp, k, locals_)}\n"
+        body_txt = "".join(f"{st3}{copy(st, k)}\n"
                            for k in copies for st in body_stmts)
         names = [f"{r}_{k}" if k else r for r in red for k in copies]
         ih = s.data[inner.node.start_byte:inner.body.start_byte].decode().rstrip()
