@@ -238,6 +238,23 @@ def test_an_existing_parallel_pragma_is_kept_and_never_stacked():
     assert pragmas(text) == ["omp parallel for collapse(2)", "omp simd reduction(+ : val)"]
 
 
+def test_an_existing_parallel_pragma_gets_a_serial_version_for_tiny_shapes(tmp_path):
+    text = apply_transform("omp_version", MATMUL)
+    assert text is not None and pragmas(text) == ["omp parallel for collapse(2)"]
+    assert "if ((long long)B * T * OC * C >= OMP_MIN_WORK) {" in text
+    assert parse_any(text).meta.knobs == {"OMP_MIN_WORK": 1 << 20}
+    assert apply_transform("omp_version", text) is None  # once
+    lib = build(text, tmp_path, "mmv")
+    rng = np.random.default_rng(5)
+    for B, T, C, OC in ((1, 1, 3, 2), (4, 64, 64, 80)):  # below and above the threshold
+        x = rng.standard_normal((B, T, C)).astype(np.float32)
+        w = rng.standard_normal((OC, C)).astype(np.float32)
+        bias = rng.standard_normal(OC).astype(np.float32)
+        out = np.empty((B, T, OC), np.float32)
+        lib.f(ptr(x), ptr(w), ptr(bias), ptr(out), *(ctypes.c_int64(v) for v in (B, T, C, OC)))
+        assert np.allclose(out, x.astype(np.float64) @ w.T + bias, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("factor", [4, 8])
 def test_unroll_and_jam_of_a_dot_product_nest_keeps_the_tail(tmp_path, factor):
     text = apply_transform("unroll_and_jam", MATMUL, {"factor": factor})

@@ -87,6 +87,16 @@ class Loop(HeuristicSpecialist):
                      f"work below {work} inner iterations (OMP_MIN_WORK), so only the "
                      "large shapes pay for threads.",
                 risks="mid-size shapes stay single-threaded"))
+        if ev.facts.threaded:
+            out.append(Move(
+                "omp_version", "omp_version", 1.1, 0.45,
+                why="The source threads its loops with its own `omp parallel for` for every "
+                    "shape: tiny shapes pay the thread start-up (microseconds) for work of "
+                    "nanoseconds.",
+                plan="Keep the pragma and add a serial version of the loop, taken below "
+                     "OMP_MIN_WORK (a knob, 1M) inner iterations.",
+                risks="none for large shapes; mid-size shapes near the threshold may pick the "
+                      "slower version"))
         vec_calls = [c for c in ev.facts.math_calls if re.fullmatch(r"(exp|erf)f?", c)]
         if vec_calls:
             calls = ", ".join(vec_calls)

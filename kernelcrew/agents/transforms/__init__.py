@@ -42,7 +42,11 @@ from kernelcrew.agents.transforms.jam import unroll_and_jam
 from kernelcrew.agents.transforms.nests import interchange, tile
 from kernelcrew.agents.transforms.regblock import register_block
 from kernelcrew.agents.transforms.scope import scope_of
-from kernelcrew.agents.transforms.threads import DEFAULT_MIN_WORK, omp_parallel_outer
+from kernelcrew.agents.transforms.threads import (
+    DEFAULT_MIN_WORK,
+    omp_parallel_outer,
+    version_threaded,
+)
 from kernelcrew.agents.transforms.vecmath import vector_math
 from kernelcrew.agents.transforms.vecmath_ext import vector_math_ext
 from kernelcrew.agents.transforms.vectorize import add_restrict, omp_simd_inner, unroll
@@ -348,6 +352,19 @@ def _t_parallel(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
     knob = p.get("knob") or None
     value = int(kf.meta.knobs.get(knob, p["min_work"])) if knob else int(p["min_work"])
     out = _each_entry(kf, lambda s, e: omp_parallel_outer(s, e, min_work=value, knob=knob))
+    if out is not None and knob and f">= {knob}" in (out.body or ""):
+        out.knobs = {knob: value}
+    return out
+
+
+@_register("omp_version", "omp_version", ("cpu",),
+           "an `omp parallel for` already in the source gets a serial version below "
+           "OMP_MIN_WORK (a knob) inner iterations", min_work=DEFAULT_MIN_WORK,
+           knob="OMP_MIN_WORK")
+def _t_omp_version(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    knob = p.get("knob") or None
+    value = int(kf.meta.knobs.get(knob, p["min_work"])) if knob else int(p["min_work"])
+    out = _each_entry(kf, lambda s, e: version_threaded(s, e, min_work=value, knob=knob))
     if out is not None and knob and f">= {knob}" in (out.body or ""):
         out.knobs = {knob: value}
     return out

@@ -213,3 +213,58 @@ def _region_run(s: Source, m: FunctionModel, chosen: list[Loop]) -> list[Loop] |
     if -1 in idx or idx != list(range(idx[0], idx[0] + len(idx))):
         return None
     return tops
+
+
+def version_threaded(src: str, entry: str, *, min_work: int = DEFAULT_MIN_WORK,
+                     knob: str | None = None) -> str | None:
+    """Extend a `#pragma omp parallel for` the source already has with a serial version:
+    `if (work >= min_work) { the pragma and loop } else { the loop without it }`, so tiny
+    shapes do not pay for starting threads. Dropping the pragma is always legal (the loop
+    then runs as a plain C loop); refused when the loop uses OpenMP itself (omp_ calls,
+    other omp constructs) or its work is not known before it."""
+    got = model_of(src, entry)
+    if got is None:
+        return None
+    s, m = got
+    edits: list[Edit] = []
+    threshold = knob or str(min_work)
+    for lp in m.loops:
+        prag = [p for p in pragmas_before(lp.node)
+                if re.match(r"omp\s+parallel\s+for\b", pragma_text(s, p))]
+        if len(prag) != 1 or lp.parent is not None and any(
+                re.match(r"omp\b", pragma_text(s, p)) for p in pragmas_before(lp.parent.node)):
+            continue
+        if re.search(r"\bif\s*\(", pragma_text(s, prag[0])) or _versioned(s, lp, threshold):
+            continue  # versioned already
+        if any(n.type == "preproc_call" and re.match(r"omp\b", pragma_text(s, n))
+               for n in walk(lp.body)) or re.search(r"\bomp_\w+\s*\(", s.text_of(lp.body)):
+            continue
+        work = _work_expr(s, m, lp)
+        if work is None:
+            continue
+        start, end = lead_start(s, lp.node), lp.node.end_byte
+        ind = s.indent_of(lp.node)
+        par = s.data[start:end].decode()
+        ser = s.data[s.line_start(lp.node):end].decode()
+        edits.append(Edit(start, end, f"{ind}if ({work} >= {threshold}) {{\n{_shift(par)}\n"
+                                      f"{ind}}} else {{\n{_shift(ser)}\n{ind}}}"))
+    if knob and edits and f"#define {knob}" not in s.text:
+        edits.append(guard_edit(s, m, knob, min_work))
+    return finish(s, edits)
+
+
+def _versioned(s: Source, lp: Loop, threshold: str) -> bool:
+    """The loop sits in the threaded arm of an `if (work >= threshold)` version test."""
+    p = lp.node.parent
+    while p is not None and p.type != "function_definition":
+        if p.type == "if_statement" and f">= {threshold}" in s.text_of(
+                p.child_by_field_name("condition")):
+            return True
+        p = p.parent
+    return False
+
+
+def _shift(text: str, step: str = "    ") -> str:
+    """Indent code lines one level (pragma lines stay where they are)."""
+    return "\n".join(ln if not ln.strip() or ln.lstrip().startswith("#") else step + ln
+                     for ln in text.split("\n"))
