@@ -139,6 +139,10 @@ def coordinate(proposals: list[Proposal], base_kernel: str, *, stats: dict[str, 
     chosen: list[Proposal] = []
     alternatives: list[tuple[Proposal, Proposal]] = []  # (other knob value, the one chosen)
     for p in ranked:
+        same_move = next((q for q in chosen if _param_alternative(p, q)), None)
+        if same_move is not None:  # another size of a chosen move: evaluated beside it
+            alternatives.append((p, same_move))
+            continue
         clash = next(((q, why) for q in chosen
                       if (why := _conflict(p, q, can_merge=apply is not None))), None)
         if clash:

@@ -310,6 +310,11 @@ def test_accumulators_split_each_reduction_and_keep_the_rest(tmp_path, ways):
     assert f"omp simd reduction(+ : {names})" in ps  # the mean
     assert any(p.startswith("omp simd reduction(+ : v, v_1") for p in ps)  # the variance
     assert len(ps) == 2  # the normalizing loop stores: not a reduction, left alone
+    # on top of `simd` (the merge's order) the loop's own simd pragma gives way
+    on_simd = apply_transform("accumulators", apply_transform("simd", LAYERNORM),
+                              {"ways": ways})
+    assert on_simd is not None and f"omp simd reduction(+ : {names})" in pragmas(on_simd)
+    assert "omp simd reduction(+ : m)" not in pragmas(on_simd)
     lib = build(text, tmp_path, f"ln{ways}")
     rng = np.random.default_rng(4)
     for B, T, C in ((2, 3, 4 * ways + 3), (1, 1, 1), (1, 2, ways - 1), (1, 5, 1000)):

@@ -133,8 +133,8 @@ def _once(s: Source, m, ways: int) -> str | None:
                     + "".join(combine) +
                     f"{ind}}}")
             at = pragmas_before(lp.node)
-            begin = s.line_start(at[0]) + len(ind) if at else lp.node.start_byte
-            return finish(s, [Edit(begin, lp.node.end_byte, text)])
+            begin = s.line_start(at[0]) if at else lp.node.start_byte
+            return finish(s, [Edit(begin, lp.node.end_byte, (ind if at else "") + text)])
     return None
 
 

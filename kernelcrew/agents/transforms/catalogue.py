@@ -20,7 +20,7 @@ from kernelcrew.errors import InputError
 from kernelcrew.kernels.kernelfile import KernelFile
 
 # moves that are settings, not rewrites: never "not applicable"
-_SETTINGS = {"flags", "knobs", "sequence"}
+SETTINGS = {"flags", "knobs", "sequence"}
 
 _FORM = {
     "vector_math": "no float exp/erf call inside a loop",
@@ -113,7 +113,7 @@ def not_applicable(kernel_text: str) -> dict[str, str]:
             out["scope"] = "; ".join(f"helper {h}() is out of reach: {why}"
                                      for h, why in sc.excluded.items())
     for name, t in TRANSFORMS.items():
-        if name in _SETTINGS or kf.backend not in t.backends:
+        if name in SETTINGS or kf.backend not in t.backends:
             continue
         if apply_transform(name, kernel_text) is not None:
             continue

@@ -248,8 +248,8 @@ def _jam_once(s: Source, m: FunctionModel, factor: int) -> str | None:
         )
         # the jammed loop's own pragmas (unroll hints) do not apply to the new loops
         at = pragmas_before(lp.node)
-        start_b = s.line_start(at[0]) + len(ind) if at else lp.node.start_byte
-        return finish(s, [Edit(start_b, lp.node.end_byte, text)])
+        start_b = s.line_start(at[0]) if at else lp.node.start_byte
+        return finish(s, [Edit(start_b, lp.node.end_byte, (ind if at else "") + text)])
     return None
 
 

@@ -236,7 +236,7 @@ def version_threaded(src: str, entry: str, *, min_work: int = DEFAULT_MIN_WORK,
             continue
         if re.search(r"\bif\s*\(", pragma_text(s, prag[0])) or _versioned(s, lp, threshold):
             continue  # versioned already
-        if any(n.type == "preproc_call" and re.match(r"omp\b", pragma_text(s, n))
+        if any(n.type == "preproc_call" and re.match(r"omp\b(?!\s+simd\b)", pragma_text(s, n))
                for n in walk(lp.body)) or re.search(r"\bomp_\w+\s*\(", s.text_of(lp.body)):
             continue
         work = _work_expr(s, m, lp)

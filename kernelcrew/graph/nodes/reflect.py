@@ -10,7 +10,8 @@ from langgraph.runtime import Runtime
 
 from kernelcrew.agents.proposal import Proposal
 from kernelcrew.agents.reflector import reflect as write_reflection
-from kernelcrew.agents.transforms.catalogue import not_applicable
+from kernelcrew.agents.transforms import TRANSFORMS
+from kernelcrew.agents.transforms.catalogue import SETTINGS, not_applicable
 from kernelcrew.graph.context import RunContext
 from kernelcrew.graph.memory import memory_for
 from kernelcrew.graph.nodes.common import budget_spent, ctx_of
@@ -109,4 +110,8 @@ def considered(state: CrewState) -> str:
     why_not = not_applicable(text)
     items = [f"{k} (tried: {o})" for k, o in last.items()]
     items += [f"{k} (not applicable: {why})" for k, why in why_not.items() if k not in last]
+    backend = state.get("backend", "cpu")
+    items += [f"{k} (applies; no specialist's evidence called for it)"
+              for k, t in TRANSFORMS.items() if backend in t.backends and k not in SETTINGS
+              and k not in why_not and k not in last]
     return "moves considered: " + "; ".join(items)
