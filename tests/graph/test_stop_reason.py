@@ -47,6 +47,10 @@ def test_a_best_above_80_percent_of_the_roofline_stops_the_run(tmp_path):
     st["profile"] = {"kernel": st["best"]["path"], "roofline": {"bandwidth_share": 0.86,
                                                                 "compute_share": 0.01}}
     assert stop_reason(st, RunContext()).startswith("roofline: the best kernel runs at 86%")
+    st["profile"]["roofline"]["bandwidth_share"] = 4.5  # in cache, timed against DRAM peak
+    assert stop_reason(st, RunContext()) == ""
+    st["profile"]["roofline"]["bandwidth_share"] = 0.86
+    assert stop_reason(st, RunContext(roofline_done=1.5)) == ""
     st["profile"]["kernel"] = "/elsewhere/older-best.cpp"  # the profile of an older best
     assert stop_reason(st, RunContext()) == ""
     assert "moves considered" in considered(st)

@@ -72,15 +72,12 @@ def stop_reason(state: CrewState, ctx: RunContext) -> str:
     if budget_spent(state, ctx):
         return budget_spent(state, ctx)
     share = _roofline_share(state)
-    if share is not None and share > ROOFLINE_DONE:
+    if share is not None and share > ctx.roofline_done:
         return (f"roofline: the best kernel runs at {share:.0%} of the machine's peak "
-                f"(above {ROOFLINE_DONE:.0%}: little left to gain)")
+                f"(above {ctx.roofline_done:.0%}: little left to gain)")
     if not last and not state.get("candidates"):
         return "nothing left to try: no specialist had a new proposal; " + considered(state)
     return ""
-
-
-ROOFLINE_DONE = 0.8  # share of the bandwidth or compute peak above which a run stops
 
 
 def _roofline_share(state: CrewState) -> float | None:
@@ -91,9 +88,14 @@ def _roofline_share(state: CrewState) -> float | None:
     roof = prof.get("roofline") or {}
     if Path(str(prof.get("kernel", ""))).name != Path(state["best"]["path"]).name:
         return None
+    # above the peak (a case that lives in cache, timed against the DRAM peak) the
+    # roofline says nothing about what is left
     shares = [v for v in (roof.get("bandwidth_share"), roof.get("compute_share"))
-              if isinstance(v, int | float)]
+              if isinstance(v, int | float) and v <= ROOFLINE_TRUSTED]
     return max(shares) if shares else None
+
+
+ROOFLINE_TRUSTED = 1.1  # a share above this is measured against the wrong peak
 
 
 def considered(state: CrewState) -> str:
