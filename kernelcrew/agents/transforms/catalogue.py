@@ -120,4 +120,7 @@ def not_applicable(kernel_text: str) -> dict[str, str]:
         why = _WHY.get(name)
         out[name] = why(kf) if why is not None else _FORM.get(
             name, "the source has no loop of the form it rewrites")
-    return out
+    # the analysis counts lines of the source; the user reads lines of the kernel file
+    off = kf.text[: len(kf.text) - len(kf.body)].count("\n")
+    return {k: re.sub(r"\bline (\d+)", lambda m: f"line {int(m[1]) + off}", v)
+            for k, v in out.items()}
