@@ -41,6 +41,11 @@ class RunContext:
     memory_url: str | None = field(default=None, metadata={"description": "Chroma server URL"})
     use_memory: bool = field(default=True, metadata={"description": "read/write reflections"})
     seed: int | None = field(default=None, metadata={"description": "input seed"})
+    executor: str = field(default="local", metadata={
+        "description": "where evaluations run: local (here, one after another) or ray"})
+    ray_address: str | None = field(default=None, metadata={
+        "description": "Ray cluster address (default: env KERNELCREW_RAY_ADDRESS; none: a "
+                       "local Ray started for the run)"})
     llm: dict[str, Any] = field(default_factory=dict, metadata={
         "description": "LLM settings (model, base_url, api_key, temperature, timeout, ...)"})
 

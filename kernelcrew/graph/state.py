@@ -20,11 +20,14 @@ class Evaluation(TypedDict, total=False):
     kind: str
     path: str  # candidate kernel file
     digest: str
-    outcome: str  # accepted | faster-not-best | same | slower | rejected | compile-error | declined
+    # accepted | faster-not-best | same | slower | rejected | compile-error | declined |
+    # infra-error (the executor's cluster lost every attempt: no verdict on the kernel)
+    outcome: str
     speedup: float | None  # vs the baseline (chained through the best it was timed against)
     vs_best: float | None  # vs the best at that time, side by side
     detail: str
     compile_tries: int
+    ran_on: dict  # where it was judged: executor, node, host
 
 
 class CrewState(TypedDict, total=False):

@@ -15,6 +15,7 @@ from kernelcrew.graph.nodes.reflect import stop_reason
 from kernelcrew.graph.services import release, tools_for
 from kernelcrew.graph.state import CrewState
 from kernelcrew.report.write import write_reports
+from kernelcrew.tools.executor import Evaluation, ExecutorError
 from kernelcrew.tools.judge import evaluate as ev
 from kernelcrew.tools.judge.harness import case_key
 from kernelcrew.trace import emit, read_trace, write_json_atomic
@@ -52,7 +53,9 @@ def finalize(state: CrewState, runtime: Runtime[RunContext]) -> dict:
                  "verdict_vs_baseline": final["verdict"], "reason": final["reason"],
                  "author": best["author"], "kind": best["kind"], "iteration": best["iteration"],
                  "source": best.get("source")},
-        "evaluations": len([e for e in evals if e["outcome"] != "compile-error"]),
+        "evaluations": len([e for e in evals
+                            if e["outcome"] not in ("compile-error", "infra-error")]),
+        "infra_errors": len([e for e in evals if e["outcome"] == "infra-error"]),
         "compile_errors": len([e for e in evals if e["outcome"] == "compile-error"]),
         "accepted": [e for e in evals if e["outcome"] == "accepted"],
         "demoted": [e for e in evals if e["outcome"] == "demoted"],
@@ -92,18 +95,20 @@ def _final_race(state: CrewState, tools, best: dict) -> dict:
                  "rows": rows}
     if final is None:
         base_path = Path(state["baseline"]["path"])
-        base_kf = tools.parse(base_path.read_text(), path=base_path)
-        best_kf = tools.parse(Path(best["path"]).read_text(), path=Path(best["path"]))
         try:
-            race = ev.race(tools.harness, (tools.compile(best_kf), best_kf),
-                           (tools.compile(base_kf), base_kf))
+            [r] = tools.executor.evaluate([Evaluation(
+                key=key, stage="race", kernel=Path(best["path"]).read_text(), path=best["path"],
+                incumbent=base_path.read_text(), incumbent_path=str(base_path),
+                against="the baseline")])
         except ev.IncumbentFailed as e:  # the baseline itself failed: a verdict, not a crash
             return {"speedup": None, "verdict": "rejected", "reason": str(e), "band": None,
                     "correct": False, "groups": {}, "rows": [], "baseline_failed": True}
-        final = {"speedup": race.gate.speedup, "verdict": race.gate.verdict,
-                 "reason": race.gate.reason, "band": race.gate.band,
-                 "correct": not race.failure, "groups": race.gate.group_speedups,
-                 "rows": [r.model_dump(mode="json") for r in race.rows]}
+        if r.infra_error or r.race is None:
+            raise ExecutorError(f"the final race of the best kernel was lost: {r.infra_error}")
+        race = r.race
+        final = {"speedup": race.speedup, "verdict": race.verdict, "reason": race.reason,
+                 "band": race.band, "correct": not race.failure, "groups": race.groups,
+                 "rows": [x.model_dump(mode="json") for x in race.rows], "ran_on": r.ran_on()}
         store_cached(state["run_dir"], key, final)
     return final
 

@@ -31,7 +31,11 @@ def reflect(state: CrewState, runtime: Runtime[RunContext]) -> dict:
     evidence = (prof.get("bottleneck") or {}).get("evidence", "")
     device = prof.get("metrics", {}).get("device", {}).get("reason", "") if prof else ""
     for e in [e for e in state.get("evaluations", []) if e["iteration"] == it]:
+        if e["outcome"] == "infra-error":
+            continue  # the cluster lost it: nothing was learnt about the kernel
         t0 = time.monotonic()
+        ran_on = e.get("ran_on") or {}
+        node = " ".join(x for x in (ran_on.get("host", ""), ran_on.get("node", "")[:16]) if x)
         prop_file = Path(e["path"]).with_suffix("").with_suffix(".proposal.json")
         plan = ""
         if prop_file.exists():
@@ -43,14 +47,14 @@ def reflect(state: CrewState, runtime: Runtime[RunContext]) -> dict:
                                 vs_best=e.get("vs_best"), detail=e.get("detail", ""))
         memory.add(Reflection(
             text=text, operator=state["op_name"], family=state["family"],
-            backend=state["backend"], device=device or state["backend"],
+            backend=state["backend"], device=device or state["backend"], node=node,
             bottleneck=bottleneck if bottleneck in _BOTTLENECKS else "unknown",
             change_kind=e["kind"], author=e["author"], accepted=e["outcome"] == "accepted",
             outcome=e["outcome"],
             speedup=float(e.get("speedup") or 0.0), run_id=state["run_id"], iteration=it))
         emit(state["run_dir"], "reflect", text, t0=t0, iteration=it, agent="reflector",
              about=e["path"], outcome=e["outcome"], text=text, speedup=e.get("speedup"),
-             vs_best=e.get("vs_best"), kind=e["kind"], author=e["author"])
+             vs_best=e.get("vs_best"), kind=e["kind"], author=e["author"], ran_on=ran_on)
     return {"iteration": it + 1}
 
 

@@ -61,7 +61,8 @@ def baseline(state: CrewState, runtime: Runtime[RunContext]) -> dict:
     runnable, why = backend.can_run()
     medians: dict[str, float] = {}
     if runnable:
-        run = tools.harness.run(comp, kf)
+        with bench_lock():  # crews running at once (eval on a cluster) time one at a time
+            run = tools.harness.run(comp, kf)
         if not run.correct:
             raise InputError(f"the baseline is not correct: {run.first_failure()}", path=base_src)
         medians = {case_key(c): r.median_ms for c, r in zip(tools.harness.cases, run.rows,
