@@ -5,13 +5,13 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DEMO_OP ?= add_gelu_muladd
 
-.PHONY: venv test test-slow test-all demo bench lint gpu-check clean
+.PHONY: venv test test-slow test-all test-ray demo bench lint gpu-check clean
 
 $(STAMP): pyproject.toml
 	@$(PY) -c 'import sys; assert sys.version_info >= (3, 11), "kernelcrew needs Python 3.11+"'
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[dev,ray]'
 	@touch $(STAMP)
 
 venv: $(STAMP)
@@ -21,6 +21,9 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
+
+test-ray: $(STAMP)
+	$(BIN)/python -m pytest -q -m ray
 
 test-all: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -97,13 +97,14 @@ def compare_executors(ops: list[str], work: Path, say: S.Say, *, budget: int = 2
 
 def render(data: dict[str, Any]) -> str:
     """The Markdown section for docs/results.md."""
-    lines = ["## Executors: local against Ray with two local nodes\n",
-             f"`kernelcrew eval` on {', '.join(data['ops'])} (budget {data['budget']} "
+    intro = (f"`kernelcrew eval` on {', '.join(data['ops'])} (budget {data['budget']} "
              f"iterations, {data['reps']} reps), the same suite with each executor, one after "
              "the other in one run. Overhead: the crews' time outside compiling, running and "
-             "timing kernels. The two Ray nodes share this machine's cores.\n",
-             "| executor | suite wall s | crews' time s | measuring s | overhead share | "
-             "runs failed |", "|---|---|---|---|---|---|"]
+             "timing kernels. The two Ray nodes share this machine's cores.\n")
+    head = ("| executor | suite wall s | crews' time s | measuring s | overhead share | "
+            "runs failed |")
+    lines = ["## Executors: local against Ray with two local nodes\n", intro, head,
+             "|---|---|---|---|---|---|"]
     for name in ("local", "ray"):
         d = data.get(name) or {}
         if "error" in d:

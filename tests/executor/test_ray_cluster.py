@@ -14,22 +14,22 @@ import time
 from pathlib import Path
 
 import pytest
+from langgraph.runtime import Runtime
 
 ray = pytest.importorskip("ray")
-from ray.cluster_utils import Cluster  # noqa: E402
+from ray.cluster_utils import Cluster
 
-from kernelcrew.graph.context import RunContext  # noqa: E402
-from kernelcrew.graph.nodes.evaluate import verify  # noqa: E402
-from kernelcrew.graph.services import release  # noqa: E402
-from kernelcrew.graph.trace import read_trace  # noqa: E402
-from kernelcrew.kernels.kernelfile import text_digest  # noqa: E402
-from kernelcrew.kernels.spec import load_op  # noqa: E402
-from kernelcrew.tools.backend import get_backend  # noqa: E402
-from kernelcrew.tools.config import BenchSettings  # noqa: E402
-from kernelcrew.tools.executor import Evaluation, LocalExecutor, Workbench  # noqa: E402
-from kernelcrew.tools.executor import ray_cluster  # noqa: E402
-from kernelcrew.tools.harness import Harness  # noqa: E402
-from tests.conftest import LIBRARY, kernelcrew  # noqa: E402
+from kernelcrew.graph.context import RunContext
+from kernelcrew.graph.nodes.evaluate import verify
+from kernelcrew.graph.services import release
+from kernelcrew.kernels.kernelfile import text_digest
+from kernelcrew.kernels.spec import load_op
+from kernelcrew.tools.backends.backend import get_backend
+from kernelcrew.tools.config import BenchSettings
+from kernelcrew.tools.executor import Evaluation, LocalExecutor, Workbench, ray_cluster
+from kernelcrew.tools.judge.harness import Harness
+from kernelcrew.trace import read_trace
+from tests.conftest import LIBRARY, kernelcrew
 
 pytestmark = pytest.mark.ray
 OP = "scale_shift_sum"
@@ -146,8 +146,6 @@ def test_a_killed_worker_is_retried_on_the_other_node(cluster, tmp_path: Path) -
     state = {"run_dir": str(run_dir), "op_path": str(folder), "backend": "cpu", "seed": 7,
              "iteration": 1, "candidates": candidates}
     ctx = RunContext(executor="ray", ray_address=cluster.address, reps=3)
-
-    from langgraph.runtime import Runtime
 
     found: dict = {}
     stop = threading.Event()
