@@ -19,6 +19,8 @@ from langgraph.runtime import Runtime
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster
 
+from kernelcrew.errors import ExecutorError
+from kernelcrew.graph import runner
 from kernelcrew.graph.context import RunContext
 from kernelcrew.graph.nodes.evaluate import verify
 from kernelcrew.graph.services import release
@@ -178,3 +180,51 @@ def test_a_killed_worker_is_retried_on_the_other_node(cluster, tmp_path: Path) -
     assert len([e for e in read_trace(run_dir) if e["node"] == "verify"]) == 2
     release(str(run_dir))
     shutil.rmtree(run_dir, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_a_cluster_that_goes_away_stops_the_run_and_resume_finishes_it(tmp_path: Path) -> None:
+    """The only node that can evaluate leaves during the verify stage: the run stops with
+    ExecutorError and its best kernel on disk; once a node is back, `resume` continues
+    from the SQLite checkpoint and no finished check is run again."""
+    ray_cluster.shutdown()  # this process may have joined the module's cluster
+    c = Cluster(initialize_head=True, head_node_args={  # a head that evaluates nothing
+        "num_cpus": 1, "object_store_memory": STORE, "include_dashboard": False})
+    try:
+        node = c.add_node(num_cpus=1, resources={"cpu_bench": 1}, object_store_memory=STORE)
+        c.wait_for_nodes()
+        run_dir = tmp_path / "run"
+        ctx = RunContext(backend="cpu", max_iters=1, reps=3, use_memory=False, seed=5,
+                         specialists=["loop", "compiler_flags"], executor="ray",
+                         ray_address=c.address, run_dir=str(run_dir))
+
+        def leave_after_first_check() -> None:
+            for _ in range(6000):
+                if any(e["node"] == "verify" for e in read_trace(run_dir)):
+                    c.remove_node(node, allow_graceful=False)
+                    return
+                time.sleep(0.05)
+
+        watcher = threading.Thread(target=leave_after_first_check, daemon=True)
+        watcher.start()
+        with pytest.raises(ExecutorError):
+            runner.optimize(OP, ctx)
+        watcher.join(5)
+        assert (run_dir / "best.cpp").exists()
+        assert read_trace(run_dir)[-1]["node"] == "error"
+        done_before = [e["refs"]["kernel"] for e in read_trace(run_dir)
+                       if e["node"] == "verify"]
+        assert done_before
+
+        c.add_node(num_cpus=1, resources={"cpu_bench": 1}, object_store_memory=STORE)
+        c.wait_for_nodes()
+        result = runner.resume(str(run_dir))
+        assert result["best"]["correct"] is True
+        checks = [e["refs"]["kernel"] for e in read_trace(run_dir) if e["node"] == "verify"]
+        assert len(checks) == len(set(checks))  # nothing judged twice
+        assert set(done_before) <= set(checks)
+        assert result["evaluations"] == len(checks)
+    finally:
+        release(str(tmp_path / "run"))
+        ray_cluster.shutdown()
+        c.shutdown()

@@ -49,6 +49,7 @@ LOCAL_OBJECT_STORE = 100 * 2**20  # a Ray started for the run holds only small o
 _lock = threading.Lock()
 _inflight: dict[str, int] = {}  # node id -> tasks this process placed there and awaits
 _turn = itertools.count()
+_joined: dict[str, str | None] = {}  # the cluster this process joined
 
 
 def resource_for(backend: str) -> str:
@@ -61,7 +62,11 @@ def connect(address: str | None) -> str:
     address = address or os.environ.get(ADDRESS_ENV) or None
     with _lock:
         if ray.is_initialized():
-            return "the running Ray"
+            if address and _joined.get("address") not in (None, address):
+                raise InputError(f"this process already uses the Ray cluster at "
+                                 f"{_joined['address']}; one process joins one cluster "
+                                 f"(asked for {address})")
+            return _joined.get("where", "the running Ray")
         kw: dict[str, Any] = {"logging_level": "ERROR", "log_to_driver": False,
                               "include_dashboard": False}
         if address:
@@ -72,10 +77,12 @@ def connect(address: str | None) -> str:
                                  f"{str(e).splitlines()[0][:200]}; check --ray-address or "
                                  f"{ADDRESS_ENV} (ray status shows the head's address)"
                                  ) from None
+            _joined.update(address=address, where=address)
             return address
         ray.init(num_cpus=os.cpu_count() or 1, resources={"cpu_bench": 1},
                  object_store_memory=LOCAL_OBJECT_STORE, **kw)
-        return "a local Ray started for this run"
+        _joined.update(address=None, where="a local Ray started for this run")
+        return _joined["where"]
 
 
 def _nodes(resource: str) -> list[dict]:
@@ -251,3 +258,4 @@ def shutdown() -> None:
     """End this process's Ray connection (and a Ray it started)."""
     if ray.is_initialized():
         ray.shutdown()
+    _joined.clear()

@@ -7,6 +7,7 @@ listing it here.
 from kernelcrew.evals.bench.section import Section
 from kernelcrew.evals.bench.sections import (
                                              baseline_only,
+                                             executors,
                                              knobs,
                                              library,
                                              memory,
@@ -25,4 +26,5 @@ SECTIONS: list[Section] = [
     knobs.SECTION,  # 5b: Kernel Tuner
     roofline.SECTION,  # 5c
     library.SECTION,  # 6: every op with its peers side by side
+    executors.SECTION,  # 7: local against Ray with two local nodes
 ]
