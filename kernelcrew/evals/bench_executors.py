@@ -3,8 +3,9 @@ local nodes, side by side in one run.
 
 For each executor: the suite's wall time (every operator, from the first crew's start to
 the last one's end; on Ray the crews run at once) and the share of the crews' time spent
-outside compiling, running and timing kernels (agents, graph, checkpoints, waiting for a
-free node), from each run's trace (`suite.overhead_split`). The two Ray nodes run on this
+outside compiling, running and timing kernels (agents, graph, checkpoints, and on Ray the
+time a task waits to be placed, for a free node or for a worker to start), from each
+run's trace (`measured_span`). The two Ray nodes run on this
 machine, one CPU and `cpu_bench: 1` each, so they share its cores: the comparison shows
 what the executor costs and what running crews at once gains on one machine, not what a
 cluster of machines gains.
@@ -21,6 +22,7 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,21 +32,50 @@ from kernelcrew.trace import read_trace
 NODE_STORE_BYTES = 80 * 2**20  # object store per node: tasks pass only small objects
 
 
+def measured_span(run_dir: str, wall_s: float) -> float:
+    """Seconds of a run's wall time in which kernels were compiled, run or timed.
+
+    The union of the spans of that work: for an evaluation, the task's own span on the
+    node that did it (the trace's `task`: from the start of the work to its end, so the
+    time a task waited for a free node, for Ray to place it or for a worker process to
+    start is not in it); for the other measuring nodes (baseline, observe, finalize) the
+    node's span. Evaluations that run at once on several nodes count once."""
+    events = read_trace(run_dir)
+    spans = []
+    for e in events:
+        if e.get("task"):
+            spans.append((float(e["task"][0]), float(e["task"][1])))
+        elif e.get("node") in S.MEASURE_NODES:
+            end = datetime.fromisoformat(e["time"]).timestamp()
+            spans.append((end - float(e.get("duration_s") or 0.0), end))
+    if not spans:
+        return 0.0
+    spans.sort()
+    total, (lo, hi) = 0.0, spans[0]
+    for a, b in spans[1:]:
+        if a > hi:
+            total, lo, hi = total + hi - lo, a, b
+        else:
+            hi = max(hi, b)
+    return min(wall_s, total + hi - lo)
+
+
 def _summary(res: S.SuiteResult) -> dict[str, Any]:
-    """Wall time and the overhead share, over every operator's crew run."""
+    """Wall time and the share outside measuring, over every operator's crew run."""
     tot = {"crew_s": 0.0, "measure_s": 0.0, "overhead_s": 0.0}
     per_op = {}
     for r in res.rows:
         if r.error or not r.run_dir:
             per_op[r.op] = {"error": r.error}
             continue
-        o = S.overhead_split(r.run_dir, r.wall_s)
-        per_op[r.op] = {"wall_s": r.wall_s, "overhead_share": o["overhead_share"],
+        m = measured_span(r.run_dir, r.wall_s)
+        per_op[r.op] = {"wall_s": r.wall_s, "measure_s": round(m, 1),
+                        "overhead_share": (r.wall_s - m) / r.wall_s if r.wall_s else None,
                         "speedup": r.speedup, "correct": r.correct,
                         "evaluations": r.evaluations, "nodes": sorted(_nodes(r.run_dir))}
-        tot["crew_s"] += o["wall_s"]
-        tot["measure_s"] += o["measure_s"]
-        tot["overhead_s"] += o["overhead_s"]
+        tot["crew_s"] += r.wall_s
+        tot["measure_s"] += m
+        tot["overhead_s"] += r.wall_s - m
     return {"wall_s": res.seconds, **{k: round(v, 1) for k, v in tot.items()},
             "overhead_share": tot["overhead_s"] / tot["crew_s"] if tot["crew_s"] else None,
             "errors": sum(1 for r in res.rows if r.error), "per_op": per_op}
@@ -100,7 +131,9 @@ def render(data: dict[str, Any]) -> str:
     intro = (f"`kernelcrew eval` on {', '.join(data['ops'])} (budget {data['budget']} "
              f"iterations, {data['reps']} reps), the same suite with each executor, one after "
              "the other in one run. Overhead: the crews' time outside compiling, running and "
-             "timing kernels. The two Ray nodes share this machine's cores.\n")
+             "timing kernels (the union of the evaluation tasks' own spans on their nodes and "
+             "the baseline, observe and finalize nodes' spans is the measuring time; waiting "
+             "for a node is overhead). The two Ray nodes share this machine's cores.\n")
     head = ("| executor | suite wall s | crews' time s | measuring s | overhead share | "
             "runs failed |")
     lines = ["## Executors: local against Ray with two local nodes\n", intro, head,

@@ -43,7 +43,7 @@ def execute(state: CrewState, runtime: Runtime[RunContext]
     def compiled(r: EvalResult) -> None:  # each compile as it lands (in parallel on Ray)
         nonlocal failures, t0
         c = todo[r.key]
-        where = {"ran_on": r.ran_on(), **({"retries": r.retries()} if r.attempts else {})}
+        where = r.trace_fields()
         if r.infra_error:  # no verdict on the kernel: it goes back to pending next time
             c["status"] = "infra-error"
             c["infra_error"] = r.infra_error

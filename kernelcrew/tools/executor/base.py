@@ -72,6 +72,8 @@ class EvalResult(BaseModel):
     host: str = ""
     attempts: list[Attempt] = Field(default_factory=list)  # lost attempts before this one
     infra_error: str = ""  # every attempt was lost: no verdict on the kernel
+    started: float = 0.0  # wall clock (time.time) on the node when the work began
+    finished: float = 0.0  # ... and ended: the span of compiling, running and timing
     compile: CompileResult | None = None
     verify: VerifyOutcome | None = None
     race: RaceOutcome | None = None
@@ -82,6 +84,15 @@ class EvalResult(BaseModel):
 
     def retries(self) -> list[dict[str, str]]:
         return [a.model_dump() for a in self.attempts]
+
+    def trace_fields(self) -> dict:
+        """What a trace event records about where and when the work ran."""
+        out: dict = {"ran_on": self.ran_on()}
+        if self.finished:
+            out["task"] = [round(self.started, 3), round(self.finished, 3)]
+        if self.attempts:
+            out["retries"] = self.retries()
+        return out
 
 
 OnResult = Callable[[EvalResult], None]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import time
 
 from kernelcrew.tools.executor.base import EvalResult, Evaluation, OnResult
 from kernelcrew.tools.executor.workbench import Workbench
@@ -19,8 +20,10 @@ class LocalExecutor:
                  ) -> list[EvalResult]:
         out = []
         for e in batch:
+            t0 = time.time()
             r = self.bench.run(e)
             r.executor, r.node, r.host = self.name, "local", self.host
+            r.started, r.finished = t0, time.time()
             if on_result is not None:
                 on_result(r)
             out.append(r)

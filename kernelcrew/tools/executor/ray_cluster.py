@@ -23,6 +23,7 @@ import itertools
 import os
 import socket
 import threading
+import time
 from typing import Any
 
 import ray
@@ -96,9 +97,11 @@ def _nodes(resource: str) -> list[dict]:
 @ray.remote(max_retries=0)
 def _run_on_node(setup: dict, evaluation: dict) -> dict:
     node = ray.get_runtime_context().get_node_id()
+    t0 = time.time()
     bench = workbench_for(RunSetup.model_validate(setup))
     res = bench.run(Evaluation.model_validate(evaluation))
     res.node, res.host = node, socket.gethostname()
+    res.started, res.finished = t0, time.time()
     return res.model_dump(mode="json")
 
 
