@@ -158,11 +158,6 @@ def render(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def bench_part(ops: list[str], work: Path, say: S.Say, **kw: Any) -> str:
-    """What `make bench` calls: run the comparison and return its Markdown section."""
-    return render(compare_executors(ops, work / "executors", say, **kw))
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m kernelcrew.evals.bench_executors",
                                  description=__doc__,
