@@ -79,6 +79,7 @@ __all__ = [
     "omp_simd_inner",
     "parse_any",
     "register_block",
+    "register_transform",
     "set_block",
     "tile",
     "transform_names",
@@ -336,6 +337,18 @@ def _each_entry(kf: KernelFile, fn: Callable[[str, str], str | None]) -> Outcome
         if new is not None:
             body, changed = new, True
     return Outcome(body=body) if changed else None
+
+
+def register_transform(name: str, backends: tuple[str, ...], doc: str,
+                       body_fn: Callable[[str, str], str | None]) -> None:
+    """Register a body-level transform: `body_fn(source_after_front_matter, entry_name)`
+    returns the new source, or None where it does not apply. It is applied to every
+    entry of the kernel file, becomes a proposal kind of its own name, and is replayable
+    by `apply_change` like the built-in ones (README, "Adding a transform")."""
+    if name in TRANSFORMS:
+        raise ValueError(f"a transform named {name!r} is already registered")
+    TRANSFORMS[name] = Transform(name, name, backends,
+                                 lambda kf, _p: _each_entry(kf, body_fn), doc, {})
 
 
 @_register("restrict", "restrict", ("cpu", "cuda"),
