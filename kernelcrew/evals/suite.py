@@ -140,6 +140,27 @@ def summarize(rows: list[OpRow]) -> dict[str, Any]:
 # ---------------------------------------------------------------- the machine
 
 
+# the SIMD extensions that decide what the compiler can emit, widest last
+ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_bf16",
+             "avx512_fp16", "amx_tile", "asimd", "sve", "sve2")
+
+
+def cpu_isa(cpuinfo: str | None = None) -> str:
+    """The SIMD ISA of this CPU from /proc/cpuinfo's flags (x86) or Features (Arm), as
+    `avx2 fma` or `avx2 fma avx512f ...`; "unknown" where they cannot be read."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return "unknown"
+    for line in cpuinfo.splitlines():
+        key, _, val = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            have = set(val.split())
+            return " ".join(f for f in ISA_FLAGS if f in have) or "none of " + "/".join(ISA_FLAGS)
+    return "unknown"
+
+
 def machine_info(backend: str = "cpu") -> dict[str, Any]:
     model = platform.processor() or ""
     try:
@@ -149,7 +170,8 @@ def machine_info(backend: str = "cpu") -> dict[str, Any]:
                 break
     except OSError:
         pass
-    info = {"cpu": model, "cores": cpu_threads(), "compiler": tool_version(CXX),
+    info = {"cpu": model, "isa": cpu_isa(), "cores": cpu_threads(),
+            "compiler": tool_version(CXX),
             "python": sys.version.split()[0], "platform": platform.platform(),
             "backend": backend}
     try:

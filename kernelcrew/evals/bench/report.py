@@ -30,6 +30,7 @@ def render(data: dict[str, Any]) -> str:
     add("## Machine and settings\n")
     add(S.markdown_table(["", ""], [
         ["CPU", f"{mach.get('cpu')} ({mach.get('cores')} cores the kernels may use)"],
+        ["ISA (from /proc/cpuinfo flags)", str(mach.get("isa", "not recorded"))],
         ["compiler", str(mach.get("compiler"))],
         ["Python / NumPy / Kernel Tuner", (f"{mach.get('python')} / {mach.get('numpy')} / "
                                           f"{data.get('kt_version')}")],
