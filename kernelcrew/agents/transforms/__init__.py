@@ -37,6 +37,8 @@ from kernelcrew.agents.transforms.cst import (
     walk,
 )
 from kernelcrew.agents.transforms.cuda import grid_stride, launch_bounds, ldg
+from kernelcrew.agents.transforms.cuda_fuse import fuse_launches
+from kernelcrew.agents.transforms.cuda_vector import vector_access
 from kernelcrew.agents.transforms.fusion import fuse_loops
 from kernelcrew.agents.transforms.jam import unroll_and_jam
 from kernelcrew.agents.transforms.nests import interchange, tile
@@ -97,6 +99,7 @@ class Outcome:
     flags: list[str] | None = None
     knobs: dict[str, int | float] | None = None
     launch: list[Launch] | None = None
+    temps: dict[str, Any] | None = None  # CUDA scratch buffers (replaces the whole map)
 
 
 @dataclass(frozen=True)
@@ -214,6 +217,8 @@ def _render(kf: KernelFile, out: Outcome) -> str:
         meta.knobs = {**meta.knobs, **out.knobs}
     if out.launch is not None:
         meta.launch = out.launch
+    if out.temps is not None:
+        meta.temps = out.temps
     return render(meta, body)
 
 
@@ -534,3 +539,48 @@ def _t_sequence(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
     done = parse_kernel_text(text, kf.backend)
     return Outcome(body=done.body, flags=list(done.meta.flags), knobs=dict(done.meta.knobs),
                    launch=list(done.meta.launch))
+
+
+# ---------------------------------------------------------------- CUDA launch-level rewrites
+
+@_register("launch_fusion", "launch_fusion", ("cuda",),
+           "consecutive launches that each handle one index per thread over the same index "
+           "space -> one kernel; temps only they use become registers")
+def _t_launch_fusion(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    out, changed = kf, None
+    for _ in range(8):  # fuse runs until none is left
+        got = fuse_launches(out)
+        if got is None:
+            break
+        changed = got
+        meta = out.meta.model_copy(deep=True)
+        meta.launch, meta.temps = got.launch, got.temps
+        out = parse_kernel_text(render(meta, got.body), "cuda")
+    if changed is None:
+        return None
+    return Outcome(body=out.body, launch=list(out.meta.launch), temps=dict(out.meta.temps))
+
+
+@_register("vector_access", "vector_access", ("cuda",),
+           "VEC elements per thread, loaded and stored as float4/double2 (alignment checked at "
+           "run time, scalar tail); the grid divided by VEC", knob="VEC", default=4)
+def _t_vector_access(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    knob = str(p["knob"])
+    body, changed = kf.body, set()
+    for e in entries(kf):
+        new = vector_access(body, e, knob)
+        if new is not None:
+            body = new
+            changed.add(e)
+    if not changed:
+        return None
+    launch = []
+    for lc in kf.meta.launch:
+        lc = lc.model_copy(deep=True)
+        if lc.kernel in changed:
+            if len(lc.grid) != 1:
+                return None
+            lc.grid = [f"ceil_div({lc.grid[0]}, {knob})"]
+        launch.append(lc)
+    value = kf.meta.knobs.get(knob, int(p["default"]))
+    return Outcome(body=body, launch=launch, knobs={knob: value})
