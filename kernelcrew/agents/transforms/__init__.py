@@ -31,13 +31,17 @@ from kernelcrew.agents.transforms.cst import (
     EditConflict,
     Source,
     all_loops,
+    find_function,
     function_name,
     functions,
     loops_in,
+    params,
     walk,
 )
 from kernelcrew.agents.transforms.cuda import grid_stride, launch_bounds, ldg
 from kernelcrew.agents.transforms.cuda_fuse import fuse_launches
+from kernelcrew.agents.transforms.cuda_reduce import block_per_row, bound_as_grid
+from kernelcrew.agents.transforms.cuda_tile import tile_transpose
 from kernelcrew.agents.transforms.cuda_vector import vector_access
 from kernelcrew.agents.transforms.fusion import fuse_loops
 from kernelcrew.agents.transforms.jam import unroll_and_jam
@@ -584,3 +588,84 @@ def _t_vector_access(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
         launch.append(lc)
     value = kf.meta.knobs.get(knob, int(p["default"]))
     return Outcome(body=body, launch=launch, knobs={knob: value})
+
+
+@_register("block_reduce", "block_reduce", ("cuda",),
+           "one thread per row -> one block per row: loops stride over the block, reductions "
+           "combined with warp shuffles and one shared-memory stage; the grid becomes the rows")
+def _t_block_reduce(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    body, grids = kf.body, {}
+    sizes = set()
+    for e in entries(kf):
+        got = block_per_row(body, e)
+        if got is None:
+            continue
+        new, bound = got
+        for lc in kf.meta.launch:
+            if lc.kernel != e or len(lc.grid) != 1 or len(lc.block) != 1:
+                continue
+            fn = find_function(Source(body), e)
+            names = {prm.name: a for prm, a in zip(params(fn), lc.args, strict=False)}
+            sizes = {a for a in lc.args if a not in kf.meta.temps and not _is_array(kf, a, fn,
+                                                                                    lc)}
+            grid = bound_as_grid(bound, names, sizes)
+            if grid is None:
+                break
+            grids[e] = grid
+        if e in grids:
+            body = new
+    if not grids:
+        return None
+    launch = []
+    for lc in kf.meta.launch:
+        lc = lc.model_copy(deep=True)
+        if lc.kernel in grids:
+            lc.grid = [grids[lc.kernel]]
+        launch.append(lc)
+    return Outcome(body=body, launch=launch)
+
+
+def _is_array(kf: KernelFile, arg: str, fn, lc) -> bool:
+    """An argument passed to a pointer parameter."""
+    for prm, a in zip(params(fn), lc.args, strict=False):
+        if a == arg:
+            return prm.pointer is not None
+    return False
+
+
+@_register("smem_tile", "smem_tile", ("cuda",),
+           "transposing copies through a padded TILE x (TILE+1) shared-memory tile: reads and "
+           "writes both coalesced; 2-D grid of tiles, block [TILE, TILE_ROWS]",
+           tile=32, tile_rows=8)
+def _t_smem_tile(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    body, launch_of = kf.body, {}
+    for e in entries(kf):
+        got = tile_transpose(body, e)
+        if got is None:
+            continue
+        new, rdim, cdim, x_walks_c = got
+        fn = find_function(Source(body), e)
+        for lc in kf.meta.launch:
+            if lc.kernel != e:
+                continue
+            names = {prm.name: a for prm, a in zip(params(fn), lc.args, strict=False)}
+            r, c = names.get(rdim), names.get(cdim)
+            if r is None or c is None:
+                break
+            gx, gy = (c, r) if x_walks_c else (r, c)
+            launch_of[e] = [f"ceil_div({gx}, TILE)", f"ceil_div({gy}, TILE)"]
+        if e in launch_of:
+            body = new
+    if not launch_of:
+        return None
+    launch = []
+    for lc in kf.meta.launch:
+        lc = lc.model_copy(deep=True)
+        if lc.kernel in launch_of:
+            lc.grid = launch_of[lc.kernel]
+            lc.block = ["TILE", "TILE_ROWS"]
+            lc.shared_bytes = 0
+        launch.append(lc)
+    knobs = {"TILE": kf.meta.knobs.get("TILE", int(p["tile"])),
+             "TILE_ROWS": kf.meta.knobs.get("TILE_ROWS", int(p["tile_rows"]))}
+    return Outcome(body=body, launch=launch, knobs=knobs)
