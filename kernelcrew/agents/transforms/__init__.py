@@ -492,7 +492,8 @@ def _t_ldg(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
 
 
 @_register("launch_bounds", "launch_bounds", ("cuda",),
-           "__launch_bounds__(BLOCK) on kernels launched with block [BLOCK]", knob="BLOCK")
+           "__launch_bounds__(BLOCK) on kernels launched with block [BLOCK]; with min_blocks, "
+           "__launch_bounds__(BLOCK, min_blocks)", knob="BLOCK", min_blocks=None)
 def _t_launch_bounds(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
     knob = str(p["knob"])
     if knob not in kf.meta.knobs:
@@ -500,7 +501,7 @@ def _t_launch_bounds(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
     names = [lc.kernel for lc in kf.meta.launch if [str(b) for b in lc.block] == [knob]]
     body, changed = kf.body, False
     for e in dict.fromkeys(names):
-        new = cuda_tf.launch_bounds(body, e, knob)
+        new = cuda_tf.launch_bounds(body, e, knob, p.get("min_blocks"))
         if new is not None:
             body, changed = new, True
     return Outcome(body=body) if changed else None
