@@ -6,6 +6,7 @@ temps start as NaN, as in the harness, so an element nobody wrote fails the comp
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -18,6 +19,10 @@ from kernelcrew.tools.backends.cuda_runtime import plan_launches, temp_shapes
 
 EMU = Path(__file__).parent / "emu"
 _C = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long"}
+
+
+_DYN_SHARED = re.compile(r"extern\s+__shared__\s+(?:__align__\(\d+\)\s+)?([A-Za-z_][\w ]*?)\s+"
+                         r"([A-Za-z_]\w*)\s*\[\s*\]\s*;")
 
 
 class EmulationFailed(RuntimeError):
@@ -52,8 +57,8 @@ def _program(kf, spec: OpSpec) -> str:
         lines.append(f"    {c}* {n} = {n}_buf.data();")
     for lc in kf.meta.launch:
         lines.append("    { dim3 kc_g, kc_b; kc_g.x = num(); kc_g.y = num(); kc_g.z = num(); "
-                     "kc_b.x = num(); kc_b.y = num(); kc_b.z = num();")
-        lines.append(f"      kc_emu::launch(kc_g, kc_b, [&] {{ {lc.kernel}({', '.join(lc.args)}); }}); }}")
+                     "kc_b.x = num(); kc_b.y = num(); kc_b.z = num(); size_t kc_s = num();")
+        lines.append(f"      kc_emu::launch(kc_g, kc_b, kc_s, [&] {{ {lc.kernel}({', '.join(lc.args)}); }}); }}")
     for n in spec.outputs:
         c = _C[spec.outputs[n].dtype]
         lines.append(f"    {{ FILE* f = std::fopen(\"out_{n}.bin\", \"wb\"); "
@@ -72,7 +77,9 @@ def build(kernel_text: str, spec: OpSpec, work: Path) -> Path:
     if exe.exists():
         return exe
     src = work / f"emu-{key}.cc"
-    src.write_text(f'#include "kc_emu.h"\n#line 1 "kernel.cu"\n{kernel_text}\n'
+    device = _DYN_SHARED.sub(lambda m: f"{m.group(1)}* {m.group(2)} = "
+                             f"kc_emu::dynamic_shared<{m.group(1)}>();", kernel_text)
+    src.write_text(f'#include "kc_emu.h"\n#line 1 "kernel.cu"\n{device}\n'
                    f'#line 1 "driver"\n{_program(kf, spec)}')
     gxx = shutil.which("g++")
     if gxx is None:
@@ -100,7 +107,7 @@ def run(exe: Path, kernel_text: str, spec: OpSpec, sizes: dict[str, int],
     for n in kf.meta.temps:
         vals.append(str(int(np.prod(temps[n][0]))))
     for d in plans:
-        vals += [str(v) for v in (*d.grid, *d.block)]
+        vals += [str(v) for v in (*d.grid, *d.block, d.shared_bytes)]
     run_dir = work / "case"
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)

@@ -104,3 +104,25 @@ def test_the_vector_path_and_its_tail_both_run(tmp_path):
         out = run(exe, text, spec, sizes, ins, tmp_path)
         ref = reference_outputs(spec, sizes, ins)
         assert compare("y", out["y"], ref["y"], spec.tolerance.rtol, spec.tolerance.atol).ok
+
+
+def test_a_shared_memory_tree_becomes_shuffles_and_stays_correct(tmp_path):
+    """block_reduce on a kernel that already has one block per row and a shared-memory
+    tree (tests/cuda/fixtures/ok/two_pass_temps.cu, a two-launch scale_shift_sum): the tree
+    becomes kc_block_reduce; the emulated launch plan matches the reference, before and
+    after, on a short row, a row below one block and an odd one."""
+    from tests.cuda.helpers import FIXTURES
+
+    spec = load_op("scale_shift_sum")
+    before = (FIXTURES / "ok" / "two_pass_temps.cu").read_text()
+    after = apply_transform("block_reduce", before)
+    assert after is not None and "kc_block_reduce<kc_op_sum>(buf[threadIdx.x])" in after
+    assert "s >>= 1" not in after
+    for text in (before, after):
+        exe = build(text, spec, tmp_path)
+        for sizes in ({"rows": 3, "cols": 1000}, {"rows": 2, "cols": 5}, {"rows": 1, "cols": 1}):
+            ins = make_inputs(spec, sizes, np.random.default_rng(5))
+            out = run(exe, text, spec, sizes, ins, tmp_path)
+            ref = reference_outputs(spec, sizes, ins)
+            assert compare("out", out["out"], ref["out"], spec.tolerance.rtol,
+                           spec.tolerance.atol).ok, (text is after, sizes)

@@ -117,3 +117,20 @@ def test_launch_fusion_makes_one_launch_of_three():
     assert f["global_stores"] == 1, f
     assert sum(b["global_stores"] for b in base.values()) == 3
     _no_spills(res, sass)
+
+
+def test_a_shared_memory_tree_becomes_warp_shuffles():
+    from tests.cuda.helpers import FIXTURES
+
+    spec = load_op("scale_shift_sum")
+    before = (FIXTURES / "ok" / "two_pass_temps.cu").read_text()
+    after = apply_transform("block_reduce", before)
+    be = CudaBackend()
+    feats = []
+    for text in (before, after):
+        res = be.compile(parse_kernel_text(text, "cuda"), spec)
+        assert res.ok, res.reason
+        feats.append({k: v.features() for k, v in disassemble(res.artifact).items()})
+        _no_spills(res, feats[-1])
+    assert feats[0]["row_sums"]["shuffles"] == 0
+    assert feats[1]["row_sums"]["shuffles"] >= 5

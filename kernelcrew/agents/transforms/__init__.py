@@ -40,7 +40,11 @@ from kernelcrew.agents.transforms.cst import (
 )
 from kernelcrew.agents.transforms.cuda import grid_stride, launch_bounds, ldg
 from kernelcrew.agents.transforms.cuda_fuse import fuse_launches
-from kernelcrew.agents.transforms.cuda_reduce import block_per_row, bound_as_grid
+from kernelcrew.agents.transforms.cuda_reduce import (
+    block_per_row,
+    bound_as_grid,
+    tree_to_shuffle,
+)
 from kernelcrew.agents.transforms.cuda_tile import tile_transpose
 from kernelcrew.agents.transforms.cuda_vector import vector_access
 from kernelcrew.agents.transforms.fusion import fuse_loops
@@ -615,7 +619,16 @@ def _t_block_reduce(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
             grids[e] = grid
         if e in grids:
             body = new
-    if not grids:
+    # shared-memory trees in kernels launched with 1-D blocks only (the tree's threadIdx.x
+    # is then the thread's place in the block)
+    trees = False
+    for e in entries(kf):
+        if e in grids or any(lc.kernel == e and len(lc.block) != 1 for lc in kf.meta.launch):
+            continue
+        new = tree_to_shuffle(body, e)
+        if new is not None:
+            body, trees = new, True
+    if not grids and not trees:
         return None
     launch = []
     for lc in kf.meta.launch:

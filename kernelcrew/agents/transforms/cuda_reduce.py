@@ -30,6 +30,7 @@ from kernelcrew.agents.transforms.cst import (
     Source,
     apply_edits,
     declarators,
+    find_function,
     lookup,
     loops_in,
     walk,
@@ -232,3 +233,134 @@ def bound_as_grid(bound: str, names: dict[str, str], sizes: set[str]) -> str | N
 
 
 __all__ = ["HELPERS", "block_per_row", "bound_as_grid", "lookup", "param_ref"]
+
+
+# ---------------------------------------------------------------- shared-memory trees
+
+_HALF = re.compile(r"^blockDim\.x(/2|>>1)$")
+_TREE_OPS = {"+=": "kc_op_sum"}
+
+
+def _thread_name(s: Source, node: Node) -> bool:
+    """`threadIdx.x`, or a local initialized to it and never written."""
+    text = s.text_of(node).replace(" ", "")
+    if text == "threadIdx.x":
+        return True
+    if node.type != "identifier":
+        return False
+    d = lookup(node.text.decode(), node)
+    if d is None or d.param or d.init is None:
+        return False
+    init = re.sub(r"\(\s*(int|unsigned|unsigned int|long long)\s*\)", "",
+                  s.text_of(d.init)).replace(" ", "")
+    return init == "threadIdx.x"
+
+
+def _tree_step(s: Source, st: Node, var: str) -> tuple[str, str, str] | None:
+    """`if (t < s) B[t] op= B[t + s];` -> (B, t text, reducer)."""
+    if st.type != "if_statement" or st.child_by_field_name("alternative") is not None:
+        return None
+    cond = st.child_by_field_name("condition").named_children[0]
+    if cond.type != "binary_expression" or cond.child_by_field_name("operator").type != "<":
+        return None
+    t_node = cond.child_by_field_name("left")
+    if s.text_of(cond.child_by_field_name("right")).strip() != var or \
+            not _thread_name(s, t_node):
+        return None
+    t = s.text_of(t_node).strip()
+    body = st.child_by_field_name("consequence")
+    if body.type == "compound_statement":
+        inner = [c for c in body.named_children if c.type != "comment"]
+        if len(inner) != 1:
+            return None
+        body = inner[0]
+    if body.type != "expression_statement" or not body.named_children:
+        return None
+    e = body.named_children[0]
+    if e.type != "assignment_expression":
+        return None
+    left, right = e.child_by_field_name("left"), e.child_by_field_name("right")
+    op = e.child_by_field_name("operator").type
+    if left.type != "subscript_expression":
+        return None
+    buf = s.text_of(left.child_by_field_name("argument")).strip()
+    nospace = lambda n: s.text_of(n).replace(" ", "")  # noqa: E731
+    mine = f"{buf}[{t}]".replace(" ", "")
+    other = {f"{buf}[{t}+{var}]".replace(" ", ""), f"{buf}[{var}+{t}]".replace(" ", "")}
+    if nospace(left) != mine:
+        return None
+    if op == "+=" and nospace(right) in other:
+        return buf, t, "kc_op_sum"
+    if op == "=" and right.type == "binary_expression" and \
+            right.child_by_field_name("operator").type == "+":
+        a, b = nospace(right.child_by_field_name("left")), nospace(right.child_by_field_name(
+            "right"))
+        if {a, b} & {mine} and ({a, b} - {mine}) <= other and len({a, b}) == 2:
+            return buf, t, "kc_op_sum"
+    if op == "=" and right.type == "call_expression":
+        fn = s.text_of(right.child_by_field_name("function")).strip()
+        args = [nospace(a) for a in right.child_by_field_name("arguments").named_children]
+        if len(args) == 2 and mine in args and (set(args) - {mine}) <= other and \
+                len(set(args)) == 2:
+            if fn in ("fmaxf", "fmax", "max"):
+                return buf, t, "kc_op_max"
+            if fn in ("fminf", "fmin", "min"):
+                return buf, t, "kc_op_min"
+    return None
+
+
+def tree_to_shuffle(src: str, kernel: str) -> str | None:
+    """A shared-memory tree reduction (`for (s = blockDim.x/2; s > 0; s >>= 1) { if (t < s)
+    B[t] += B[t + s]; __syncthreads(); }`) -> kc_block_reduce (warp shuffles, one shared
+    stage) with the total written to B[0] as before. Refused when later code reads other
+    elements of B (the tree left partial sums there) or B is not the thread's own slot."""
+    s = Source(src)
+    fn = find_function(s, kernel)
+    if fn is None:
+        return None
+    edits = []
+    for lp in [n for n in walk(fn) if n.type == "for_statement"]:
+        init, cond = lp.child_by_field_name("initializer"), lp.child_by_field_name("condition")
+        upd, body = lp.child_by_field_name("update"), lp.child_by_field_name("body")
+        if init is None or init.type != "declaration" or cond is None or upd is None:
+            continue
+        ds = list(declarators(init))
+        if len(ds) != 1 or ds[0][1] is None or not _HALF.match(
+                s.text_of(ds[0][1]).replace(" ", "")):
+            continue
+        var = ds[0][0]
+        if s.text_of(cond).replace(" ", "") not in (f"{var}>0", f"{var}>=1", f"0<{var}"):
+            continue
+        if s.text_of(upd).replace(" ", "") not in (f"{var}>>=1", f"{var}/=2", f"{var}={var}/2",
+                                                    f"{var}={var}>>1"):
+            continue
+        stmts = [c for c in body.named_children if c.type != "comment"] \
+            if body.type == "compound_statement" else [body]
+        if len(stmts) != 2 or s.text_of(stmts[1]).replace(" ", "") != "__syncthreads();":
+            continue
+        got = _tree_step(s, stmts[0], var)
+        if got is None:
+            continue
+        buf, t, op = got
+        later = [n for n in walk(fn) if n.type == "subscript_expression"
+                 and n.start_byte >= lp.end_byte
+                 and s.text_of(n.child_by_field_name("argument")).strip() == buf]
+        if any(s.text_of(n).replace(" ", "") != f"{buf}[0]" for n in later):
+            continue
+        ind = s.indent_of(lp)
+        new = (f"{{  // kernelcrew: the shared-memory tree as warp shuffles + one shared stage\n"
+               f"{ind}    auto kc_total = kc_block_reduce<{op}>({buf}[{t}]);\n"
+               f"{ind}    if ({t} == 0) {buf}[0] = kc_total;\n"
+               f"{ind}    __syncthreads();\n"
+               f"{ind}}}")
+        edits.append(Edit(lp.start_byte, lp.end_byte, new))
+    if not edits:
+        return None
+    if HELPERS_MARK not in src:
+        top = fn
+        while top.parent is not None and top.parent.type != "translation_unit":
+            top = top.parent
+        at = s.line_start(top)
+        edits.append(Edit(at, at, HELPERS + "\n"))
+    out = apply_edits(s, edits)
+    return None if Source(out).has_errors() else out

@@ -78,6 +78,10 @@ inline int& current() { static int c = 0; return c; }
 inline std::function<void()>& body() { static std::function<void()> b; return b; }
 inline std::vector<uint64_t>& slots() { static std::vector<uint64_t> s; return s; }
 inline size_t stack_bytes() { return 256 * 1024; }
+// `extern __shared__ T name[];` (dynamic shared memory) is rewritten by the test driver to
+// `T* name = kc_emu::dynamic_shared<T>();`: the launch's shared_bytes, one per block
+inline std::vector<double>& dyn_smem() { static std::vector<double> d; return d; }
+template <class T> inline T* dynamic_shared() { return reinterpret_cast<T*>(dyn_smem().data()); }
 
 inline int nthreads() { return int(blockDim.x * blockDim.y * blockDim.z); }
 inline int tid() { return current(); }
@@ -174,8 +178,9 @@ inline void run_block() {
 }
 
 // Run `kernel` (a lambda calling the kernel function) over grid x block, like a launch.
-inline void launch(dim3 grid, dim3 block, std::function<void()> kernel) {
+inline void launch(dim3 grid, dim3 block, size_t shared_bytes, std::function<void()> kernel) {
     if (grid.x * grid.y * grid.z == 0) return;
+    dyn_smem().assign(shared_bytes / sizeof(double) + 1, 0.0);
     gridDim = grid;
     blockDim = block;
     body() = std::move(kernel);
