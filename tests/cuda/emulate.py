@@ -37,10 +37,10 @@ def _program(kf, spec: OpSpec) -> str:
     lines = ["int main(int argc, char** argv) {",
              "    (void)argc;",
              "    FILE* plan = std::fopen(argv[1], \"r\");",
-             "    auto num = [&]() { long long v = 0; if (std::fscanf(plan, \"%lld\", &v) != 1)"
-             " std::exit(5); return v; };",
-             "    auto real = [&]() { double v = 0; if (std::fscanf(plan, \"%lf\", &v) != 1)"
-             " std::exit(5); return v; };"]
+             ("    auto num = [&]() { long long v = 0; if (std::fscanf(plan, \"%lld\", &v) != 1)"
+             " std::exit(5); return v; };"),
+             ("    auto real = [&]() { double v = 0; if (std::fscanf(plan, \"%lf\", &v) != 1)"
+             " std::exit(5); return v; };")]
     for n in spec.sizes:
         lines.append(f"    long long {n} = num();")
     for n, sc in spec.scalars.items():

@@ -162,7 +162,7 @@ def test_short_plans_are_timed_as_repeated_runs_between_one_event_pair(fake_cupy
 
     fake_cupy.LAUNCH_MS = 0.002
     fake_cupy.KERNELS.update(row_sums=_row_sums, affine=_affine)
-    h, rows, done = _run_worker(fake_cupy, tmp_path, FIXTURES / "ok" / "two_pass_temps.cu")
+    h, _rows, done = _run_worker(fake_cupy, tmp_path, FIXTURES / "ok" / "two_pass_temps.cu")
     try:
         ev = next(iter(done.values()))
         want = repeats_for(0.004)

@@ -126,3 +126,40 @@ def test_a_shared_memory_tree_becomes_shuffles_and_stays_correct(tmp_path):
             ref = reference_outputs(spec, sizes, ins)
             assert compare("out", out["out"], ref["out"], spec.tolerance.rtol,
                            spec.tolerance.atol).ok, (text is after, sizes)
+
+
+GATHER_TRANSPOSE = """/* kernelcrew
+flags: [-O3]
+knobs: {BLOCK: 128}
+launch:
+  - kernel: gather
+    grid: ["ceil_div(rows*cols, BLOCK)"]
+    block: [BLOCK]
+    args: [x, y, rows, cols]
+*/
+// the other way round: one thread per element of y, gathering strided reads of x
+extern "C" __global__ void gather(const float* __restrict__ x, float* __restrict__ y,
+                                  long long rows, long long cols) {
+    long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= cols * rows) return;
+    long long c = idx / rows;
+    long long r = idx % rows;
+    y[idx] = __ldg(&x[r * cols + c]);
+}
+"""
+
+
+def test_smem_tile_on_a_gathering_transpose(tmp_path):
+    """smem_tile when the read is the strided side (y written in order, x gathered): the
+    tile is read along x's rows and written along y's; emulated against the reference on
+    sizes with partial edge tiles in both directions and below one tile."""
+    spec = load_op("transpose")
+    after = apply_transform("smem_tile", GATHER_TRANSPOSE)
+    assert after is not None and "kc_tile[TILE][TILE + 1]" in after
+    for text in (GATHER_TRANSPOSE, after):
+        exe = build(text, spec, tmp_path)
+        for sizes in ({"rows": 33, "cols": 31}, {"rows": 1, "cols": 1}, {"rows": 70, "cols": 5}):
+            ins = make_inputs(spec, sizes, np.random.default_rng(2))
+            out = run(exe, text, spec, sizes, ins, tmp_path)
+            ref = reference_outputs(spec, sizes, ins)
+            assert compare("y", out["y"], ref["y"], 0.0, 0.0).ok, (text is after, sizes)

@@ -107,7 +107,7 @@ def test_smem_tile_moves_the_transpose_through_padded_shared_memory():
 
 
 def test_launch_fusion_makes_one_launch_of_three():
-    base_kf, base_res, base = built("add_gelu_muladd", ())
+    base_kf, _base_res, base = built("add_gelu_muladd", ())
     kf, res, sass = built("add_gelu_muladd", ("launch_fusion",))
     assert len(base_kf.meta.launch) == 3 and len(base) == 3
     assert len(kf.meta.launch) == 1 and len(sass) == 1 and len(res.resources) == 1

@@ -103,13 +103,12 @@ def block_per_row(src: str, kernel: str) -> tuple[str, str] | None:
         return None  # loops nested in other statements: not handled
     edits: list[Edit] = []
     reduced_any = False
-    stmt_starts = {st.start_byte for st in pi.stmts}
     written_later: dict[int, set[str]] = {}
     for lp in top_loops:
         if not lp.canonical or lp.step is not None or lp.inclusive:
             return None
         v = check_loop(m, lp, allow_reductions=True)
-        if not v.ok or v.rewrites and False:
+        if not v.ok:
             return None
         if any(op not in _OPS for op in v.reductions.values()):
             return None
@@ -126,7 +125,6 @@ def block_per_row(src: str, kernel: str) -> tuple[str, str] | None:
                         _writes_name(s, st, name):
                     return None
         # the loop strides over the block
-        init = lp.node.child_by_field_name("initializer")
         upd = lp.node.child_by_field_name("update")
         start = lp.start
         edits.append(Edit(start.start_byte, start.end_byte,
@@ -139,7 +137,6 @@ def block_per_row(src: str, kernel: str) -> tuple[str, str] | None:
         written_later[lp.node.start_byte] = _written_roots(m, lp.node)
         if after:
             edits.append(Edit(lp.node.end_byte, lp.node.end_byte, after))
-        del init
     # memory a loop writes and later code reads: a barrier after the loop
     for lp in top_loops:
         roots = written_later[lp.node.start_byte]
@@ -158,7 +155,6 @@ def block_per_row(src: str, kernel: str) -> tuple[str, str] | None:
             edits.append(Edit(st.start_byte, st.start_byte, "if (threadIdx.x == 0) "))
     if not reduced_any:
         return None  # nothing to combine over the block: per-element kernels stay as they are
-    del stmt_starts
     # the row index: one block per row
     init_node = next(x[1] for x in declarators(pi.decl) if x[0] == pi.var)
     edits.append(Edit(init_node.start_byte, init_node.end_byte, f"({pi.ty})blockIdx.x"))
@@ -284,7 +280,7 @@ def _tree_step(s: Source, st: Node, var: str) -> tuple[str, str, str] | None:
     if left.type != "subscript_expression":
         return None
     buf = s.text_of(left.child_by_field_name("argument")).strip()
-    nospace = lambda n: s.text_of(n).replace(" ", "")  # noqa: E731
+    nospace = lambda n: s.text_of(n).replace(" ", "")
     mine = f"{buf}[{t}]".replace(" ", "")
     other = {f"{buf}[{t}+{var}]".replace(" ", ""), f"{buf}[{var}+{t}]".replace(" ", "")}
     if nospace(left) != mine:

@@ -86,8 +86,7 @@ def _index_node(sub: Node) -> Node | None:
     return idx
 
 
-def tile_transpose(src: str, kernel: str, tile: str = "TILE", rows_knob: str = "TILE_ROWS"
-                   ) -> tuple[str, str, str, bool] | None:
+def tile_transpose(src: str, kernel: str, tile: str = "TILE") -> tuple[str, str, str, bool] | None:
     """(new source, R, C as written in the kernel (parameter names), whether blockIdx.x
     walks C), or None."""
     s = Source(src)
@@ -167,9 +166,9 @@ def tile_transpose(src: str, kernel: str, tile: str = "TILE", rows_knob: str = "
         return None
     # read contiguous in b and write contiguous in a (or the reverse): a transpose
     if lr.get(b) == "1" and lw.get(a) == "1" and lr.get(a) and lw.get(b):
-        read_fast, write_fast = b, a
+        read_fast = b
     elif lr.get(a) == "1" and lw.get(b) == "1" and lr.get(b) and lw.get(a):
-        read_fast, write_fast = a, b
+        read_fast = a
     else:
         return None
     names = {x.text.decode() for x in walk(pi.fn) if x.type == "identifier"}
@@ -203,7 +202,6 @@ def tile_transpose(src: str, kernel: str, tile: str = "TILE", rows_knob: str = "
         write_expr = value_expr[:r0] + "kc_tile[threadIdx.x][kc_r]" + value_expr[r1:]
         read_coords = (f"{ty} {b} = kc_b0 + kc_r, {a} = kc_a0 + threadIdx.x;")
         write_coords = (f"{ty} {a} = kc_a0 + kc_r, {b} = kc_b0 + threadIdx.x;")
-    del write_fast
     body = (
         "{\n"
         f"    // one {tile}x{tile} tile per block: read along the read's contiguous side, "
@@ -225,5 +223,4 @@ def tile_transpose(src: str, kernel: str, tile: str = "TILE", rows_knob: str = "
     out = apply_edits(s, [Edit(fn_body.start_byte, fn_body.end_byte, body)])
     if Source(out).has_errors():
         return None
-    del rows_knob
     return out, rdim, cdim, read_fast == b
