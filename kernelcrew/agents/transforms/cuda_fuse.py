@@ -163,7 +163,6 @@ def _fuse(s: Source, kf: KernelFile, launches: list[Launch], shapes: dict, start
     used_elsewhere = {a for lc in others for a in lc.args}
     # the arrays each launch touches, and how
     registers: dict[str, str] = {}  # temp -> register name
-    order_ok = True
     for t, spec in kf.meta.temps.items():
         if t in used_elsewhere or not any(t in lc.args for lc in group):
             continue
@@ -196,22 +195,20 @@ def _fuse(s: Source, kf: KernelFile, launches: list[Launch], shapes: dict, start
                 written = True
         if legal and written:
             registers[t] = f"{t}_r"
-    # every other array the group writes: touched only at [index] by the group's kernels
+    # every other array that one launch of the group writes and another touches: every
+    # access in every launch at the launch's own index (no thread reads another's element)
+    users: dict[str, list[tuple[PerIndex, list[Node]]]] = {}
     for pi, nm in zip(kernels, names, strict=True):
         for p, a in nm.items():
-            if a in registers:
-                continue
-            subs = _subscripts_of(s, pi, p)
-            if not subs:
-                continue
-            writes_any = any(pj is not pi and any(
-                _is_write(x)[0] for x in _subscripts_of(s, pj, q) if x.type ==
-                "subscript_expression") for pj, nmj in zip(kernels, names, strict=True)
-                for q, b in nmj.items() if b == a)
-            if writes_any and any(_index_of(s, x) != pi.var for x in subs):
-                order_ok = False
-    if not order_ok:
-        return None
+            if a not in registers:
+                users.setdefault(a, []).append((pi, _subscripts_of(s, pi, p)))
+    for uses in users.values():
+        if len(uses) < 2:
+            continue
+        written = any(_is_write(x)[0] for _, subs in uses for x in subs
+                      if x.type == "subscript_expression")
+        if written and any(_index_of(s, x) != pi.var for pi, subs in uses for x in subs):
+            return None
     # names in the fused kernel: parameters are named by their launch arguments
     taken = set()
     for pi in kernels:
