@@ -422,9 +422,9 @@ else
         if [ "$HAVE_GPU" = 1 ] && [ "$WORKER_OK" = 0 ]; then record optimize "$op" "$NOWORKER" "$WHY_NOWORKER"; continue; fi
         say "optimize $op (heuristic, short)"
         # one round each (the observe step without ncu: stage 5 covers ncu), so six ops fit
-        KERNELCREW_NCU=none run "optimize_$op" 60 "${KC[@]}" optimize "$op" --backend cuda \
-            --agents heuristic --max-iters 1 --budget-s 40 --no-memory --reps 6 --seed 3 \
-            --run-dir "$WORK/runs/$op" --json
+        KERNELCREW_NCU=none run "optimize_$op" 80 "${KC[@]}" optimize "$op" --backend cuda \
+            --agents heuristic --max-iters 1 --budget-s 40 --candidates-per-iter 2 --no-memory \
+            --reps 4 --seed 3 --run-dir "$WORK/runs/$op" --json
         rc=$?
         [ $rc = 125 ] && { record optimize "$op" "skipped: time budget"; continue; }
         "$PY" - "$LOGS/optimize_$op.log" "$op" "$rc" >>"$SUMMARY" 2>>"$LOGS/summary.log" <<'PYEOF'
