@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-from kernelcrew.agents.transforms.analysis import FunctionModel, check_loop
+from kernelcrew.agents.transforms.affine import FunctionModel
 from kernelcrew.agents.transforms.cst import (
     Edit,
     Node,
@@ -36,6 +36,7 @@ from kernelcrew.agents.transforms.cst import (
     walk,
 )
 from kernelcrew.agents.transforms.cuda_shapes import blocker, param_ref, per_index
+from kernelcrew.agents.transforms.dependence import check_loop
 
 HELPERS_MARK = "kc_block_reduce"
 HELPERS = r"""// kernelcrew: block-wide reductions. Warp shuffles reduce each warp (lanes past the
