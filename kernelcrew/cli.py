@@ -96,6 +96,9 @@ def _live(event: dict) -> None:
 
 
 def print_result(result: dict) -> None:
+    if not result.get("ran", True):
+        print_compile_only(result)
+        return
     rows = result.get("table", [])
     print(table(["group", "case", "baseline_ms", "best_ms", "speedup", "max_abs_err", "status"],
                 [[r["group"], r["case"], r.get("baseline_ms"), r.get("median_ms"),
@@ -110,6 +113,19 @@ def print_result(result: dict) -> None:
           f"stop: {result.get('stop_reason')}")
     run_dir = result.get("run_dir", "")
     print(f"  run: {result.get('run_id')}  report: {run_dir}/report.md")
+
+
+def print_compile_only(result: dict) -> None:
+    """No device: the candidates and what the compiler says about them; no times."""
+    cands = result.get("candidates", [])
+    print(table(["kind", "author", "outcome", "evidence"],
+                [[c["kind"], c["author"], c["outcome"], c["detail"][:160]] for c in cands]))
+    print()
+    print(f"{result.get('op')} on {result.get('backend')}: NOT RUN, {result.get('stop_reason')}")
+    print(f"  {len([c for c in cands if c['outcome'] == 'not-run'])} candidate(s) compiled, "
+          f"{result.get('compile_errors', 0)} compile error(s); no timings, no speedups")
+    run_dir = result.get("run_dir", "")
+    print(f"  run: {result.get('run_id')}  candidates: {run_dir}/candidates")
 
 
 def _positive(kind: type) -> Any:
@@ -204,6 +220,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         print(f"kernelcrew: stopped: {result['stop_reason']}; best kernel: {best.get('path')}",
               file=sys.stderr)
         return 1
+    if not result.get("ran", True):
+        return 0  # compiled only, and said so: not a failure of the run
     return 0 if best.get("correct") else 1
 
 

@@ -129,6 +129,9 @@ class Evidence:
     block_threads: float | None = None
     spill_bytes: float | None = None
     launches: float | None = None
+    register_choice: float | None = None  # index in (block, launch_bounds, maxrregcount)
+    register_choice_value: float | None = None
+    register_choice_note: str = ""
     time_ms: float | None = None
     access: str = "unknown"  # the profiler's verdict on the hot loops' strides
     hot: str = ""
@@ -249,6 +252,8 @@ def evidence(ctx: AgentContext) -> Evidence:
     ev.block_threads, _ = _metric(p, "block_threads")
     ev.spill_bytes, _ = _metric(p, "spill_stores_bytes")
     ev.launches, _ = _metric(p, "launches")
+    ev.register_choice, ev.register_choice_note = _metric(p, "register_choice")
+    ev.register_choice_value, _ = _metric(p, "register_choice_value")
     ev.time_ms, _ = _metric(p, "time_ms")
     ev._hot = list(p.hot_regions)
     if p.hot_regions:

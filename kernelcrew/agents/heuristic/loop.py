@@ -13,7 +13,7 @@ from kernelcrew.agents.heuristic.evidence import Evidence
 
 # knobs searched elsewhere: TILE by memory_access, the threading threshold by its own rule;
 # RB/JB (register_block) are sized for the vector registers and not worth a ladder
-_NOT_MINE = {"TILE", "GRID_CAP", "OMP_MIN_WORK", "RB", "JB"}
+_NOT_MINE = {"TILE", "TILE_ROWS", "GRID_CAP", "OMP_MIN_WORK", "RB", "JB"}
 # each threaded attempt that regressed a group raises the threshold one step
 MAX_KNOB_STEPS = 2
 

@@ -31,12 +31,22 @@ from kernelcrew.agents.transforms.cst import (
     EditConflict,
     Source,
     all_loops,
+    find_function,
     function_name,
     functions,
     loops_in,
+    params,
     walk,
 )
 from kernelcrew.agents.transforms.cuda import grid_stride, launch_bounds, ldg
+from kernelcrew.agents.transforms.cuda_fuse import fuse_launches
+from kernelcrew.agents.transforms.cuda_reduce import (
+    block_per_row,
+    bound_as_grid,
+    tree_to_shuffle,
+)
+from kernelcrew.agents.transforms.cuda_tile import tile_transpose
+from kernelcrew.agents.transforms.cuda_vector import vector_access
 from kernelcrew.agents.transforms.fusion import fuse_loops
 from kernelcrew.agents.transforms.jam import unroll_and_jam
 from kernelcrew.agents.transforms.nests import interchange, tile
@@ -98,6 +108,7 @@ class Outcome:
     flags: list[str] | None = None
     knobs: dict[str, int | float] | None = None
     launch: list[Launch] | None = None
+    temps: dict[str, Any] | None = None  # CUDA scratch buffers (replaces the whole map)
 
 
 @dataclass(frozen=True)
@@ -215,6 +226,8 @@ def _render(kf: KernelFile, out: Outcome) -> str:
         meta.knobs = {**meta.knobs, **out.knobs}
     if out.launch is not None:
         meta.launch = out.launch
+    if out.temps is not None:
+        meta.temps = out.temps
     return render(meta, body)
 
 
@@ -496,7 +509,8 @@ def _t_ldg(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
 
 
 @_register("launch_bounds", "launch_bounds", ("cuda",),
-           "__launch_bounds__(BLOCK) on kernels launched with block [BLOCK]", knob="BLOCK")
+           "__launch_bounds__(BLOCK) on kernels launched with block [BLOCK]; with min_blocks, "
+           "__launch_bounds__(BLOCK, min_blocks)", knob="BLOCK", min_blocks=None)
 def _t_launch_bounds(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
     knob = str(p["knob"])
     if knob not in kf.meta.knobs:
@@ -504,7 +518,7 @@ def _t_launch_bounds(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
     names = [lc.kernel for lc in kf.meta.launch if [str(b) for b in lc.block] == [knob]]
     body, changed = kf.body, False
     for e in dict.fromkeys(names):
-        new = cuda_tf.launch_bounds(body, e, knob)
+        new = cuda_tf.launch_bounds(body, e, knob, p.get("min_blocks"))
         if new is not None:
             body, changed = new, True
     return Outcome(body=body) if changed else None
@@ -547,3 +561,138 @@ def _t_sequence(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
     done = parse_kernel_text(text, kf.backend)
     return Outcome(body=done.body, flags=list(done.meta.flags), knobs=dict(done.meta.knobs),
                    launch=list(done.meta.launch))
+
+
+# ---------------------------------------------------------------- CUDA launch-level rewrites
+
+@_register("launch_fusion", "launch_fusion", ("cuda",),
+           "consecutive launches that each handle one index per thread over the same index "
+           "space -> one kernel; temps only they use become registers")
+def _t_launch_fusion(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    out, changed = kf, None
+    for _ in range(8):  # fuse runs until none is left
+        got = fuse_launches(out)
+        if got is None:
+            break
+        changed = got
+        meta = out.meta.model_copy(deep=True)
+        meta.launch, meta.temps = got.launch, got.temps
+        out = parse_kernel_text(render(meta, got.body), "cuda")
+    if changed is None:
+        return None
+    return Outcome(body=out.body, launch=list(out.meta.launch), temps=dict(out.meta.temps))
+
+
+@_register("vector_access", "vector_access", ("cuda",),
+           "VEC elements per thread, loaded and stored as float4/double2 (alignment checked at "
+           "run time, scalar tail); the grid divided by VEC", knob="VEC", default=4)
+def _t_vector_access(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    knob = str(p["knob"])
+    body, changed = kf.body, set()
+    for e in entries(kf):
+        new = vector_access(body, e, knob)
+        if new is not None:
+            body = new
+            changed.add(e)
+    if not changed:
+        return None
+    launch = []
+    for lc in kf.meta.launch:
+        lc = lc.model_copy(deep=True)
+        if lc.kernel in changed:
+            if len(lc.grid) != 1:
+                return None
+            lc.grid = [f"ceil_div({lc.grid[0]}, {knob})"]
+        launch.append(lc)
+    value = kf.meta.knobs.get(knob, int(p["default"]))
+    return Outcome(body=body, launch=launch, knobs={knob: value})
+
+
+@_register("block_reduce", "block_reduce", ("cuda",),
+           "one thread per row -> one block per row: loops stride over the block, reductions "
+           "combined with warp shuffles and one shared-memory stage; the grid becomes the rows")
+def _t_block_reduce(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    body, grids = kf.body, {}
+    sizes = set()
+    for e in entries(kf):
+        got = block_per_row(body, e)
+        if got is None:
+            continue
+        new, bound = got
+        for lc in kf.meta.launch:
+            if lc.kernel != e or len(lc.grid) != 1 or len(lc.block) != 1:
+                continue
+            fn = find_function(Source(body), e)
+            names = {prm.name: a for prm, a in zip(params(fn), lc.args, strict=False)}
+            sizes = {a for a in lc.args if a not in kf.meta.temps and not _is_array(kf, a, fn,
+                                                                                    lc)}
+            grid = bound_as_grid(bound, names, sizes)
+            if grid is None:
+                break
+            grids[e] = grid
+        if e in grids:
+            body = new
+    # shared-memory trees in kernels launched with 1-D blocks only (the tree's threadIdx.x
+    # is then the thread's place in the block)
+    trees = False
+    for e in entries(kf):
+        if e in grids or any(lc.kernel == e and len(lc.block) != 1 for lc in kf.meta.launch):
+            continue
+        new = tree_to_shuffle(body, e)
+        if new is not None:
+            body, trees = new, True
+    if not grids and not trees:
+        return None
+    launch = []
+    for lc in kf.meta.launch:
+        lc = lc.model_copy(deep=True)
+        if lc.kernel in grids:
+            lc.grid = [grids[lc.kernel]]
+        launch.append(lc)
+    return Outcome(body=body, launch=launch)
+
+
+def _is_array(kf: KernelFile, arg: str, fn, lc) -> bool:
+    """An argument passed to a pointer parameter."""
+    for prm, a in zip(params(fn), lc.args, strict=False):
+        if a == arg:
+            return prm.pointer is not None
+    return False
+
+
+@_register("smem_tile", "smem_tile", ("cuda",),
+           "transposing copies through a padded TILE x (TILE+1) shared-memory tile: reads and "
+           "writes both coalesced; 2-D grid of tiles, block [TILE, TILE_ROWS]",
+           tile=32, tile_rows=8)
+def _t_smem_tile(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    body, launch_of = kf.body, {}
+    for e in entries(kf):
+        got = tile_transpose(body, e)
+        if got is None:
+            continue
+        new, rdim, cdim, x_walks_c = got
+        fn = find_function(Source(body), e)
+        for lc in kf.meta.launch:
+            if lc.kernel != e:
+                continue
+            names = {prm.name: a for prm, a in zip(params(fn), lc.args, strict=False)}
+            r, c = names.get(rdim), names.get(cdim)
+            if r is None or c is None:
+                break
+            gx, gy = (c, r) if x_walks_c else (r, c)
+            launch_of[e] = [f"ceil_div({gx}, TILE)", f"ceil_div({gy}, TILE)"]
+        if e in launch_of:
+            body = new
+    if not launch_of:
+        return None
+    launch = []
+    for lc in kf.meta.launch:
+        lc = lc.model_copy(deep=True)
+        if lc.kernel in launch_of:
+            lc.grid = launch_of[lc.kernel]
+            lc.block = ["TILE", "TILE_ROWS"]
+            lc.shared_bytes = 0
+        launch.append(lc)
+    knobs = {"TILE": kf.meta.knobs.get("TILE", int(p["tile"])),
+             "TILE_ROWS": kf.meta.knobs.get("TILE_ROWS", int(p["tile_rows"]))}
+    return Outcome(body=body, launch=launch, knobs=knobs)

@@ -25,6 +25,7 @@ from kernelcrew.graph.services import tools_for
 from kernelcrew.graph.state import CrewState
 from kernelcrew.tools.executor import EvalResult, Evaluation
 from kernelcrew.tools.judge import evaluate as ev
+from kernelcrew.tools.observe.static import static_evidence
 from kernelcrew.trace import emit
 
 
@@ -62,6 +63,8 @@ def verify(state: CrewState, runtime: Runtime[RunContext]) -> dict:
     tools = tools_for(state, ctx)
     candidates = [dict(c) for c in state.get("candidates", [])]
     evaluations: list[dict] = []
+    if state.get("compile_only"):
+        return _compile_only(state, tools, candidates, it)
     found: dict[str, dict] = {}  # cache key -> what the verification found
     todo: dict[str, int] = {}
     batch = []
@@ -120,8 +123,35 @@ def verify(state: CrewState, runtime: Runtime[RunContext]) -> dict:
     return {"candidates": candidates, "evaluations": evaluations}
 
 
+def _compile_only(state: CrewState, tools, candidates: list[dict], it: int) -> dict:
+    """No device: each compiled candidate is recorded as `not-run` with what the compiler
+    says about it (ptxas registers, spills, shared memory; SASS instruction counts;
+    theoretical occupancy), next to the same for the current best. No timing, no verdict."""
+    best = state["best"]
+    best_kf = tools.parse(Path(best["path"]).read_text(), path=Path(best["path"]))
+    before = static_evidence(tools.spec, best_kf, tools.compile(best_kf), tools.backend)
+    evaluations = []
+    for c in candidates:
+        if c["status"] != "compiled":
+            continue
+        t0 = time.monotonic()
+        kf = tools.parse(Path(c["path"]).read_text(), path=Path(c["path"]))
+        after = static_evidence(tools.spec, kf, tools.compile(kf), tools.backend)
+        detail = (f"compiled for {after['arch']}, not run ({state['compile_only']}); "
+                  f"{after['text']} (best so far: {before['text']})")
+        c["status"] = "not-run"
+        c["static"] = after
+        evaluations.append(_record(c, it, "not-run", detail))
+        emit(state["run_dir"], "verify", f"{Path(c['path']).name}: not run, static evidence: "
+             f"{after['text'][:300]}", t0=t0, iteration=it, agent=c["author"],
+             refs={"kernel": c["path"]}, correct=None, static=after, best_static=before)
+    return {"candidates": candidates, "evaluations": evaluations}
+
+
 def benchmark(state: CrewState, runtime: Runtime[RunContext]) -> dict:
     """Time each verified candidate against the current best; accept the fastest win."""
+    if state.get("compile_only"):
+        return {"since_improvement": state.get("since_improvement", 0) + 1}
     ctx = ctx_of(runtime)
     it = state["iteration"]
     tools = tools_for(state, ctx)

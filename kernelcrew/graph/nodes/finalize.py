@@ -29,7 +29,15 @@ def finalize(state: CrewState, runtime: Runtime[RunContext]) -> dict:
     best = state["best"]
     evals = list(state.get("evaluations", []))
     demotions: list[dict] = []
-    while True:
+    if state.get("compile_only"):
+        # no device: nothing was run or timed, and nothing is raced now
+        rows = [{"group": c.group, "case": c.label, "sizes": c.sizes, "status": "pending",
+                 "baseline_ms": None, "median_ms": None, "speedup": None,
+                 "max_abs_err": None} for c in tools.harness.cases]
+        final = {"speedup": None, "verdict": "not-run", "reason": "no device: nothing was run "
+                 f"or timed ({state['compile_only']}); candidates were compiled only",
+                 "band": None, "correct": None, "groups": {}, "rows": rows}
+    while not state.get("compile_only"):
         final = _final_race(state, tools, best)
         if final["correct"] or best["author"] == "baseline" or final.get("baseline_failed"):
             break
@@ -61,14 +69,21 @@ def finalize(state: CrewState, runtime: Runtime[RunContext]) -> dict:
         "demoted": [e for e in evals if e["outcome"] == "demoted"],
         "table": final["rows"], "group_speedups": final["groups"], "noise_band": final["band"],
         "tokens": _tokens(run_dir),
+        "ran": not state.get("compile_only"),
     }
     if state["baseline"].get("written"):
         result["baseline_written_by"] = "writer"
         result["vs_reference"] = _vs_reference(state["baseline"].get("reference_ms") or {},
                                                tools.harness.cases, final["rows"])
+    if state.get("compile_only"):
+        result["candidates"] = [
+            {"kind": e["kind"], "author": e["author"], "path": e["path"],
+             "outcome": e["outcome"], "detail": e["detail"]}
+            for e in evals]
     write_json_atomic(run_dir / "result.json", result)
-    emit(run_dir, "finalize", f"best {final['speedup']:.2f}x over the baseline "
-         f"({final['verdict']}); stop: {reason}", t0=t0, iteration=state["iteration"] - 1,
+    head = (f"best {final['speedup']:.2f}x over the baseline ({final['verdict']})"
+            if final["speedup"] is not None else f"not run: {final['reason']}")
+    emit(run_dir, "finalize", f"{head}; stop: {reason}", t0=t0, iteration=state["iteration"] - 1,
          refs={"result": str(run_dir / "result.json"), "best": best["path"]},
          best_speedup=final["speedup"])
     try:

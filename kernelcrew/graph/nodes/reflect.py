@@ -31,8 +31,8 @@ def reflect(state: CrewState, runtime: Runtime[RunContext]) -> dict:
     evidence = (prof.get("bottleneck") or {}).get("evidence", "")
     device = prof.get("metrics", {}).get("device", {}).get("reason", "") if prof else ""
     for e in [e for e in state.get("evaluations", []) if e["iteration"] == it]:
-        if e["outcome"] == "infra-error":
-            continue  # the cluster lost it: nothing was learnt about the kernel
+        if e["outcome"] in ("infra-error", "not-run"):
+            continue  # the cluster lost it, or nothing was run: no lesson about the kernel
         t0 = time.monotonic()
         ran_on = e.get("ran_on") or {}
         node = " ".join(x for x in (ran_on.get("host", ""), ran_on.get("node", "")[:16]) if x)
@@ -68,6 +68,9 @@ def stop_reason(state: CrewState, ctx: RunContext) -> str:
     done = state["iteration"] - 1
     if state.get("halts"):
         return f"an agent could not continue: {state['halts'][-1]}"
+    if state.get("compile_only"):
+        # nothing is accepted without a run: one round of proposals, compiled and described
+        return f"no device ({state['compile_only']}): candidates compiled, not run"
     last = [e for e in state.get("evaluations", []) if e["iteration"] == done]
     if done >= ctx.max_iters:
         return f"max iterations ({ctx.max_iters})"
