@@ -28,7 +28,7 @@ class RunContext:
     reps: int = field(default_factory=lambda: int(os.environ.get("KERNELCREW_REPS", "20")),
                       metadata={"description": "timed runs per case and kernel"})
     timeout_s: float = field(default=30.0, metadata={"description": "seconds per worker"})
-    roofline_done: float = field(default=0.8, metadata={
+    roofline_done: float = field(default=0.95, metadata={
         "description": "stop once the best kernel runs above this share of its roofline "
                        "(bandwidth or compute peak); above 1: never"})
     max_compile_tries: int = field(default=3, metadata={

@@ -109,7 +109,8 @@ def test_goals_say_not_measured_without_the_crew():
 
 
 def test_library_part_renders_its_table():
-    text = "\n".join(SECTIONS[-1].render({"library": [_row("a", 10.0, 8.0, 1.0, 1.0, 1.5, 0.6)]}))
+    library_part = next(s for s in SECTIONS if s.key == "library")
+    text = "\n".join(library_part.render({"library": [_row("a", 10.0, 8.0, 1.0, 1.0, 1.5, 0.6)]}))
     assert "## 6. The library side by side" in text and "| a | 10 | 8 | 1 | - | 1 | 1.5 |" in text
 
 
