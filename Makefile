@@ -5,13 +5,13 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DEMO_OP ?= add_gelu_muladd
 
-.PHONY: venv test test-slow test-all demo bench lint gpu-check clean
+.PHONY: venv test test-slow test-all test-ray demo bench lint gpu-check clean
 
 $(STAMP): pyproject.toml
 	@$(PY) -c 'import sys; assert sys.version_info >= (3, 11), "kernelcrew needs Python 3.11+"'
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[dev,ray]'
 	@touch $(STAMP)
 
 venv: $(STAMP)
@@ -22,6 +22,9 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
 
+test-ray: $(STAMP)
+	$(BIN)/python -m pytest -q -m ray
+
 test-all: $(STAMP)
 	$(BIN)/python -m pytest -q
 
@@ -29,7 +32,7 @@ demo: $(STAMP)
 	$(BIN)/kernelcrew optimize $(DEMO_OP) --backend cpu --agents heuristic --max-iters 4
 
 bench: $(STAMP)
-	$(BIN)/python -m kernelcrew.evals.bench --out docs/results.md
+	$(BIN)/python -m kernelcrew.evals.bench --out docs/results.md $(if $(OPS),--ops $(OPS))
 
 lint: $(STAMP)
 	$(BIN)/ruff check kernelcrew tests

@@ -19,7 +19,7 @@ from kernelcrew.agents.transforms import (
     unroll,
     vector_math,
 )
-from kernelcrew.agents.transforms.analysis import FunctionModel
+from kernelcrew.agents.transforms.affine import FunctionModel
 from kernelcrew.agents.transforms.common import in_small_path
 from kernelcrew.agents.transforms.cst import (
     Source,

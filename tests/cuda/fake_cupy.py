@@ -19,6 +19,9 @@ LAUNCHES: list[tuple[str, tuple, tuple, int]] = []
 # memsets and copies: (what, device pointer, bytes, kernel launches before it)
 TRANSFERS: list[tuple[str, int, int, int]] = []
 DEVICE_COUNT = 1
+# None: every event pair reads 0.125 ms; a number: the pair reads that many ms per launch
+# recorded between its two events (so repeated launches take proportionally longer)
+LAUNCH_MS: float | None = None
 
 
 _MEMORY: dict[int, np.ndarray] = {}  # fake device pointer -> the array behind it
@@ -138,8 +141,10 @@ class _Stream:
 
 
 class _Event:
+    at = 0
+
     def record(self, stream: object = None) -> None:
-        pass
+        self.at = len(LAUNCHES)
 
     def synchronize(self) -> None:
         pass
@@ -158,7 +163,7 @@ cuda = types.SimpleNamespace(
     Device=lambda i=0: types.SimpleNamespace(use=lambda: None),
     Stream=_Stream,
     Event=_Event,
-    get_elapsed_time=lambda a, b: 0.125,
+    get_elapsed_time=lambda a, b: 0.125 if LAUNCH_MS is None else LAUNCH_MS * (b.at - a.at),
     runtime=types.SimpleNamespace(getDeviceCount=_device_count,
                                   getDeviceProperties=lambda i: dict(PROPS),
                                   memsetAsync=_memset_async, memcpyAsync=_memcpy_async,

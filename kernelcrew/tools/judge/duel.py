@@ -347,10 +347,16 @@ def crosscheck(d: Duel, who: str) -> str:
     measured, as a rejection reason; "" when every case agrees."""
     other = "b" if who == "a" else "a"
     run, orun = (d.a, d.b) if who == "a" else (d.b, d.a)
+    def wall(r: KernelRun, key: str) -> list[float]:
+        # a timing of N back-to-back runs (CUDA, short plans) reports the time per run:
+        # the parent's clock saw all N
+        n = r.repeats.get(key, 1)
+        return [t * n for t in r.samples.get(key, [])]
+
     for key, batches in d.batches.get(who, {}).items():
         ob = d.batches.get(other, {}).get(key, [])
-        why = clock_disagreement(run.samples.get(key, []), batches,
-                                 main_overhead_ms(orun.samples.get(key, []), ob) if ob else None)
+        why = clock_disagreement(wall(run, key), batches,
+                                 main_overhead_ms(wall(orun, key), ob) if ob else None)
         if why:
             return f"timings disagree with the parent's clock in case {key}: {why}"
     return ""

@@ -63,6 +63,9 @@ class KernelRun:
     rows: list[CaseRow]
     samples: dict[str, list[float]] = field(default_factory=dict)  # case key -> ms
     out_dir: Path | None = None  # the worker's scratch, when the caller asked to keep it
+    # case key -> runs of the plan behind each timing (CUDA times a short plan N times
+    # back to back and reports ms per run; 1 on the CPU)
+    repeats: dict[str, int] = field(default_factory=dict)
 
     @property
     def correct(self) -> bool:
@@ -341,7 +344,7 @@ class Harness:
                     what += _load_error_hint(run.stderr, kf)
             reason = f"kernel {what}" + (f" in case {_case_label(job, where)}" if where else "")
         outcome = WorkerOutcome(ok=ok, reason=reason, seconds=run.seconds, sandbox=run.sandbox)
-        rows, samples = [], {}
+        rows, samples, repeats = [], {}, {}
         for c, jc in zip(self.cases, job["cases"], strict=True):
             ev = done.get(jc["id"])
             if ev is None:
@@ -356,11 +359,17 @@ class Harness:
                 row.median_ms = float(np.median(t))
                 row.p10_ms = float(np.percentile(t, 10))
                 row.p90_ms = float(np.percentile(t, 90))
+                # a CPU kernel runs inside the worker and could write this field: only the
+                # CUDA runtime times back-to-back runs, a CPU timing is always one run
+                if self.backend.name != "cpu":
+                    row.runs_per_timing = max(1, int(ev.get("runs_per_timing", 1)))
                 samples[case_key(c)] = list(map(float, t))
+                repeats[case_key(c)] = row.runs_per_timing
             rows.append(row)
         if not keep:
             shutil.rmtree(out_dir, ignore_errors=True)
-        return KernelRun(outcome, rows, samples, out_dir=out_dir if keep else None)
+        return KernelRun(outcome, rows, samples, out_dir=out_dir if keep else None,
+                         repeats=repeats)
 
     def _judge(self, c: Case, ev: dict) -> CaseRow:
         d = self.data(c)

@@ -223,9 +223,12 @@ class Case:
         for r, snap in sorted(self.snaps.items()):
             self.saved["timed"].append({"set": r % nsets, "run": r, "probe": self.probe_at.get(r),
                                         "files": self._save(f"t{r}", snap)})
+        # CUDA: runs of the plan per timing (a small plan is timed N times back to back)
+        repeats = [self.rt.repeats(st) for st in self.states] if hasattr(self.rt, "repeats") else []
         return {"event": "done", "case": self.cid, "times_ms": self.times,
                 "outputs": self.saved,
-                "input_checksums": [self.rt.input_checksums(st) for st in self.states]}
+                "input_checksums": [self.rt.input_checksums(st) for st in self.states],
+                "runs_per_timing": max(repeats, default=1)}
 
 
 class Link:
