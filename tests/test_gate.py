@@ -10,7 +10,7 @@ import random
 import pytest
 
 from kernelcrew.results import CaseRow
-from kernelcrew.tools.judge.duel import Batch, clock_disagreement
+from kernelcrew.tools.judge.duel import Batch, Other, clock_disagreement, pooled_disagreement
 from kernelcrew.tools.judge.gate import decide, load_outliers, measured_noise, median_ci_ranks
 
 
@@ -114,10 +114,46 @@ def test_report_that_hides_time_in_every_batch_is_caught():
     outside = [1.2] * 20
     cpu = [1.02] * 20  # the call really used a millisecond of CPU
     why = clock_disagreement(times, batches(outside, cpu))
-    assert why.startswith("in every batch the worker's main thread used more CPU time than "
-                          "its reported runs took")
+    assert why.startswith("the worker's main thread used more CPU time than its reported "
+                          "runs took")
     assert clock_disagreement(times[:4], batches(outside[:4], cpu[:4])) != ""  # 4 are enough
     assert clock_disagreement(times, batches(outside)) == ""  # no CPU times: not judged
+    # against the other kernel's worker (an honest copy: 1 ms calls, 0.05 ms around them)
+    other = Other([1.0] * 20, batches([1.2] * 20, [1.05] * 20))
+    why = clock_disagreement(times, batches(outside, cpu), other)
+    assert "beyond what the other kernel's worker needed" in why
+    assert clock_disagreement([1.0] * 20, batches(outside, [1.06] * 20), other) == ""
+
+
+def test_interpreter_overhead_that_differs_between_the_workers_is_not_a_forgery():
+    """Measured on the loaded 2-core machine (an honest kernel 2x slower than the baseline,
+    four rounds of one run; no confinement and stock alike): its main thread's CPU beyond
+    the reported run was 0.12-0.23 ms in every round, the baseline's 0.04-0.17 ms. Compared
+    with the other worker's least overhead plus 0.05 ms, this honest kernel was rejected;
+    round by round, the median difference is 0.03 ms."""
+    rep_a, rep_b = [0.345, 0.382, 0.224, 0.244], [0.009, 0.005, 0.031, 0.011]
+    exc_a, exc_b = [0.125, 0.229, 0.143, 0.124], [0.066, 0.038, 0.173, 0.120]
+    ours = batches([r + 0.3 for r in rep_a], [r + e for r, e in zip(rep_a, exc_a)])
+    theirs = Other(rep_b, batches([r + 0.3 for r in rep_b],
+                                  [r + e for r, e in zip(rep_b, exc_b)]))
+    assert clock_disagreement(rep_a, ours, theirs) == ""
+    assert pooled_disagreement([(rep_a, ours, theirs)]) == ""
+    # the same worker with its timer slowed to a third is caught in the same rounds
+    slowed = [r / 3 for r in rep_a]
+    assert "used more CPU time than its reported runs took" in clock_disagreement(
+        slowed, ours, theirs)
+
+
+def test_a_small_forgery_spread_over_every_case_is_caught_over_all_rounds():
+    """Times shortened by a fifth in every run of every case stay under the per-case
+    share, but not under the pooled one."""
+    other = Other([1.0] * 8, batches([1.3] * 8, [1.08] * 8))
+    shaved = [0.8] * 8  # 1 ms calls reported as 0.8 ms
+    ours = batches([1.3] * 8, [1.08] * 8)
+    assert clock_disagreement(shaved, ours, other) == ""  # 0.2 ms < 0.05 + 25% of 0.8
+    why = pooled_disagreement([(shaved, ours, other)] * 3)
+    assert "over all 24 batches" in why and "reported runs are shorter" in why
+    assert pooled_disagreement([([1.0] * 8, ours, other)] * 3) == ""
 
 
 def test_report_with_more_time_than_elapsed_or_other_run_counts_is_caught():
