@@ -13,7 +13,7 @@ from kernelcrew.tools.backends import peaks
 from kernelcrew.tools.backends.backend import Backend, get_backend
 from kernelcrew.tools.backends.cuda import probe_device
 from kernelcrew.tools.config import BenchSettings, Limits
-from kernelcrew.tools.judge.duel import Duel, crosscheck, duel
+from kernelcrew.tools.judge.duel import Duel, crosschecked_duel
 from kernelcrew.tools.judge.gate import GateDecision, decide, load_outliers, weighted_speedup
 from kernelcrew.tools.judge.harness import Harness, KernelRun, case_key
 from kernelcrew.tools.locks import bench_lock
@@ -128,15 +128,15 @@ def check(op: str | Path | OpSpec, kernel: str | Path | KernelFile, backend: str
             h.data(c)
         say(f"timing: {len(h.cases)} cases x {bench.reps} runs per kernel, in "
             f"{min(bench.rounds, bench.reps)} alternating rounds (candidate and baseline)")
-        with bench_lock():
-            d = duel(h, (comp, kf), (base_comp, base_kf), reps=bench.reps, rounds=bench.rounds)
+        with bench_lock():  # a report the parent's clock contradicts is timed once more
+            d, forged = crosschecked_duel(h, (comp, kf), (base_comp, base_kf), reps=bench.reps,
+                                          rounds=bench.rounds)
         # a worker that failed ended the duel: only its kernel is judged by it
         if d.failed != "b" and not d.a.correct:
             return rejected(d.a.first_failure(), comp, d.a.rows)
         if not d.b.correct:
             raise InputError(f"the op's own baseline fails: {d.b.first_failure()}",
                              path=base_kf.path)
-        forged = crosscheck(d, "a")
         if forged:
             return rejected(forged, comp, d.a.rows)
         rows, gate = judge_duel(h, d, bench.min_speedup)

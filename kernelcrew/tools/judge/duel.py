@@ -29,6 +29,7 @@ from pathlib import Path
 
 from kernelcrew.kernels.kernelfile import KernelFile
 from kernelcrew.results import CompileResult
+from kernelcrew.tools.judge.gate import median_ci_ranks
 from kernelcrew.tools.judge.harness import Harness, KernelRun, case_key
 from kernelcrew.tools.sandbox import SandboxRun
 
@@ -312,21 +313,26 @@ def clock_disagreement(times: list[float], batches: list[Batch],
 # interpreter's steps around them (reading the pipe, a copy of checked outputs): its
 # *excess*, CPU minus reported time. The other kernel's worker takes the same steps on
 # the same case, in the same round, on the same CPU: the two excesses are compared round
-# by round, and the median of those differences is judged (a round where one worker was
-# preempted inside a call, or where the machine stalled one of them, moves the median by
-# one rank, not by its size; a report forged in most runs moves every difference).
-# A case is rejected when that median is more than CPU_SLACK_MS + CASE_SHARE of the
-# case's reported batch time; the whole duel when, over all its cases' rounds, the
-# median difference beyond CPU_SLACK_MS is more than POOLED_SHARE of the reported time
-# (a small forgery spread over every case). Measured on a loaded 2-core machine, honest
-# medians stayed below 0.12 ms on 0.2-0.6 ms batches, a timer slowed to a third showed
-# 0.12-0.26 ms on 0.1 ms batches. Without the other kernel, the main thread may use
+# by round, and the median of those differences is judged by the lower end of its
+# rank-based 95% confidence interval (as the gate judges speedups): a round where one
+# worker was preempted inside a call, or where the machine stalled one of them, moves it
+# by one rank, not by its size; a report forged in most runs moves every difference.
+# A case is rejected when that bound is more than CPU_SLACK_MS + CASE_SHARE of the
+# case's reported batch time; the whole duel when, over all its cases' rounds of at
+# least POOLED_MIN_MS, the bound of the difference beyond CPU_SLACK_MS is more than
+# POOLED_SHARE of the reported time (a small forgery spread over every case). Measured
+# on a loaded 2-core machine, honest medians stayed below 0.12 ms on 0.2-0.6 ms batches,
+# a timer slowed to a third showed 0.12-0.26 ms on 0.1 ms batches. A disagreement is
+# confirmed by a second duel before the kernel is rejected (`crosschecked_duel`): a
+# machine that stalls an honest worker in most rounds twice running is unlikely, a
+# forged report disagrees every time. Without the other kernel, the main thread may use
 # OTHERLESS_SLACK_MS beyond its reported time. Another thread (a kernel's own, or
 # OpenMP's, which spin a while after their parallel region) gets THREAD_SLACK_MS, in
 # every batch.
 CPU_SLACK_MS = 0.05
 CASE_SHARE = 0.25
 POOLED_SHARE = 0.10
+POOLED_MIN_MS = 0.5  # batches shorter than this are judged by the absolute slack only
 OTHERLESS_SLACK_MS = 0.3
 THREAD_SLACK_MS = 2.0
 
@@ -335,6 +341,12 @@ def _median(vals: list[float]) -> float:
     v = sorted(vals)
     n = len(v)
     return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+def _median_low(vals: list[float]) -> float:
+    """The lower end of the rank-based >= 95% confidence interval of the median (the
+    least value with fewer than 6 values)."""
+    return sorted(vals)[median_ci_ranks(len(vals))[0] - 1]
 
 
 def _reported(times: list[float], b: Batch) -> float:
@@ -365,15 +377,15 @@ def cpu_disagreement(times: list[float], batches: list[Batch],
         other = None
     diffs = excess_diffs(times, batches, other)
     if diffs:
-        med = _median([d for d, _ in diffs])
+        low = _median_low([d for d, _ in diffs])
         rep = _median([r for _, r in diffs])
-        if med > CPU_SLACK_MS + CASE_SHARE * rep:
+        if low > CPU_SLACK_MS + CASE_SHARE * rep:
             beyond = "beyond what the other kernel's worker needed around its runs" \
                 if other is not None else f"beyond {OTHERLESS_SLACK_MS} ms"
             return (f"the worker's main thread used more CPU time than its reported runs "
-                    f"took: {med:.3g} ms per batch (the median over {len(diffs)} rounds) "
-                    f"{beyond}, on {rep:.3g} ms reported: its reported runs are shorter "
-                    "than they took")
+                    f"took: at least {low:.3g} ms per batch (the median over {len(diffs)} "
+                    f"rounds, lower 95% bound) {beyond}, on {rep:.3g} ms reported: its "
+                    "reported runs are shorter than they took")
     # any thread: the least excess over the batches (checked runs copy outputs in a few)
     theirs = [b.cpu_main_ms - _reported(other.times, b) for b in other.batches] \
         if other is not None else []
@@ -396,12 +408,14 @@ def pooled_disagreement(cases: list[tuple[list[float], list[Batch], Other | None
     for times, batches, other in cases:
         if other is None or any(b.cpu_main_ms is None for b in batches):
             continue  # only judged against the other kernel's worker
-        rel += [(d - CPU_SLACK_MS) / r for d, r in excess_diffs(times, batches, other) if r > 0]
-    if len(rel) >= 5 and _median(rel) > POOLED_SHARE:
-        return (f"over all {len(rel)} batches, the worker's main thread used more CPU time "
-                f"than its reported runs took: the median batch by {_median(rel):.0%} of its "
-                "reported time beyond what the other kernel's worker needed: its reported "
-                "runs are shorter than they took")
+        rel += [(d - CPU_SLACK_MS) / r for d, r in excess_diffs(times, batches, other)
+                if r >= POOLED_MIN_MS]
+    if len(rel) >= 5 and _median_low(rel) > POOLED_SHARE:
+        return (f"over all {len(rel)} batches of {POOLED_MIN_MS} ms or more, the worker's "
+                f"main thread used more CPU time than its reported runs took: the median "
+                f"batch by at least {_median_low(rel):.0%} of its reported time (lower 95% "
+                "bound) beyond what the other kernel's worker needed: its reported runs are "
+                "shorter than they took")
     return ""
 
 
@@ -427,3 +441,26 @@ def crosscheck(d: Duel, who: str) -> str:
         cases.append((wall(run, key), batches, theirs))
     why = pooled_disagreement(cases)
     return f"timings disagree with the parent's clock: {why}" if why else ""
+
+
+def crosschecked_duel(h: Harness, a: tuple[CompileResult, KernelFile],
+                      b: tuple[CompileResult, KernelFile], *, reps: int | None = None,
+                      rounds: int | None = None) -> tuple[Duel, str]:
+    """A duel whose challenger `a` is held to the parent's clock: when its report
+    disagrees, the duel is run once more, and the kernel is judged by the second one
+    (the reason names both when it disagrees again). Returns the duel the caller judges
+    and the rejection reason ("" when the clock agrees). A duel in which a kernel failed
+    is returned as it is: its failure is the verdict."""
+    d = duel(h, a, b, reps=reps, rounds=rounds)
+    if d.failed or not d.a.correct or not d.b.correct:
+        return d, ""
+    first = crosscheck(d, "a")
+    if not first:
+        return d, ""
+    d = duel(h, a, b, reps=reps, rounds=rounds)
+    if d.failed or not d.a.correct or not d.b.correct:
+        return d, ""
+    again = crosscheck(d, "a")
+    where = first.split(":", 1)[0].replace("timings disagree with the parent's clock", "").strip()
+    return d, (f"{again}; the first of two duels disagreed too{' ' + where if where else ''}"
+               if again else "")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from kernelcrew.kernels.kernelfile import KernelFile
 from kernelcrew.results import CaseRow, CompileResult
 from kernelcrew.tools.judge.check import judge_duel
-from kernelcrew.tools.judge.duel import crosscheck, duel
+from kernelcrew.tools.judge.duel import crosschecked_duel
 from kernelcrew.tools.judge.gate import GateDecision
 from kernelcrew.tools.judge.harness import Harness, KernelRun
 from kernelcrew.tools.locks import bench_lock
@@ -45,14 +45,14 @@ def race(h: Harness, challenger: tuple[CompileResult, KernelFile],
     A challenger that fails (a wrong timed output, a crash, a timeout) or whose reported
     times the parent's clock contradicts is `rejected`; an incumbent that fails a
     re-check raises RuntimeError."""
-    with bench_lock():
-        d = duel(h, challenger, incumbent, reps=h.bench.reps, rounds=rounds or h.bench.rounds)
+    with bench_lock():  # a report the parent's clock contradicts is timed once more
+        d, forged = crosschecked_duel(h, challenger, incumbent, reps=h.bench.reps,
+                                      rounds=rounds or h.bench.rounds)
     if d.failed != "b" and not d.a.correct:  # timed outputs are checked again
         why = d.a.first_failure()
         return Race(d.a.rows, GateDecision("rejected", 0.0, 0.0, {}, why), d.a, d.a, failure=why)
     if not d.b.correct:
         raise IncumbentFailed(d.b.first_failure())
-    forged = crosscheck(d, "a")
     if forged:
         return Race(d.a.rows, GateDecision("rejected", 0.0, 0.0, {}, forged), d.a, d.a,
                     failure=forged)
