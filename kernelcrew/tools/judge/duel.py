@@ -47,6 +47,9 @@ class Batch:
     # the most any one thread used
     cpu_main_ms: float | None = None
     cpu_max_ms: float | None = None
+    # the main thread's wait on a run queue in that window (runnable, not running: the
+    # second schedstat field), the part of its wall time a busy machine took from it
+    wait_main_ms: float | None = None
 
 
 @dataclass
@@ -145,15 +148,17 @@ class _Worker:
                     self.pid = int(d.name)
                     return
 
-    def cpu_ns(self) -> dict[int, int] | None:
-        """CPU time so far of each of the worker's threads (ns), from schedstat."""
+    def cpu_ns(self) -> dict[int, tuple[int, int]] | None:
+        """CPU time and run-queue wait so far of each of the worker's threads (ns), from
+        schedstat."""
         if self.pid is None:
             return None
         out = {}
         try:
             for t in Path(f"/proc/{self.pid}/task").iterdir():
                 try:
-                    out[int(t.name)] = int((t / "schedstat").read_text().split()[0])
+                    f = (t / "schedstat").read_text().split()
+                    out[int(t.name)] = (int(f[0]), int(f[1]))
                 except (OSError, ValueError, IndexError):
                     continue
         except OSError:
@@ -240,13 +245,15 @@ def duel(h: Harness, a: tuple[CompileResult, KernelFile], b: tuple[CompileResult
                     w.expect("done", cid, timeout_s=step)
                     t1 = time.perf_counter_ns()
                     c1 = w.cpu_ns()
-                    main = mx = None
+                    main = mx = wait = None
                     if c0 is not None and c1 is not None:
-                        deltas = {t: v - c0.get(t, 0) for t, v in c1.items()}
+                        deltas = {t: v[0] - c0.get(t, (0, 0))[0] for t, v in c1.items()}
                         main = deltas.get(w.pid, 0) / 1e6
                         mx = max(deltas.values()) / 1e6
+                        if w.pid in c0 and w.pid in c1:
+                            wait = (c1[w.pid][1] - c0[w.pid][1]) / 1e6
                     batches[who].setdefault(key, []).append(
-                        Batch(r, start, per_round[r], (t1 - t0) / 1e6, main, mx))
+                        Batch(r, start, per_round[r], (t1 - t0) / 1e6, main, mx, wait))
                 t_all1, i_all1 = _busy_sample()
                 busy_acc[r][0] += t_all1 - t_all0
                 busy_acc[r][1] += i_all1 - i_all0
@@ -310,10 +317,12 @@ def clock_disagreement(times: list[float], batches: list[Batch],
 # CPU time cannot be forged from inside the process and does not grow while a thread
 # waits (a busy machine preempting the worker adds wall time, not CPU time). The main
 # thread of an honest worker uses, in a batch, the CPU its calls took plus the
-# interpreter's steps around them (reading the pipe, a copy of checked outputs): its
-# *excess*, CPU minus reported time. The other kernel's worker takes the same steps on
-# the same case, in the same round, on the same CPU: the two excesses are compared round
-# by round, and the median of those differences is judged by the lower end of its
+# interpreter's steps around them (reading the pipe, poisoning the next run's outputs, a
+# copy of checked outputs): its *excess*, CPU minus reported time. The other kernel's
+# worker takes the same steps on the same case, in the same round, on the same CPU; what
+# it needed around its runs is bounded from above by `other_overhead` (its run-queue
+# wait taken out of its reported times). The judged kernel's excess is compared with that
+# round by round, and the median of those differences is judged by the lower end of its
 # rank-based 95% confidence interval (as the gate judges speedups): a round where one
 # worker was preempted inside a call, or where the machine stalled one of them, moves it
 # by one rank, not by its size; a report forged in most runs moves every difference.
@@ -353,6 +362,17 @@ def _reported(times: list[float], b: Batch) -> float:
     return float(sum(times[b.start: b.start + b.n]))
 
 
+def other_overhead(times: list[float], b: Batch) -> float:
+    """What the other kernel's worker may have needed around its runs in batch b, at most:
+    its main thread's CPU beyond the CPU its calls can have used. A call's CPU is at most
+    its reported (wall) time less the time the thread waited on a run queue (a busy
+    machine preempting a long call stretches its wall time, not its CPU time); never
+    negative. Only the other kernel's own wait is used: the judged kernel could make its
+    worker wait on purpose."""
+    calls = _reported(times, b) - (b.wait_main_ms or 0.0)
+    return max(0.0, b.cpu_main_ms - max(calls, 0.0)) if b.cpu_main_ms is not None else 0.0
+
+
 def excess_diffs(times: list[float], batches: list[Batch], other: Other | None
                  ) -> list[tuple[float, float]]:
     """Per round: (the main thread's excess minus the other worker's in the same round
@@ -360,7 +380,7 @@ def excess_diffs(times: list[float], batches: list[Batch], other: Other | None
     if other is None:
         return [(b.cpu_main_ms - _reported(times, b) - OTHERLESS_SLACK_MS,
                  _reported(times, b)) for b in batches if b.cpu_main_ms is not None]
-    theirs = {b.round: b.cpu_main_ms - _reported(other.times, b) for b in other.batches
+    theirs = {b.round: other_overhead(other.times, b) for b in other.batches
               if b.cpu_main_ms is not None}
     return [(b.cpu_main_ms - _reported(times, b) - theirs[b.round], _reported(times, b))
             for b in batches if b.cpu_main_ms is not None and b.round in theirs]
@@ -387,10 +407,9 @@ def cpu_disagreement(times: list[float], batches: list[Batch],
                     f"rounds, lower 95% bound) {beyond}, on {rep:.3g} ms reported: its "
                     "reported runs are shorter than they took")
     # any thread: the least excess over the batches (checked runs copy outputs in a few)
-    theirs = [b.cpu_main_ms - _reported(other.times, b) for b in other.batches] \
+    theirs = [other_overhead(other.times, b) for b in other.batches] \
         if other is not None else []
-    slack = THREAD_SLACK_MS + (max(min(theirs), 0.0) + CPU_SLACK_MS if theirs
-                               else OTHERLESS_SLACK_MS)
+    slack = THREAD_SLACK_MS + (min(theirs) + CPU_SLACK_MS if theirs else OTHERLESS_SLACK_MS)
     least = min((b.cpu_max_ms - _reported(times, b), b.cpu_max_ms, _reported(times, b))
                 for b in batches)
     if least[0] > slack:
