@@ -121,7 +121,7 @@ def test_report_that_hides_time_in_every_batch_is_caught():
     # against the other kernel's worker (an honest copy: 1 ms calls, 0.05 ms around them)
     other = Other([1.0] * 20, batches([1.2] * 20, [1.05] * 20))
     why = clock_disagreement(times, batches(outside, cpu), other)
-    assert "beyond what the other kernel's worker needed" in why
+    assert "the other kernel's worker needed around a run" in why
     assert clock_disagreement([1.0] * 20, batches(outside, [1.06] * 20), other) == ""
 
 
@@ -152,7 +152,7 @@ def test_a_small_forgery_spread_over_every_case_is_caught_over_all_rounds():
     ours = batches([1.3] * 8, [1.08] * 8)
     assert clock_disagreement(shaved, ours, other) == ""  # 0.2 ms < 0.05 + 25% of 0.8
     why = pooled_disagreement([(shaved, ours, other)] * 3)
-    assert "over all 24 batches" in why and "reported runs are shorter" in why
+    assert "over all 24 runs" in why and "reported runs are shorter" in why
     assert pooled_disagreement([([1.0] * 8, ours, other)] * 3) == ""
 
 

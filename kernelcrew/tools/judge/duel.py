@@ -50,6 +50,10 @@ class Batch:
     # the main thread's wait on a run queue in that window (runnable, not running: the
     # second schedstat field), the part of its wall time a busy machine took from it
     wait_main_ms: float | None = None
+    # each run of the batch is started and ended by the parent on its own (the next
+    # run's preparation happens between two windows): per run, the parent's clock, the
+    # main thread's CPU and the most CPU of any one thread, in ms (empty: one window)
+    windows: list[tuple[float, float | None, float | None]] = field(default_factory=list)
 
 
 @dataclass
@@ -190,6 +194,42 @@ class _Worker:
                 pass
 
 
+def _timed_batch(w: _Worker, cid: str, r: int, start: int, n: int, warm: int,
+                 cpu: int | None, step: float) -> Batch:
+    """Round r's batch of n timed runs of one kernel, one run per window: the worker sets
+    each run up (poisoned outputs, a probe, the flush when cold), says `warm`, and the
+    parent's clock and CPU readings cover only the call and the worker's reply."""
+    windows: list[tuple[float, float | None, float | None]] = []
+    per_thread: dict[int, int] = {}
+    wait: float | None = 0.0
+    for j in range(n):
+        w.send("go", cid, 1, warm if j == 0 else 0, *([cpu] if cpu is not None else []))
+        w.expect("warm", cid, timeout_s=step)
+        c0 = w.cpu_ns()
+        t0 = time.perf_counter_ns()
+        w.send("time")
+        w.expect("done", cid, timeout_s=step)
+        t1 = time.perf_counter_ns()
+        c1 = w.cpu_ns()
+        main = mx = None
+        if c0 is not None and c1 is not None:
+            deltas = {t: v[0] - c0.get(t, (0, 0))[0] for t, v in c1.items()}
+            for t, v in deltas.items():
+                per_thread[t] = per_thread.get(t, 0) + v
+            main = deltas.get(w.pid, 0) / 1e6
+            mx = max(deltas.values()) / 1e6
+            if wait is not None and w.pid in c0 and w.pid in c1:
+                wait += (c1[w.pid][1] - c0[w.pid][1]) / 1e6
+        else:
+            wait = None
+        windows.append(((t1 - t0) / 1e6, main, mx))
+    known = all(m is not None for _, m, _ in windows)
+    return Batch(r, start, n, sum(o for o, _, _ in windows),
+                 sum(m for _, m, _ in windows if m is not None) if known else None,
+                 max(per_thread.values()) / 1e6 if known and per_thread else None,
+                 wait if known else None, windows)
+
+
 def _busy_sample() -> tuple[int, int]:
     try:
         vals = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
@@ -235,25 +275,9 @@ def duel(h: Harness, a: tuple[CompileResult, KernelFile], b: tuple[CompileResult
                 order = ("a", "b") if (r + ci) % 2 == 0 else ("b", "a")
                 t_all0, i_all0 = _busy_sample()
                 for who in order:
-                    w = ws[who]
-                    w.send("go", cid, per_round[r], warm,
-                           *([cpus[(r // 2 + ci) % len(cpus)]] if cpus else []))
-                    w.expect("warm", cid, timeout_s=step)
-                    c0 = w.cpu_ns()
-                    t0 = time.perf_counter_ns()
-                    w.send("time")
-                    w.expect("done", cid, timeout_s=step)
-                    t1 = time.perf_counter_ns()
-                    c1 = w.cpu_ns()
-                    main = mx = wait = None
-                    if c0 is not None and c1 is not None:
-                        deltas = {t: v[0] - c0.get(t, (0, 0))[0] for t, v in c1.items()}
-                        main = deltas.get(w.pid, 0) / 1e6
-                        mx = max(deltas.values()) / 1e6
-                        if w.pid in c0 and w.pid in c1:
-                            wait = (c1[w.pid][1] - c0[w.pid][1]) / 1e6
                     batches[who].setdefault(key, []).append(
-                        Batch(r, start, per_round[r], (t1 - t0) / 1e6, main, mx, wait))
+                        _timed_batch(ws[who], cid, r, start, per_round[r], warm,
+                                     cpus[(r // 2 + ci) % len(cpus)] if cpus else None, step))
                 t_all1, i_all1 = _busy_sample()
                 busy_acc[r][0] += t_all1 - t_all0
                 busy_acc[r][1] += i_all1 - i_all0
@@ -315,33 +339,30 @@ def clock_disagreement(times: list[float], batches: list[Batch],
 
 
 # CPU time cannot be forged from inside the process and does not grow while a thread
-# waits (a busy machine preempting the worker adds wall time, not CPU time). The main
-# thread of an honest worker uses, in a batch, the CPU its calls took plus the
-# interpreter's steps around them (reading the pipe, poisoning the next run's outputs, a
-# copy of checked outputs): its *excess*, CPU minus reported time. The other kernel's
-# worker takes the same steps on the same case, in the same round, on the same CPU; what
-# it needed around its runs is bounded from above by `other_overhead` (its run-queue
-# wait taken out of its reported times). The judged kernel's excess is compared with that
-# round by round, and the median of those differences is judged by the lower end of its
-# rank-based 95% confidence interval (as the gate judges speedups): a round where one
-# worker was preempted inside a call, or where the machine stalled one of them, moves it
-# by one rank, not by its size; a report forged in most runs moves every difference.
-# A case is rejected when that bound is more than CPU_SLACK_MS + CASE_SHARE of the
-# case's reported batch time; the whole duel when, over all its cases' rounds of at
-# least POOLED_MIN_MS, the bound of the difference beyond CPU_SLACK_MS is more than
-# POOLED_SHARE of the reported time (a small forgery spread over every case). Measured
-# on a loaded 2-core machine, honest medians stayed below 0.12 ms on 0.2-0.6 ms batches,
-# a timer slowed to a third showed 0.12-0.26 ms on 0.1 ms batches. A disagreement is
-# confirmed by a second duel before the kernel is rejected (`crosschecked_duel`): a
-# machine that stalls an honest worker in most rounds twice running is unlikely, a
-# forged report disagrees every time. Without the other kernel, the main thread may use
-# OTHERLESS_SLACK_MS beyond its reported time. Another thread (a kernel's own, or
-# OpenMP's, which spin a while after their parallel region) gets THREAD_SLACK_MS, in
-# every batch.
+# waits (a busy machine preempting the worker adds wall time, not CPU time). Every timed
+# run has its own window (`_timed_batch`): the main thread of an honest worker uses, in
+# it, the CPU its call took plus the interpreter's steps around it (reading the pipe, a
+# copy of checked outputs, the reply): its *excess*, CPU minus reported time. The other
+# kernel's worker takes the same steps on the same case: its median excess over the
+# case's windows (at least 0: a call preempted on a busy machine reports more than it
+# used) is what a worker needs around a run. The judged kernel's excess beyond that is
+# taken per window, and the median is judged by the lower end of its rank-based 95%
+# confidence interval (as the gate judges speedups): a window in which the machine
+# stalled the worker moves it by one rank, not by its size; a report forged in most runs
+# moves every one. A case is rejected when that bound is more than CPU_SLACK_MS +
+# CASE_SHARE of the case's median reported run; the whole duel when, over all its cases'
+# runs of at least POOLED_MIN_MS, the bound of the excess beyond CPU_SLACK_MS is more
+# than POOLED_SHARE of the reported time (a small forgery spread over every case). A
+# disagreement is confirmed by a second duel before the kernel is rejected
+# (`crosschecked_duel`): a machine that stalls an honest worker in most runs twice
+# running is unlikely, a forged report disagrees every time. Without the other kernel,
+# the main thread may use OTHERLESS_SLACK_MS beyond its reported run. Another thread (a
+# kernel's own, or OpenMP's, which spin a while after their parallel region) gets
+# THREAD_SLACK_MS beyond, in every run.
 CPU_SLACK_MS = 0.05
 CASE_SHARE = 0.25
 POOLED_SHARE = 0.10
-POOLED_MIN_MS = 0.5  # batches shorter than this are judged by the absolute slack only
+POOLED_MIN_MS = 0.25  # runs shorter than this are judged by the absolute slack only
 OTHERLESS_SLACK_MS = 0.3
 THREAD_SLACK_MS = 2.0
 
@@ -362,28 +383,35 @@ def _reported(times: list[float], b: Batch) -> float:
     return float(sum(times[b.start: b.start + b.n]))
 
 
-def other_overhead(times: list[float], b: Batch) -> float:
-    """What the other kernel's worker may have needed around its runs in batch b, at most:
-    its main thread's CPU beyond the CPU its calls can have used. A call's CPU is at most
-    its reported (wall) time less the time the thread waited on a run queue (a busy
-    machine preempting a long call stretches its wall time, not its CPU time); never
-    negative. Only the other kernel's own wait is used: the judged kernel could make its
-    worker wait on purpose."""
-    calls = _reported(times, b) - (b.wait_main_ms or 0.0)
-    return max(0.0, b.cpu_main_ms - max(calls, 0.0)) if b.cpu_main_ms is not None else 0.0
+def runs(times: list[float], batches: list[Batch]
+         ) -> list[tuple[float, float | None, float | None]]:
+    """Per window: (reported ms, the main thread's CPU ms, the most CPU ms of a thread).
+    A batch without per-run windows is one window."""
+    out = []
+    for b in batches:
+        if len(b.windows) == b.n:
+            out += [(float(times[b.start + k]), m, x) for k, (_, m, x) in enumerate(b.windows)]
+        else:
+            out.append((_reported(times, b), b.cpu_main_ms, b.cpu_max_ms))
+    return out
 
 
-def excess_diffs(times: list[float], batches: list[Batch], other: Other | None
-                 ) -> list[tuple[float, float]]:
-    """Per round: (the main thread's excess minus the other worker's in the same round
-    (minus OTHERLESS_SLACK_MS without one), this batch's reported time)."""
-    if other is None:
-        return [(b.cpu_main_ms - _reported(times, b) - OTHERLESS_SLACK_MS,
-                 _reported(times, b)) for b in batches if b.cpu_main_ms is not None]
-    theirs = {b.round: other_overhead(other.times, b) for b in other.batches
-              if b.cpu_main_ms is not None}
-    return [(b.cpu_main_ms - _reported(times, b) - theirs[b.round], _reported(times, b))
-            for b in batches if b.cpu_main_ms is not None and b.round in theirs]
+def needed_around(other: Other | None) -> float | None:
+    """What the other kernel's worker needed around a run: its median excess, >= 0
+    (None without the other kernel or its CPU readings)."""
+    if other is None or len(other.times) != sum(b.n for b in other.batches):
+        return None
+    ex = [m - r for r, m, _ in runs(other.times, other.batches) if m is not None]
+    return max(0.0, _median(ex)) if ex else None
+
+
+def excess_beyond(times: list[float], batches: list[Batch], other: Other | None
+                  ) -> list[tuple[float, float]]:
+    """Per run: (the main thread's excess beyond what the other worker needed around a
+    run (beyond OTHERLESS_SLACK_MS without it), the reported time)."""
+    around = needed_around(other)
+    allow = OTHERLESS_SLACK_MS if around is None else around
+    return [(m - r - allow, r) for r, m, _ in runs(times, batches) if m is not None]
 
 
 def cpu_disagreement(times: list[float], batches: list[Batch],
@@ -392,47 +420,42 @@ def cpu_disagreement(times: list[float], batches: list[Batch],
     times of one case (see above), or ""."""
     if not batches or any(b.cpu_max_ms is None or b.cpu_main_ms is None for b in batches):
         return ""
-    if other is not None and (len(other.times) != sum(b.n for b in other.batches)
-                              or any(b.cpu_main_ms is None for b in other.batches)):
-        other = None
-    diffs = excess_diffs(times, batches, other)
+    around = needed_around(other)
+    diffs = excess_beyond(times, batches, other)
     if diffs:
         low = _median_low([d for d, _ in diffs])
         rep = _median([r for _, r in diffs])
         if low > CPU_SLACK_MS + CASE_SHARE * rep:
-            beyond = "beyond what the other kernel's worker needed around its runs" \
-                if other is not None else f"beyond {OTHERLESS_SLACK_MS} ms"
+            beyond = (f"beyond the {around:.3g} ms the other kernel's worker needed around "
+                      "a run") if around is not None else f"beyond {OTHERLESS_SLACK_MS} ms"
             return (f"the worker's main thread used more CPU time than its reported runs "
-                    f"took: at least {low:.3g} ms per batch (the median over {len(diffs)} "
-                    f"rounds, lower 95% bound) {beyond}, on {rep:.3g} ms reported: its "
+                    f"took: at least {low:.3g} ms per run (the median over {len(diffs)} "
+                    f"runs, lower 95% bound) {beyond}, on {rep:.3g} ms reported: its "
                     "reported runs are shorter than they took")
-    # any thread: the least excess over the batches (checked runs copy outputs in a few)
-    theirs = [other_overhead(other.times, b) for b in other.batches] \
-        if other is not None else []
-    slack = THREAD_SLACK_MS + (min(theirs) + CPU_SLACK_MS if theirs else OTHERLESS_SLACK_MS)
-    least = min((b.cpu_max_ms - _reported(times, b), b.cpu_max_ms, _reported(times, b))
-                for b in batches)
+    slack = THREAD_SLACK_MS + (around + CPU_SLACK_MS if around is not None
+                               else OTHERLESS_SLACK_MS)
+    least = min((x - r, x, r) for r, _, x in runs(times, batches) if x is not None)
     if least[0] > slack:
-        return (f"in every batch a thread of the worker used more CPU time than its "
-                f"reported runs took (at best {least[1]:.4g} ms of CPU for {least[2]:.4g} ms "
+        return (f"in every run a thread of the worker used more CPU time than the run's "
+                f"reported time (at best {least[1]:.4g} ms of CPU for {least[2]:.4g} ms "
                 "reported): its reported runs are shorter than they took")
     return ""
 
 
 def pooled_disagreement(cases: list[tuple[list[float], list[Batch], Other | None]]) -> str:
-    """Over every case of the duel: the median, over all rounds, of the excess difference
-    (against the other kernel's worker) beyond CPU_SLACK_MS, relative to the reported
-    time; a reason when it is more than POOLED_SHARE, else ""."""
+    """Over every case of the duel: the median, over all runs, of the excess (beyond what
+    the other kernel's worker needed) beyond CPU_SLACK_MS, relative to the reported
+    time; a reason when its lower bound is more than POOLED_SHARE, else ""."""
     rel = []
     for times, batches, other in cases:
-        if other is None or any(b.cpu_main_ms is None for b in batches):
+        if needed_around(other) is None or any(b.cpu_main_ms is None for b in batches):
             continue  # only judged against the other kernel's worker
-        rel += [(d - CPU_SLACK_MS) / r for d, r in excess_diffs(times, batches, other)
+        rel += [(d - CPU_SLACK_MS) / r for d, r in excess_beyond(times, batches, other)
                 if r >= POOLED_MIN_MS]
     if len(rel) >= 5 and _median_low(rel) > POOLED_SHARE:
-        return (f"over all {len(rel)} batches of {POOLED_MIN_MS} ms or more, the worker's "
+        return (f"over all {len(rel)} runs of {POOLED_MIN_MS} ms or more, the worker's "
                 f"main thread used more CPU time than its reported runs took: the median "
-                f"batch by at least {_median_low(rel):.0%} of its reported time (lower 95% "
+                f"run by at least {_median_low(rel):.0%} of its reported time (lower 95% "
                 "bound) beyond what the other kernel's worker needed: its reported runs are "
                 "shorter than they took")
     return ""
