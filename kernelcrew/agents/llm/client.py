@@ -346,15 +346,14 @@ class LLMClient:
             self.last_error = f"{step}: unusable answer after one repair: {error}"
         return parsed
 
-    def fits(self, messages: list[BaseMessage], schema: type[BaseModel] | None = None,
-             method: Method | None = None) -> tuple[int, int | None, int]:
-        """(prompt tokens, context or None, output reserve) for these messages as sent."""
+    def check_fit(self, messages: list[BaseMessage], schema: type[BaseModel], step: str
+                  ) -> dict[str, Any]:
+        """The prompt's size against the context, as it would be sent now; raises
+        `PromptTooLarge` (nothing is sent) when it cannot fit."""
         self._prepare()
-        msgs = self._shape(messages, schema, method or self._method_chain()[0]) \
-            if schema is not None else self._shape(messages, None, "json_schema")
-        text = "\n".join(str(m.content) for m in msgs)
-        n, _ = self.endpoint.count(text, len(msgs))
-        return n, self.endpoint.context, self._reserve()
+        if self.recording is not None and self.settings.replay_missing == "stop":
+            return {}
+        return self._check_fit(self._shape(messages, schema, self._method_chain()[0]), step)
 
     # -- the endpoint ---------------------------------------------------------------------
     def _prepare(self) -> None:

@@ -22,6 +22,7 @@ from kernelcrew.graph.nodes.observe import fold_history
 from kernelcrew.graph.services import tools_for
 from kernelcrew.graph.state import CrewState, SpecialistInput
 from kernelcrew.kernels.kernelfile import text_digest
+from kernelcrew.kernels.signature import entry_params
 from kernelcrew.results import ProfileResult
 from kernelcrew.trace import emit
 
@@ -39,7 +40,8 @@ def agent_context(state: CrewState, ctx: RunContext) -> AgentContext:
         kernel=best_text, kernel_is_baseline=state["best"]["author"] == "baseline",
         profile=ProfileResult.model_validate(state["profile"]) if state.get("profile") else None,
         recent=recent, tried=tried, reflections=state.get("reflections", []),
-        change_stats=state.get("change_stats", {}), iteration=state["iteration"])
+        change_stats=state.get("change_stats", {}), iteration=state["iteration"],
+        entry_params=entry_params(spec) if state["backend"] != "cuda" else [])
 
 
 def fan_out(state: CrewState, runtime: Runtime[RunContext]) -> list[Send]:
