@@ -21,6 +21,12 @@ class RunContext:
     patience: int = field(default=3, metadata={
         "description": "stop after this many iterations without an accepted improvement"})
     wall_budget_s: float = field(default=1800.0, metadata={"description": "wall-clock budget"})
+    token_budget: int | None = field(default=None, metadata={
+        "description": "stop after the iteration in which the agents' LLM calls used this many "
+                       "tokens in all (--token-budget)"})
+    cost_budget: float | None = field(default=None, metadata={
+        "description": "stop after the iteration in which the LLM calls cost this many dollars, "
+                       "at the price settings (--cost-budget, --price-in/--price-out)"})
     candidates_per_iter: int = field(default=3, metadata={
         "description": "how many candidates the coordinator may send to evaluation at once"})
     min_speedup: float = field(default=0.10, metadata={

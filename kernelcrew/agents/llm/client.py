@@ -57,7 +57,7 @@ from kernelcrew.agents.llm.endpoint import (
     probe,
 )
 from kernelcrew.agents.llm.prompts import render
-from kernelcrew.agents.llm.replay import Recording, ReplayMiss, prompt_text
+from kernelcrew.agents.llm.replay import Recording, prompt_text
 from kernelcrew.agents.llm.settings import METHODS, LLMSettings, Method
 from kernelcrew.errors import AgentUnavailable
 

@@ -46,17 +46,17 @@ TEMPLATE_TOKENS_PER_MESSAGE = 8  # role markers and separators the chat template
 # context length is 4096 tokens" (OpenAI, vLLM), "the request exceeds the available context
 # size (2048 tokens)" / "n_ctx: 2048" (llama.cpp)
 _CTX_PATTERNS = (
-    re.compile(r"context window of (\d+)", re.I),
-    re.compile(r"maximum context length is (\d+)", re.I),
-    re.compile(r"context size \((\d+) tokens\)", re.I),
-    re.compile(r"n_ctx(?:_slot)?\s*[:=]\s*(\d+)", re.I),
-    re.compile(r"context length (?:of|is) (\d+)", re.I),
+    re.compile(r"context window of (\d+)", re.IGNORECASE),
+    re.compile(r"maximum context length is (\d+)", re.IGNORECASE),
+    re.compile(r"context size \((\d+) tokens\)", re.IGNORECASE),
+    re.compile(r"n_ctx(?:_slot)?\s*[:=]\s*(\d+)", re.IGNORECASE),
+    re.compile(r"context length (?:of|is) (\d+)", re.IGNORECASE),
 )
 _PROMPT_PATTERNS = (
-    re.compile(r"requested tokens \((\d+)\)", re.I),
-    re.compile(r"(\d+) tokens? in the messages", re.I),
-    re.compile(r"requested (\d+) tokens", re.I),
-    re.compile(r"n_prompt_tokens\s*[:=]\s*(\d+)", re.I),
+    re.compile(r"requested tokens \((\d+)\)", re.IGNORECASE),
+    re.compile(r"(\d+) tokens? in the messages", re.IGNORECASE),
+    re.compile(r"requested (\d+) tokens", re.IGNORECASE),
+    re.compile(r"n_prompt_tokens\s*[:=]\s*(\d+)", re.IGNORECASE),
 )
 
 
@@ -166,7 +166,7 @@ def _http_json(url: str, body: dict | None = None, timeout: float = PROBE_TIMEOU
     req = urllib.request.Request(url, data=data, method="POST" if body is not None else "GET",
                                  headers={"Content-Type": "application/json"})
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:  # noqa: S310 - the user's URL
+        with urllib.request.urlopen(req, timeout=timeout) as r:
             if r.status != 200:
                 return None
             return json.loads(r.read() or b"null")

@@ -14,11 +14,12 @@ from kernelcrew.agents.proposal import Proposal
 from kernelcrew.agents.specialist import get_specialist
 from kernelcrew.errors import AgentUnavailable, InputError
 from kernelcrew.graph.context import RunContext
-from kernelcrew.graph.nodes.common import ctx_of
+from kernelcrew.graph.nodes.common import ctx_of, record_answers
 from kernelcrew.graph.nodes.plan import agent_context
 from kernelcrew.graph.services import tools_for
 from kernelcrew.graph.state import CrewState
 from kernelcrew.kernels.kernelfile import text_digest, validate_against
+from kernelcrew.kernels.signature import check_entry, entry_params
 from kernelcrew.results import CompileResult
 from kernelcrew.trace import emit
 
@@ -31,6 +32,12 @@ def compile_candidate(state: CrewState, ctx: RunContext, text: str, path: str) -
         validate_against(kf, tools.spec)
     except InputError as e:
         return CompileResult(ok=False, reason=f"invalid kernel file: {e}")
+    if state["backend"] != "cuda" and kf.meta.entry:
+        # the harness calls the entry with op.yaml's arguments: another list would read
+        # garbage, so it is an error the author can read, before any compiler runs
+        why = check_entry(kf.body, kf.meta.entry, entry_params(tools.spec))
+        if why:
+            return CompileResult(ok=False, reason=f"wrong entry signature: {why}")
     return tools.compile(kf)
 
 
@@ -86,6 +93,7 @@ def revise(state: CrewState, runtime: Runtime[RunContext]) -> dict:
     it = state["iteration"]
     candidates = [dict(c) for c in state["candidates"]]
     halts: list[str] = []
+    answers: list[dict] = []
     for c in candidates:
         if c["status"] != "compile-error":
             continue
@@ -103,18 +111,24 @@ def revise(state: CrewState, runtime: Runtime[RunContext]) -> dict:
             agent.configure(ctx.llm)
         if "run_dir" in AgentContext.model_fields:
             actx.run_dir = state["run_dir"]
+        halted = False
         try:
             new = agent.revise(actx, failed)
         except AgentUnavailable as e:
-            new = None
+            new, halted = None, True
             halts.append(f"{author}: {e}")
             emit(state["run_dir"], "revise", f"{author} cannot continue: {e}", t0=t0,
                  iteration=it, agent=author, halted=True,
                  tokens=getattr(agent, "last_usage", None) or {})
+        answers += record_answers(state["run_dir"], agent, it, "revise")
         if new is None:
             c["status"] = "abandoned"
-            emit(state["run_dir"], "revise", f"{author} gives up on {c['kind']} after "
-                 f"{c['tries']} compile error(s)", t0=t0, iteration=it, agent=author)
+            if not halted:
+                why = getattr(agent, "last_error", None)
+                emit(state["run_dir"], "revise", f"{author} gives up on {c['kind']} after "
+                     f"{c['tries']} compile error(s)" + (f": {why}" if why else ""), t0=t0,
+                     iteration=it, agent=author, tokens=getattr(agent, "last_usage", None) or {},
+                     prompt_file=getattr(agent, "last_prompt_file", None))
             continue
         digest = text_digest(new.change.kernel)
         others = {o["digest"] for o in candidates if o is not c and o["status"] != "abandoned"}
@@ -140,4 +154,4 @@ def revise(state: CrewState, runtime: Runtime[RunContext]) -> dict:
              tokens=getattr(agent, "last_usage", None) or {},
              prompt_file=getattr(agent, "last_prompt_file", None),
              context=getattr(agent, "last_context", None))
-    return {"candidates": candidates, "halts": halts}
+    return {"candidates": candidates, "halts": halts, "answers": answers}

@@ -15,7 +15,7 @@ from kernelcrew.graph.memory import memory_for
 from kernelcrew.graph.nodes.common import budget_spent, ctx_of
 from kernelcrew.graph.state import CrewState
 from kernelcrew.memory.reflection import Reflection
-from kernelcrew.trace import emit
+from kernelcrew.trace import emit, read_trace
 
 _BOTTLENECKS = {"memory-bound", "compute-bound", "latency-bound", "launch-bound"}
 
@@ -58,11 +58,55 @@ def route(state: CrewState, runtime: Runtime[RunContext]) -> Literal["observe", 
     return "finalize" if reason else "observe"
 
 
+def unusable_line(answers: list[dict], iteration: int) -> str:
+    """'memory_access: 2 malformed, 1 truncated; loop: 2 schema' for one iteration's
+    unusable answers ("" when every answer was usable)."""
+    per: dict[str, dict[str, int]] = {}
+    for a in answers:
+        if a.get("iteration") == iteration and a.get("kind") != "usable":
+            k = per.setdefault(a.get("agent") or "?", {})
+            k[a["kind"]] = k.get(a["kind"], 0) + 1
+    return "; ".join(f"{agent}: " + ", ".join(f"{n} {kind}" for kind, n in kinds.items())
+                     for agent, kinds in sorted(per.items()))
+
+
+def spent(run_dir: str) -> dict[str, float]:
+    """Tokens and money spent so far, from the trace (every agent's calls)."""
+    out = {"total_tokens": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
+    for e in read_trace(run_dir):
+        t = e.get("tokens") or {}
+        for k in ("total_tokens", "input_tokens", "output_tokens"):
+            out[k] += int(t.get(k, 0) or 0)
+        out["cost_usd"] += (t.get("cost_microusd") or 0) / 1e6
+    return out
+
+
+def budget_reason(state: CrewState, ctx: RunContext) -> str:
+    if ctx.token_budget is None and ctx.cost_budget is None:
+        return ""
+    s = spent(state["run_dir"])
+    if ctx.token_budget is not None and s["total_tokens"] >= ctx.token_budget:
+        return (f"token budget of {ctx.token_budget} spent ({s['total_tokens']} tokens used "
+                f"by iteration {state['iteration'] - 1})")
+    if ctx.cost_budget is not None and s["cost_usd"] >= ctx.cost_budget:
+        return (f"cost budget of ${ctx.cost_budget:g} spent (${s['cost_usd']:.4f} used by "
+                f"iteration {state['iteration'] - 1})")
+    return ""
+
+
 def stop_reason(state: CrewState, ctx: RunContext) -> str:
     done = state["iteration"] - 1
     if state.get("halts"):
         return f"an agent could not continue: {state['halts'][-1]}"
     last = [e for e in state.get("evaluations", []) if e["iteration"] == done]
+    if not last and not state.get("candidates"):
+        bad = unusable_line(state.get("answers", []), done)
+        if bad:
+            return (f"the agents produced nothing usable in iteration {done}: every answer was "
+                    f"unusable ({bad}); see the trace's answer events")
+    budget = budget_reason(state, ctx)
+    if budget:
+        return budget
     if done >= ctx.max_iters:
         return f"max iterations ({ctx.max_iters})"
     if state.get("since_improvement", 0) >= ctx.patience:
