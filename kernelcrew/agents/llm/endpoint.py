@@ -95,6 +95,7 @@ class Endpoint:
     cap_param: str | None = None  # learned from a 400 that refused one form of the cap
     notes: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    probe_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     gate: threading.BoundedSemaphore | None = field(default=None, repr=False)
     gate_size: int | None = None
 
@@ -196,12 +197,18 @@ def probe(settings: LLMSettings, chat: Any | None = None) -> Endpoint:
     """Learn what the server tells (once per process and endpoint); `chat` (a ChatOpenAI)
     also runs the system-message probe. Never raises."""
     ep = endpoint_for(settings)
-    with ep.lock:
-        if ep.probed:
-            return ep
-        ep.probed = True
+    with ep.probe_lock:  # the other agents wait: no request goes out before the facts are in
+        if not ep.probed:
+            try:
+                _probe(ep, settings, chat)
+            finally:
+                ep.probed = True
+    return ep
+
+
+def _probe(ep: Endpoint, settings: LLMSettings, chat: Any | None) -> None:
     if not settings.probe or settings.base_url is None or "api.openai.com" in settings.endpoint:
-        return ep
+        return
     models = _http_json(settings.endpoint.rstrip("/") + "/models")
     n = _find_context(models, settings.model)
     if n:
@@ -222,7 +229,6 @@ def probe(settings: LLMSettings, chat: Any | None = None) -> Endpoint:
             break
     if chat is not None:
         _probe_system(ep, settings, chat)
-    return ep
 
 
 def _prompt_tokens(chat: Any, messages: list[Any]) -> int | None:

@@ -265,23 +265,20 @@ class LLMSpecialist:
         refused by the server) is too large, the context is trimmed to fit and the request
         made again; when even the smallest context cannot fit, `PromptTooLarge` (one line,
         both sizes) stops the agent before anything more is sent."""
-        for _ in range(3):
+        for _ in range(6):
             messages = self._messages(system, built, step_text)
             try:
                 client.check_fit(messages, schema, step)
             except PromptTooLarge as e:
                 built = self._shrunk(ctx, built, e.overflow, failed, error=e)
-                messages = self._messages(system, built, step_text)
+                continue
             try:
                 return client.ask(messages, schema, step=step, iteration=ctx.iteration,
                                   validate=validate), built
-            except PromptTooLarge as e:
-                smaller = self._shrunk(ctx, built, e.overflow, failed, error=e)
-                if smaller.tokens >= built.tokens:
-                    raise
-                built = smaller
+            except PromptTooLarge as e:  # the server's 400 said so: it knows better
+                built = self._shrunk(ctx, built, e.overflow, failed, error=e)
         raise PromptTooLarge(f"the {self.name} {step} prompt does not fit the model's context "
-                             "after trimming the context three times", prompt_tokens=0,
+                             "after trimming its context six times", prompt_tokens=0,
                              context=0, reserve=0)
 
     def _shrunk(self, ctx: AgentContext, built: FocusedContext, overflow: int,
@@ -289,7 +286,7 @@ class LLMSpecialist:
                 ) -> FocusedContext:
         budget = max(MIN_CONTEXT_TOKENS, built.tokens - int(overflow * 1.4) - 32)
         smaller = self._context(ctx, failed, budget=budget)
-        if smaller.tokens >= built.tokens or smaller.tokens > budget:
+        if smaller.tokens >= built.tokens:
             # what is never trimmed (rules, operator, kernel, feedback) does not fit: stop
             # with the client's line, which names the prompt's size and the context's
             if error is not None:
