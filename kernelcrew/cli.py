@@ -187,7 +187,7 @@ def _replay_overrides(args: argparse.Namespace) -> dict:
         out["use_memory"] = False
     if args.run_dir:
         out["run_dir"] = str(args.run_dir)
-    llm = {k: v for k, v in llm_settings(args).items() if k in ("base_url", "model")}
+    llm = {k: v for k, v in llm_settings(args).items() if k in ("base_url", "model") and v}
     if llm:
         out["llm"] = llm
     return out

@@ -114,9 +114,10 @@ class Recording:
                   "diff": diff, "recorded_for_step": len(same)}
         with self.lock:
             self.misses.append(report)
-        first = next((d for d in diff if d.startswith(("+", "-"))), "")
-        what = (f"nearest recorded prompt {Path(nearest).name} differs: {first[:160]!r}"
-                if nearest else "nothing recorded for it")
+        was = next((d[1:] for d in diff if d.startswith("-")), "")
+        now = next((d[1:] for d in diff if d.startswith("+")), "")
+        what = (f"nearest recorded prompt {Path(nearest).name} differs: recorded "
+                f"{was[:120]!r}, now {now[:120]!r}" if nearest else "nothing recorded for it")
         return ReplayMiss(f"replay of {self.run_dir.name}: no recorded answer for {agent} "
                           f"{step} (iteration {iteration}); {what}", report)
 

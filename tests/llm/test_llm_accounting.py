@@ -1,0 +1,121 @@
+"""`kernelcrew optimize --agents llm` end to end (the real CLI, graph, compiler and harness;
+only the LLM is scripted): unusable answers are visible, budgets stop the run, and a
+recorded run replays with no endpoint."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kernelcrew.agents.llm.prompts import PROMPTS_DIR
+from tests.llm.scripted_server import answer, raw
+from tests.llm.scripts import FAST_VADD, PLAN, code
+from tests.llm.test_llm_graph import OP, optimize, trace
+
+
+def test_a_run_where_every_answer_is_malformed_says_so_and_names_the_agents(serve):
+    srv = serve(default=raw('{"bottleneck": "the loop is scal'))  # half a JSON object
+    p = optimize(srv.base_url, "--specialists", "memory_access,loop", "--max-iters", "2")
+    assert "Traceback" not in p.stderr, p.stderr[-2000:]
+    res = json.loads(p.stdout)
+    reason = res["stop_reason"]
+    assert "nothing usable" in reason and "memory_access: 2 malformed" in reason
+    assert "loop: 2 malformed" in reason
+    assert res["iterations"] == 1  # no second iteration of the same
+    # every answer is an event in the trace: agent, step, kind, a short reason
+    answers = [e for e in trace(res["run_dir"]) if e["node"] == "answer"]
+    assert len(answers) == len(srv.exchanges) == 4
+    assert {(e["agent"], e["step"], e["kind"]) for e in answers} == {
+        ("memory_access", "plan", "malformed"), ("loop", "plan", "malformed")}
+    assert all("not valid JSON" in e["reason"] for e in answers)
+    assert [e["repair"] for e in answers].count(True) == 2  # each agent's one repair
+    # ... and the specialist events say why there is no proposal
+    spec = [e for e in trace(res["run_dir"]) if e["node"] == "specialist"]
+    assert all("no usable answer (2 malformed)" in e["summary"] for e in spec)
+    # ... and the totals are in result.json, per kind and per agent
+    assert res["answers"]["total"] == 4 and res["answers"]["malformed"] == 4
+    assert res["answers"]["usable"] == 0
+    assert res["answers_by_agent"]["loop"]["answers"] == {"malformed": 2}
+    assert res["best"]["author"] == "baseline" and res["best"]["correct"] is True
+    # ... and the repair's own rejection is in its record
+    rec = json.loads(Path(answers[-1]["refs"]["record"]).read_text())
+    assert rec["answer"] == "malformed" and "not valid JSON" in rec["error"]
+
+
+def test_a_token_budget_smaller_than_one_iteration_stops_after_it(serve):
+    srv = serve({("memory_access", "plan"): [answer(PLAN)] * 3,
+                 ("memory_access", "code"): [answer(code())] * 3})
+    p = optimize(srv.base_url, "--max-iters", "3", "--token-budget", "500",
+                 "--price-in", "2", "--price-out", "8")
+    assert "Traceback" not in p.stderr, p.stderr[-2000:]
+    res = json.loads(p.stdout)
+    assert res["iterations"] == 1
+    assert res["stop_reason"].startswith("token budget of 500 spent")
+    assert f"({res['tokens']['total_tokens']} tokens used by iteration 1)" in res["stop_reason"]
+    assert len(srv.exchanges) == 2  # one iteration: a plan and its code
+    # the best kernel is saved (here the accepted one)
+    assert res["best"]["author"] == "memory_access"
+    assert Path(res["best"]["path"]).read_text() == FAST_VADD
+    # tokens and cost per agent and per iteration, in the result and the trace
+    agent = res["usage_by_agent"]["memory_access"]
+    assert agent["total_tokens"] == srv.reported_usage()["total_tokens"]
+    want = (srv.reported_usage()["input_tokens"] * 2 + srv.reported_usage()[
+        "output_tokens"] * 8) / 1e6
+    assert abs(agent["cost_usd"] - want) < 2e-6 and abs(res["cost_usd"] - want) < 2e-6
+    assert res["usage_by_iteration"]["1"]["total_tokens"] == agent["total_tokens"]
+    spec = next(e for e in trace(res["run_dir"]) if e["node"] == "specialist")
+    assert spec["tokens"]["cost_microusd"] == round(want * 1e6)
+    report = (Path(res["run_dir"]) / "report.md").read_text()
+    assert "Tokens and cost" in report and "memory_access" in report
+
+
+@pytest.mark.slow  # three runs of the crew
+def test_a_recorded_run_replays_with_no_endpoint_and_reports_a_changed_prompt(
+        serve, tmp_path, monkeypatch):
+    srv = serve({("memory_access", "plan"): [answer(PLAN)],
+                 ("memory_access", "code"): [answer(code())]})
+    p = optimize(srv.base_url)
+    assert p.returncode == 0, p.stderr[-2000:]
+    first = json.loads(p.stdout)
+    srv.stop()  # no endpoint from here on
+
+    from tests.conftest import kernelcrew
+
+    env = {"OPENAI_API_KEY": "", "OPENAI_BASE_URL": "", "KERNELCREW_LLM_MODEL": ""}
+    p = kernelcrew("optimize", "--replay", first["run_dir"], "--json", env=env, timeout=240)
+    assert p.returncode == 0, p.stderr[-2000:]
+    again = json.loads(p.stdout)
+    assert again["run_dir"] != first["run_dir"]
+
+    def decisions(res: dict) -> list:
+        ev = trace(res["run_dir"])
+        cands = [Path(c).read_text() for e in ev if e["node"] == "coordinator"
+                 for c in e["candidates"]]
+        verdicts = [(e["node"], e.get("correct"), e.get("verdict"), e.get("accepted") is not None)
+                    for e in ev if e["node"] in ("verify", "benchmark", "gate")]
+        return [cands, verdicts, Path(res["best"]["path"]).read_text(), res["best"]["author"]]
+
+    assert decisions(again) == decisions(first)
+    assert again["answers"]["usable"] == first["answers"]["usable"] == 2
+    replayed = [e for e in trace(again["run_dir"]) if e["node"] == "answer"]
+    assert replayed and all(e["replayed"] for e in replayed)
+
+    # a changed prompt template: the replay says what differs, then stops cleanly
+    prompts = tmp_path / "prompts"
+    shutil.copytree(PROMPTS_DIR, prompts)
+    step = prompts / "step_plan.md"
+    step.write_text(step.read_text().replace("Plan before code.",
+                                             "Plan before code, and think of caches."))
+    p = kernelcrew("optimize", "--replay", first["run_dir"], "--json",
+                   env={**env, "KERNELCREW_PROMPTS_DIR": str(prompts)}, timeout=240)
+    assert "Traceback" not in p.stderr
+    res = json.loads(p.stdout)
+    assert "no recorded answer for memory_access plan" in res["stop_reason"]
+    assert "think of caches" in res["stop_reason"]
+    miss = json.loads(next((Path(res["run_dir"]) / "llm").glob("*.json")).read_text())
+    assert "+Plan before code, and think of caches." in miss["replay_miss"]["diff"]
+    assert "-Plan before code. Read the context above and answer with:" in \
+        miss["replay_miss"]["diff"]
