@@ -116,6 +116,7 @@ def test_a_recorded_run_replays_with_no_endpoint_and_reports_a_changed_prompt(
     assert "no recorded answer for memory_access plan" in res["stop_reason"]
     assert "think of caches" in res["stop_reason"]
     miss = json.loads(next((Path(res["run_dir"]) / "llm").glob("*.json")).read_text())
-    assert "+Plan before code, and think of caches." in miss["replay_miss"]["diff"]
+    assert ("+Plan before code, and think of caches. Read the context above and answer with:"
+            in miss["replay_miss"]["diff"])
     assert "-Plan before code. Read the context above and answer with:" in \
         miss["replay_miss"]["diff"]
