@@ -13,7 +13,7 @@ import pytest
 from kernelcrew.agents.llm.prompts import PROMPTS_DIR
 from tests.llm.scripted_server import answer, raw
 from tests.llm.scripts import FAST_VADD, PLAN, code
-from tests.llm.test_llm_graph import OP, optimize, trace
+from tests.llm.test_llm_graph import optimize, trace
 
 
 def test_a_run_where_every_answer_is_malformed_says_so_and_names_the_agents(serve):
@@ -120,3 +120,31 @@ def test_a_recorded_run_replays_with_no_endpoint_and_reports_a_changed_prompt(
             in miss["replay_miss"]["diff"])
     assert "-Plan before code. Read the context above and answer with:" in \
         miss["replay_miss"]["diff"]
+
+
+def test_a_wrong_result_goes_back_with_the_worst_elements_and_is_explained_first(serve):
+    wrong = FAST_VADD.replace("y[i] = x[i] + z[i];",
+                              "y[i] = x[i] + z[i] + (i == n - 1 ? 1.0f : 0.0f);")
+    explain = {"cause": "the last element gets 1.0 added: a leftover term for i == n - 1",
+               "fix": "remove the extra term"}
+    srv = serve({("memory_access", "plan"): [answer(PLAN)],
+                 ("memory_access", "code"): [answer(code(wrong)), answer(code())],
+                 ("memory_access", "explain"): [answer(explain)]})
+    p = optimize(srv.base_url)
+    assert p.returncode == 0, p.stderr[-2000:]
+    res = json.loads(p.stdout)
+    assert [(e.step, e.status) for e in srv.exchanges] == [
+        ("plan", 200), ("code", 200), ("explain", 200), ("code", 200)]
+    ask = srv.exchanges[2].user
+    # the worst elements: case, index, got, want, tolerance
+    assert "Your last candidate was incorrect" in ask
+    assert "rtol=1e-05, atol=1e-06" in ask
+    assert "boundary case n=31" in ask and "worst at [30]" in ask and "expected" in ask
+    assert "explain where the error comes from" in ask
+    # the explanation went into the fix request, and the fixed kernel was accepted
+    assert explain["cause"] in srv.exchanges[3].user
+    assert res["best"]["author"] == "memory_access"
+    assert Path(res["best"]["path"]).read_text() == FAST_VADD
+    assert res["candidates"]["wrong_result"] == 1 and res["candidates"]["accepted"] == 1
+    rev = next(e for e in trace(res["run_dir"]) if e["node"] == "revise")
+    assert rev["explanation"] == explain and "wrong result" in rev["summary"]

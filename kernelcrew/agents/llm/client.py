@@ -619,6 +619,11 @@ class LLMClient:
             return
         folder = Path(self.run_dir) / "llm"
         folder.mkdir(parents=True, exist_ok=True)
+        facts = Path(self.run_dir) / "llm-endpoint.json"
+        if not facts.exists() and self.endpoint.probed:  # what was learned, once per run
+            facts.write_text(json.dumps({"endpoint": self.settings.endpoint,
+                                         "model": self.settings.model,
+                                         **self.endpoint.public()}, indent=1))
         stem = f"{record['iteration']:02d}-{self.agent}"
         n = len(list(folder.glob(f"{stem}-*.json")))
         data = json.dumps(record, indent=1, default=str).encode()

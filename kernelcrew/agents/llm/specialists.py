@@ -73,6 +73,21 @@ class KernelAnswer(BaseModel):
     confidence: float = Field(default=0.5, description="0 to 1")
 
 
+class ExplainAnswer(BaseModel):
+    """Where a wrong result comes from, before any code is changed."""
+
+    cause: str = Field(description="the source of the error in the kernel, citing the failing "
+                                   "cases and values")
+    fix: str = Field(description="what will be changed to remove it")
+
+
+def _check_explain(a: BaseModel) -> str | None:
+    assert isinstance(a, ExplainAnswer)
+    if not a.cause.strip() or not a.fix.strip():
+        return "the cause and the fix must not be empty"
+    return None
+
+
 _FENCE = re.compile(r"\A\s*```[\w+-]*[ \t]*\n(?P<body>.*?)\n?```\s*\Z", re.DOTALL)
 _LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\([^)]*\)")
 _GLOBAL_FN = re.compile(r"__global__\s+(?:static\s+|inline\s+)*void\s+(\w+)\s*\(")
@@ -180,6 +195,7 @@ class LLMSpecialist:
         self.last_plan: dict[str, Any] | None = None
         self.last_error: str | None = None
         self.last_answers: list[dict[str, Any]] = []
+        self.last_explanation: dict[str, str] | None = None
 
     def __repr__(self) -> str:
         return f"LLMSpecialist({self.name!r}, focus={self.focus!r})"
@@ -391,6 +407,18 @@ class LLMSpecialist:
                 attempt >= MAX_COMPILE_TRIES or REPLAN_MARK in fb.message.lower())
             built = self._context(ctx, failed=failed)
             system = self.system_prompt(ctx)
+            if fb is not None and fb.kind == "incorrect":
+                plan = PlanAnswer(bottleneck=failed.bottleneck, plan=failed.plan,
+                                  kind=failed.change.kind, change_type=failed.change.type,
+                                  expected_gain=failed.expected_gain, risks=failed.risks,
+                                  confidence=failed.confidence)
+                why, _ = self._ask(client, system, built, ctx, render("step_explain.md"),
+                                   ExplainAnswer, "explain", _check_explain, failed)
+                if not isinstance(why, ExplainAnswer):
+                    return None
+                self.last_explanation = why.model_dump()
+                return self._code(client, system, built, ctx, plan, render(
+                    "step_fix_wrong.md", cause=why.cause, fix=why.fix, plan=_plan_text(plan)))
             if replan:
                 plan = self._plan(client, system, built, ctx, render(
                     "step_replan.md", attempt=max(attempt, MAX_COMPILE_TRIES),

@@ -75,11 +75,13 @@ def execute(state: CrewState, runtime: Runtime[RunContext]
     for c in candidates:
         if c["status"] == "abandoned" and not c.get("recorded"):
             c["recorded"] = True
+            wrong = c.get("wrong")  # a wrong result whose fix was given up
             evaluations.append({"iteration": it, "author": c["author"], "kind": c["kind"],
                                 "path": c["path"], "digest": c["digest"],
-                                "outcome": "compile-error", "speedup": None, "vs_best": None,
-                                "detail": Path(c["feedback"]).read_text().splitlines()[0][:200],
-                                "compile_tries": c["tries"]})
+                                "outcome": "rejected" if wrong else "compile-error",
+                                "speedup": None, "vs_best": None,
+                                "detail": wrong or Path(c["feedback"]).read_text().splitlines(
+                                )[0][:200], "compile_tries": c["tries"]})
     update = {"candidates": candidates, "compile_failures": failures, "evaluations": evaluations}
     if failures >= ctx.max_compile_tries:
         update["plan_first"] = True
@@ -95,14 +97,18 @@ def revise(state: CrewState, runtime: Runtime[RunContext]) -> dict:
     halts: list[str] = []
     answers: list[dict] = []
     for c in candidates:
-        if c["status"] != "compile-error":
+        if c["status"] not in ("compile-error", "incorrect"):
             continue
         t0 = time.monotonic()
         failed = Proposal.model_validate_json(Path(c["proposal"]).read_text())
         actx = agent_context(state, ctx)
-        actx.feedback = Feedback(kind="compile-error", message=Path(c["feedback"]).read_text(),
-                                 attempt=c["tries"])
-        if state.get("plan_first") or state.get("compile_failures", 0) >= ctx.max_compile_tries:
+        wrong = c["status"] == "incorrect"
+        actx.feedback = Feedback(kind="incorrect" if wrong else "compile-error",
+                                 message=Path(c["feedback"]).read_text(),
+                                 attempt=1 if wrong else c["tries"])
+        if wrong:
+            pass
+        elif state.get("plan_first") or state.get("compile_failures", 0) >= ctx.max_compile_tries:
             actx.feedback.message = ("Three compile failures in a row: revise your PLAN first, "
                                      "then write the code.\n" + actx.feedback.message)
         author = c["author"].split("+")[0]
@@ -125,8 +131,9 @@ def revise(state: CrewState, runtime: Runtime[RunContext]) -> dict:
             c["status"] = "abandoned"
             if not halted:
                 why = getattr(agent, "last_error", None)
+                what = "a wrong result" if wrong else f"{c['tries']} compile error(s)"
                 emit(state["run_dir"], "revise", f"{author} gives up on {c['kind']} after "
-                     f"{c['tries']} compile error(s)" + (f": {why}" if why else ""), t0=t0,
+                     f"{what}" + (f": {why}" if why else ""), t0=t0,
                      iteration=it, agent=author, tokens=getattr(agent, "last_usage", None) or {},
                      prompt_file=getattr(agent, "last_prompt_file", None))
             continue
@@ -143,15 +150,18 @@ def revise(state: CrewState, runtime: Runtime[RunContext]) -> dict:
             continue
         tries = c["tries"]
         path = Path(c["path"])
-        new_path = path.with_name(f"{path.stem.split('.r')[0]}.r{tries}{path.suffix}")
+        new_path = path.with_name(f"{path.stem.split('.r')[0]}.fix{path.suffix}") if wrong \
+            else path.with_name(f"{path.stem.split('.r')[0]}.r{tries}{path.suffix}")
         new_path.write_text(new.change.kernel)
         Path(c["proposal"]).write_text(new.model_dump_json(indent=1))
-        c.update(path=str(new_path), status="pending", kind=new.change.kind, digest=digest)
-        emit(state["run_dir"], "revise", f"{author} revised after the compile error: "
-             f"{new.plan[:160]}", t0=t0, iteration=it, agent=author,
+        c.update(path=str(new_path), status="pending", kind=new.change.kind, digest=digest,
+                 wrong=None)
+        emit(state["run_dir"], "revise", f"{author} revised after "
+             f"{'the wrong result' if wrong else 'the compile error'}: {new.plan[:160]}", t0=t0, iteration=it, agent=author,
              refs={"kernel": str(new_path), "feedback": c["feedback"]},
              feedback=Path(c["feedback"]).read_text()[:2000],
              tokens=getattr(agent, "last_usage", None) or {},
              prompt_file=getattr(agent, "last_prompt_file", None),
-             context=getattr(agent, "last_context", None))
+             context=getattr(agent, "last_context", None),
+             explanation=getattr(agent, "last_explanation", None) if wrong else None)
     return {"candidates": candidates, "halts": halts, "answers": answers}
