@@ -42,6 +42,8 @@ class AgentContext(BaseModel):
     change_stats: dict[str, dict] = Field(default_factory=dict)  # kind -> tried/accepted/mean
     entry_params: list[dict[str, str]] = Field(default_factory=list)  # CPU: what the harness
     # passes the entry, in order (name, kind, dtype; kernelcrew.kernels.signature)
+    compile_report: str = ""  # the compiler's report on the best kernel: vectorization (CPU),
+    # ptxas resources (CUDA); the compiler_flags specialist reads it
     feedback: Feedback | None = None
     iteration: int = 0
     run_dir: str | None = None  # where an agent may record what it did (e.g. its LLM calls)

@@ -148,3 +148,49 @@ def test_a_wrong_result_goes_back_with_the_worst_elements_and_is_explained_first
     assert res["candidates"]["wrong_result"] == 1 and res["candidates"]["accepted"] == 1
     rev = next(e for e in trace(res["run_dir"]) if e["node"] == "revise")
     assert rev["explanation"] == explain and "wrong result" in rev["summary"]
+
+
+def test_an_llm_reflector_stores_explanations_that_cite_the_measured_numbers(serve, tmp_path):
+    import re
+
+    from kernelcrew.memory.store import MemoryStore
+    from tests.conftest import kernelcrew
+    from tests.llm.test_llm_graph import ENV, OP
+
+    said: list[str] = []
+
+    def reflector(ex):
+        if ex.agent != "reflector":
+            return answer({"cause": "-", "fix": "-"})
+        if not said:  # first: a fine-sounding answer with no measurement in it
+            said.append("vague")
+            return answer({"why": "It was faster because restrict helps.", "lesson": "Use it."})
+        vs = re.search(r"Measured: ([\d.]+)x vs the best", ex.user).group(1)
+        said.append(vs)
+        return answer({"why": f"At {vs}x vs the best, the restrict change let g++ vectorize the "
+                              "add; the loop now moves 16 bytes per instruction.",
+                       "lesson": "On a scalar elementwise loop, try restrict first."})
+
+    srv = serve({("memory_access", "plan"): [answer(PLAN)],
+                 ("memory_access", "code"): [answer(code())]}, default=reflector)
+    mem = tmp_path / "memory"
+    p = kernelcrew("optimize", OP, "--agents", "specialists=llm,reflector=llm", "--base-url",
+                   srv.base_url, "--max-iters", "1", "--reps", "4", "--json",
+                   "--specialists", "memory_access", "--memory-dir", str(mem),
+                   env=ENV, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    res = json.loads(p.stdout)
+    vs_best = res["accepted"][0]["vs_best"]
+    # the vague answer was sent back once (it cited no number), the second cites one
+    steps = [(e.agent, e.step) for e in srv.exchanges]
+    assert steps.count(("reflector", "reflect")) == 2
+    assert "cites none of the measured numbers" in srv.calls("reflector", "reflect")[1].user
+    assert said[1] == f"{vs_best:.3f}"
+    stored = MemoryStore.open(path=str(mem)).list()
+    assert len(stored) == 1
+    text = stored[0].text
+    assert f"At {vs_best:.3f}x vs the best" in text and "Lesson: On a scalar" in text
+    ev = next(e for e in trace(res["run_dir"]) if e["node"] == "reflect")
+    assert ev["by"] == "llm" and ev["tokens"]["calls"] == 2
+    kinds = [(e["agent"], e["kind"]) for e in trace(res["run_dir"]) if e["node"] == "answer"]
+    assert ("reflector", "invalid") in kinds and ("reflector", "usable") in kinds

@@ -41,7 +41,8 @@ def agent_context(state: CrewState, ctx: RunContext) -> AgentContext:
         profile=ProfileResult.model_validate(state["profile"]) if state.get("profile") else None,
         recent=recent, tried=tried, reflections=state.get("reflections", []),
         change_stats=state.get("change_stats", {}), iteration=state["iteration"],
-        entry_params=entry_params(spec) if state["backend"] != "cuda" else [])
+        entry_params=entry_params(spec) if state["backend"] != "cuda" else [],
+        compile_report=(state.get("profile") or {}).get("compile_report", ""))
 
 
 def fan_out(state: CrewState, runtime: Runtime[RunContext]) -> list[Send]:

@@ -8,11 +8,13 @@ from typing import Literal
 
 from langgraph.runtime import Runtime
 
+from kernelcrew.agents.llm.reflector import LLMReflector, numbers
 from kernelcrew.agents.proposal import Proposal
 from kernelcrew.agents.reflector import reflect as write_reflection
+from kernelcrew.errors import AgentUnavailable
 from kernelcrew.graph.context import RunContext
 from kernelcrew.graph.memory import memory_for
-from kernelcrew.graph.nodes.common import budget_spent, ctx_of
+from kernelcrew.graph.nodes.common import budget_spent, ctx_of, record_answers
 from kernelcrew.graph.state import CrewState
 from kernelcrew.memory.reflection import Reflection
 from kernelcrew.trace import emit, read_trace
@@ -28,6 +30,11 @@ def reflect(state: CrewState, runtime: Runtime[RunContext]) -> dict:
     bottleneck = (prof.get("bottleneck") or {}).get("kind", "unknown")
     evidence = (prof.get("bottleneck") or {}).get("evidence", "")
     device = prof.get("metrics", {}).get("device", {}).get("reason", "") if prof else ""
+    llm = None
+    halts: list[str] = []
+    answers: list[dict] = []
+    if ctx.policy_for("reflector") == "llm":
+        llm = LLMReflector(ctx.llm, run_dir=state["run_dir"])
     for e in [e for e in state.get("evaluations", []) if e["iteration"] == it]:
         t0 = time.monotonic()
         prop_file = Path(e["path"]).with_suffix("").with_suffix(".proposal.json")
@@ -39,6 +46,22 @@ def reflect(state: CrewState, runtime: Runtime[RunContext]) -> dict:
                                 evidence=evidence, author=e["author"], kind=e["kind"], plan=plan,
                                 outcome=e["outcome"], speedup=e.get("speedup"),
                                 vs_best=e.get("vs_best"), detail=e.get("detail", ""))
+        by, called = "heuristic", False
+        if llm is not None and not halts:
+            called = True
+            facts, measured = reflection_facts(state, e, plan, bottleneck, evidence)
+            try:
+                said = llm.explain(facts=facts, measured=measured, iteration=it)
+            except AgentUnavailable as err:
+                said = None
+                halts.append(f"reflector: {err}")
+            answers += record_answers(state["run_dir"], llm, it, "reflect")
+            if said:
+                text = (f"{e['author']} tried {e['kind']} on {state['op_name']}: "
+                        f"{e['outcome']}. {said}")
+                by = "llm"
+            else:
+                text += f" (LLM reflection unusable: {llm.last_error or 'no answer'})"
         memory.add(Reflection(
             text=text, operator=state["op_name"], family=state["family"],
             backend=state["backend"], device=device or state["backend"],
@@ -48,8 +71,30 @@ def reflect(state: CrewState, runtime: Runtime[RunContext]) -> dict:
             speedup=float(e.get("speedup") or 0.0), run_id=state["run_id"], iteration=it))
         emit(state["run_dir"], "reflect", text, t0=t0, iteration=it, agent="reflector",
              about=e["path"], outcome=e["outcome"], text=text, speedup=e.get("speedup"),
-             vs_best=e.get("vs_best"), kind=e["kind"], author=e["author"])
-    return {"iteration": it + 1}
+             vs_best=e.get("vs_best"), kind=e["kind"], author=e["author"], by=by,
+             tokens=llm.last_usage if llm is not None and called else {},
+             prompt_file=llm.last_prompt_file if llm is not None and called else None)
+    return {"iteration": it + 1, "halts": halts, "answers": answers}
+
+
+def reflection_facts(state: CrewState, e: dict, plan: str, bottleneck: str, evidence: str
+                     ) -> tuple[list[str], list[float]]:
+    """What the LLM reflector is told, and the measured numbers it must cite."""
+    facts = [f"Operator: {state['op_name']} ({state['family']}, {state['backend']}).",
+             f"Profile of the kernel it started from: {bottleneck}; {evidence[:300]}",
+             f"Change: {e['author']} tried {e['kind']}: {plan[:400]}",
+             f"Outcome: {e['outcome']}."]
+    measured: list[float] = []
+    if e.get("vs_best"):
+        facts.append(f"Measured: {e['vs_best']:.3f}x vs the best it raced, side by side.")
+        measured.append(round(e["vs_best"], 3))
+    if e.get("speedup"):
+        facts.append(f"Measured: {e['speedup']:.3f}x over the baseline.")
+        measured.append(round(e["speedup"], 3))
+    if e.get("detail"):
+        facts.append(f"The judge said: {e['detail'][:300]}")
+        measured += [x for x in numbers(e["detail"]) if x not in (0.0, 1.0)][:8]
+    return facts, measured
 
 
 def route(state: CrewState, runtime: Runtime[RunContext]) -> Literal["observe", "finalize"]:
