@@ -525,7 +525,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--base-url", help="OpenAI-compatible endpoint (env OPENAI_BASE_URL)")
     s.add_argument("--temperature", type=float)
     s.add_argument("--llm-timeout", type=POS_FLOAT, help="seconds per LLM request")
-    s.add_argument("--structured-output", choices=["json_schema", "function_calling", "json_mode"])
+    s.add_argument("--structured-output",
+                   choices=["json_schema", "function_calling", "json_mode", "text"])
     s.add_argument("--llm-concurrency", type=POS_INT,
                    help="LLM requests in flight per endpoint (1 for a one-slot server; "
                         "default: the server's slots when it reports them, else no limit)")

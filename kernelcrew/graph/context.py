@@ -14,7 +14,8 @@ class RunContext:
     backend: str = field(default="auto", metadata={"description": "cpu, cuda or auto"})
     agents: str = field(default="heuristic", metadata={
         "description": "policy for every agent (heuristic|llm), or per agent: "
-                       "'coordinator=heuristic,specialists=llm'"})
+                       "'coordinator=heuristic,specialists=llm'; the reflector is an LLM only "
+                       "when named: 'specialists=llm,reflector=llm'"})
     specialists: list[str] | None = field(default=None, metadata={
         "description": "specialist names; default: every registered one"})
     max_iters: int = field(default=8, metadata={"description": "maximum iterations"})
@@ -61,6 +62,9 @@ class RunContext:
 
     def policy_for(self, role: str) -> str:
         """Policy of one role: 'specialists', 'coordinator', 'reflector' or a specialist name."""
+        if role == "reflector":  # one call per evaluated candidate: only when named
+            parts = dict(p.split("=", 1) for p in self.agents.split(",") if "=" in p)
+            return parts.get("reflector", "heuristic")
         if "=" not in self.agents:
             return self.agents
         parts = dict(p.split("=", 1) for p in self.agents.split(",") if "=" in p)

@@ -194,3 +194,45 @@ def test_an_llm_reflector_stores_explanations_that_cite_the_measured_numbers(ser
     assert ev["by"] == "llm" and ev["tokens"]["calls"] == 2
     kinds = [(e["agent"], e["kind"]) for e in trace(res["run_dir"]) if e["node"] == "answer"]
     assert ("reflector", "invalid") in kinds and ("reflector", "usable") in kinds
+
+
+@pytest.mark.slow  # two iterations of three LLM specialists, the LLM coordinator and memory
+def test_the_llm_coordinator_in_a_real_run_with_three_specialists_and_memory(serve, tmp_path):
+    from tests.conftest import kernelcrew
+    from tests.llm.test_llm_graph import ENV, OP
+
+    calls: dict[str, int] = {}
+
+    def llm(ex):
+        n = calls[f"{ex.agent}/{ex.step}"] = calls.get(f"{ex.agent}/{ex.step}", 0) + 1
+        if ex.step == "plan":
+            return answer({**PLAN, "kind": f"{ex.agent}_change"})
+        if ex.step == "code":  # each agent, each time: a correct kernel of its own
+            return answer(code(FAST_VADD.replace(
+                "#pragma GCC ivdep", f"// {ex.agent}, version {n}\n#pragma GCC ivdep")))
+        if ex.step == "coordinate":
+            return answer({"candidates": [[1], [2]], "rejected": ["3: same idea as 1"],
+                           "reason": f"coordinator choice {n}: the two best-founded plans"})
+        return answer({"why": "-", "lesson": "-"})
+
+    srv = serve(default=llm)
+    p = kernelcrew("optimize", OP, "--base-url", srv.base_url,
+                   "--max-iters", "2", "--patience", "3", "--reps", "4", "--json",
+                   "--candidates-per-iter", "2", "--memory-dir", str(tmp_path / "mem"),
+                   "--agents", "specialists=llm,coordinator=llm", env=ENV, timeout=900)
+    assert p.returncode == 0, p.stderr[-2000:]
+    res = json.loads(p.stdout)
+    assert res["iterations"] == 2
+    ev = trace(res["run_dir"])
+    coord = [e for e in ev if e["node"] == "coordinator"]
+    assert [e["summary"].split(": ", 1)[1] for e in coord] == [
+        "coordinator choice 1: the two best-founded plans",
+        "coordinator choice 2: the two best-founded plans"]
+    assert all(len(e["candidates"]) == 2 and e["tokens"]["calls"] == 1 for e in coord)
+    for it in (1, 2):
+        authors = {e["agent"] for e in ev if e["node"] == "specialist" and e["iteration"] == it}
+        assert authors == {"memory_access", "loop", "compiler_flags"}
+    # memory on: iteration 1's reflections reach iteration 2's prompts
+    second = [e for e in srv.calls(step="plan") if "Relevant reflections (from memory)" in e.user]
+    assert len(second) == 3
+    assert res["answers"]["usable"] == res["answers"]["total"] == len(srv.exchanges)

@@ -390,7 +390,7 @@ class LLMClient:
         or none when the chat template drops system messages (then it leads the user text)."""
         system = [str(m.content) for m in messages if isinstance(m, SystemMessage)]
         rest = [m for m in messages if not isinstance(m, SystemMessage)]
-        if method == "json_mode" and schema is not None:
+        if method in ("json_mode", "text") and schema is not None:
             system.append(render("json_mode.md", schema=json.dumps(schema_dict(schema),
                                                                     indent=1)))
         sys_text = "\n\n".join(t for t in system if t.strip())
@@ -407,9 +407,10 @@ class LLMClient:
     # -- one logical call: method fallbacks and transport retries ------------------------
     def _method_chain(self) -> list[Method]:
         key = (self.settings.endpoint, self.settings.model)
+        chain = list(self.settings.methods or METHODS)
         with _WM_LOCK:
             first = _WORKING_METHOD.get(key, self.settings.structured_output)
-        return list(METHODS[METHODS.index(first):])
+        return chain[chain.index(first):] if first in chain else chain
 
     def _finish(self, record: dict[str, Any], parsed: BaseModel | None, error: Any,
                 validate: Validator | None) -> tuple[BaseModel | None, str | None]:
@@ -468,7 +469,8 @@ class LLMClient:
                 waited = 0.0
                 try:
                     runnable = self.model.with_structured_output(
-                        schema_dict(schema), method=method, include_raw=True)
+                        schema_dict(schema), method=method, include_raw=True) \
+                        if method != "text" else self.model
                     if gate is not None:
                         gate.acquire()
                         waited = time.monotonic() - t0
@@ -481,6 +483,8 @@ class LLMClient:
                     finally:
                         if gate is not None:
                             gate.release()
+                    if method == "text":  # a plain completion: we parse it ourselves
+                        out = {"raw": out, "parsed": None, "parsing_error": None}
                 except openai.APIError as e:
                     why = _error_text(e)
                     record["attempts"].append({"method": method, "error": why,

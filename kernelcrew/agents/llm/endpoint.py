@@ -53,6 +53,7 @@ _CTX_PATTERNS = (
     re.compile(r"context length (?:of|is) (\d+)", re.IGNORECASE),
 )
 _PROMPT_PATTERNS = (
+    re.compile(r"\((\d+) in the messages", re.IGNORECASE),
     re.compile(r"requested tokens \((\d+)\)", re.IGNORECASE),
     re.compile(r"(\d+) tokens? in the messages", re.IGNORECASE),
     re.compile(r"requested (\d+) tokens", re.IGNORECASE),
@@ -91,6 +92,7 @@ class Endpoint:
     system_dropped: bool | None = None
     system_probe: str = ""
     probed: bool = False
+    ratio: float | None = None  # server tokens / estimate, from the last tokenizer answer
     scale: float = 1.0  # learned from a 400 that counted more prompt tokens than we did
     cap_param: str | None = None  # learned from a 400 that refused one form of the cap
     notes: list[str] = field(default_factory=list)
@@ -114,15 +116,21 @@ class Endpoint:
     def count(self, text: str, n_messages: int = 1) -> tuple[int, str]:
         """Tokens of a prompt (its messages' text joined), with how they were counted."""
         overhead = TEMPLATE_TOKENS_PER_MESSAGE * max(1, n_messages)
+        est = estimate_tokens(text)
         if self.tokenize_path:
             n = self._tokenize(text)
             if n is not None:
+                if est:  # how the estimate compares with this server's tokenizer
+                    self.ratio = n / est
                 return math.ceil((n + overhead) * self.scale), "server tokenizer"
-        return math.ceil((estimate_tokens(text) + overhead) * self.scale), "estimate"
+        if self.ratio is not None:  # the tokenizer was busy: the estimate as calibrated, +10%
+            return math.ceil((est * self.ratio * 1.1 + overhead) * self.scale), \
+                "estimate calibrated on the server tokenizer"
+        return math.ceil((est + overhead) * self.scale), "estimate"
 
     def _tokenize(self, text: str) -> int | None:
         body = {"content": text} if self.tokenize_path == "/tokenize" else {"input": text}
-        data = _http_json(self.root + (self.tokenize_path or ""), body)
+        data = _http_json(self.root + (self.tokenize_path or ""), body, timeout=30.0)
         if isinstance(data, dict):
             if isinstance(data.get("count"), int):
                 return data["count"]

@@ -13,8 +13,10 @@ from urllib.parse import urlparse
 
 from kernelcrew.errors import InputError
 
-Method = Literal["json_schema", "function_calling", "json_mode"]
-METHODS: tuple[Method, ...] = ("json_schema", "function_calling", "json_mode")
+Method = Literal["json_schema", "function_calling", "json_mode", "text"]
+# "text": a plain completion with the schema in the prompt, parsed by us; nothing for the
+# server to constrain (grammar-constrained sampling is slow on small local servers)
+METHODS: tuple[Method, ...] = ("json_schema", "function_calling", "json_mode", "text")
 CapParam = Literal["both", "max_tokens", "max_completion_tokens"]
 CAP_PARAMS: tuple[CapParam, ...] = ("both", "max_tokens", "max_completion_tokens")
 ReplayMissing = Literal["stop", "live"]
@@ -61,6 +63,10 @@ class LLMSettings:
         "description": "$ per 1M input tokens (KERNELCREW_LLM_PRICE_IN)"})
     price_output: float | None = field(default=None, metadata={
         "description": "$ per 1M output tokens (KERNELCREW_LLM_PRICE_OUT)"})
+    methods: tuple[Method, ...] = field(default=METHODS, metadata={
+        "description": "the fallback chain of structured-output methods "
+                       "(KERNELCREW_LLM_METHODS, comma-separated), e.g. json_schema,text to "
+                       "skip the grammar-constrained ones on a slow local server"})
     max_tokens_param: CapParam = field(default="both", metadata={
         "description": "how the output cap is sent (KERNELCREW_LLM_MAX_TOKENS_PARAM): both "
                        "max_tokens and max_completion_tokens (servers read one or the other), "
@@ -117,6 +123,15 @@ class LLMSettings:
         if cap not in CAP_PARAMS:
             raise InputError(f"max tokens parameter {cap!r} is not one of {', '.join(CAP_PARAMS)}",
                              field="max_tokens_param")
+        chain = s.get("methods") or env.get("KERNELCREW_LLM_METHODS") or METHODS
+        if isinstance(chain, str):
+            chain = tuple(m.strip() for m in chain.split(",") if m.strip())
+        bad = [m for m in chain if m not in METHODS]
+        if bad or not chain:
+            raise InputError(f"structured output methods {bad or chain!r}: use some of "
+                             f"{', '.join(METHODS)}", field="methods")
+        if method not in chain:
+            chain = (method, *chain)
         missing = s.get("replay_missing") or "stop"
         if missing not in ("stop", "live"):
             raise InputError(f"replay_missing {missing!r}: use stop or live",
@@ -133,7 +148,7 @@ class LLMSettings:
             max_tokens=pick("max_tokens", "KERNELCREW_LLM_MAX_TOKENS", None, int),
             price_input=pick("price_input", "KERNELCREW_LLM_PRICE_IN", price.get("input")),
             price_output=pick("price_output", "KERNELCREW_LLM_PRICE_OUT", price.get("output")),
-            max_tokens_param=cap,
+            max_tokens_param=cap, methods=tuple(chain),
             concurrency=pick("concurrency", "KERNELCREW_LLM_CONCURRENCY", None, int),
             context_window=pick("context_window", "KERNELCREW_LLM_CONTEXT_WINDOW", None, int),
             probe=bool(s.get("probe", probe_env not in ("0", "false", "no", "off"))),

@@ -31,7 +31,7 @@ def reflect(state: CrewState, runtime: Runtime[RunContext]) -> dict:
     evidence = (prof.get("bottleneck") or {}).get("evidence", "")
     device = prof.get("metrics", {}).get("device", {}).get("reason", "") if prof else ""
     llm = None
-    halts: list[str] = []
+    halts_seen: list[str] = []  # the endpoint failed once: no more calls this iteration
     answers: list[dict] = []
     if ctx.policy_for("reflector") == "llm":
         llm = LLMReflector(ctx.llm, run_dir=state["run_dir"])
@@ -47,14 +47,15 @@ def reflect(state: CrewState, runtime: Runtime[RunContext]) -> dict:
                                 outcome=e["outcome"], speedup=e.get("speedup"),
                                 vs_best=e.get("vs_best"), detail=e.get("detail", ""))
         by, called = "heuristic", False
-        if llm is not None and not halts:
+        if llm is not None and not halts_seen:
             called = True
             facts, measured = reflection_facts(state, e, plan, bottleneck, evidence)
             try:
                 said = llm.explain(facts=facts, measured=measured, iteration=it)
-            except AgentUnavailable as err:
+            except AgentUnavailable as err:  # the heuristic reflection stands; the run goes on
                 said = None
-                halts.append(f"reflector: {err}")
+                llm.last_error = str(err)
+                halts_seen.append(str(err))
             answers += record_answers(state["run_dir"], llm, it, "reflect")
             if said:
                 text = (f"{e['author']} tried {e['kind']} on {state['op_name']}: "
@@ -74,7 +75,7 @@ def reflect(state: CrewState, runtime: Runtime[RunContext]) -> dict:
              vs_best=e.get("vs_best"), kind=e["kind"], author=e["author"], by=by,
              tokens=llm.last_usage if llm is not None and called else {},
              prompt_file=llm.last_prompt_file if llm is not None and called else None)
-    return {"iteration": it + 1, "halts": halts, "answers": answers}
+    return {"iteration": it + 1, "answers": answers}
 
 
 def reflection_facts(state: CrewState, e: dict, plan: str, bottleneck: str, evidence: str
