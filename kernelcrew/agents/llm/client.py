@@ -391,8 +391,8 @@ class LLMClient:
         system = [str(m.content) for m in messages if isinstance(m, SystemMessage)]
         rest = [m for m in messages if not isinstance(m, SystemMessage)]
         if method in ("json_mode", "text") and schema is not None:
-            system.append(render("json_mode.md", schema=json.dumps(schema_dict(schema),
-                                                                    indent=1)))
+            system.append(render("json_mode.md", schema=json.dumps(
+                schema_dict(schema), separators=(",", ":"))))
         sys_text = "\n\n".join(t for t in system if t.strip())
         if not sys_text:
             return rest
@@ -516,6 +516,9 @@ class LLMClient:
                             "context or set KERNELCREW_LLM_CONTEXT_WINDOW") from None
                     if _is_method_refusal(e) and m_idx + 1 < len(chain):
                         m_idx += 1  # the server refuses this method: next one, no backoff
+                        with _WM_LOCK:  # ... and for every later call, whatever happens next
+                            _WORKING_METHOD[(self.settings.endpoint,
+                                             self.settings.model)] = chain[m_idx]
                         continue
                     if _is_method_refusal(e):
                         raise LLMUnavailable(
