@@ -27,7 +27,7 @@ $(LLM_STAMP): $(STAMP)
 llm-test-venv: $(LLM_STAMP)
 
 test-real-llm: $(LLM_STAMP)
-	$(BIN)/python -m pytest -q -m real_llm
+	$(BIN)/python -m pytest -q -m real_llm -o addopts=-ra
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
