@@ -8,13 +8,13 @@ LLM_STAMP := $(VENV)/.llm-test-stamp
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF
 DEMO_OP ?= add_gelu_muladd
 
-.PHONY: venv test test-slow test-all demo bench lint gpu-check clean
+.PHONY: venv test test-slow test-all test-ray demo bench lint gpu-check clean
 
 $(STAMP): pyproject.toml
 	@$(PY) -c 'import sys; assert sys.version_info >= (3, 11), "kernelcrew needs Python 3.11+"'
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[dev,ray]'
 	@touch $(STAMP)
 
 venv: $(STAMP)
@@ -35,6 +35,9 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
 
+test-ray: $(STAMP)
+	$(BIN)/python -m pytest -q -m ray
+
 test-all: $(STAMP)
 	$(BIN)/python -m pytest -q
 
@@ -42,7 +45,7 @@ demo: $(STAMP)
 	$(BIN)/kernelcrew optimize $(DEMO_OP) --backend cpu --agents heuristic --max-iters 4
 
 bench: $(STAMP)
-	$(BIN)/python -m kernelcrew.evals.bench --out docs/results.md
+	$(BIN)/python -m kernelcrew.evals.bench --out docs/results.md $(if $(OPS),--ops $(OPS))
 
 lint: $(STAMP)
 	$(BIN)/ruff check kernelcrew tests

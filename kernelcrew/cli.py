@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from kernelcrew.errors import AgentUnavailable, InputError
+from kernelcrew.errors import AgentUnavailable, ExecutorError, InputError
 
 JSON_OUT = False
 
@@ -96,6 +96,9 @@ def _live(event: dict) -> None:
 
 
 def print_result(result: dict) -> None:
+    if not result.get("ran", True):
+        print_compile_only(result)
+        return
     rows = result.get("table", [])
     print(table(["group", "case", "baseline_ms", "best_ms", "speedup", "max_abs_err", "status"],
                 [[r["group"], r["case"], r.get("baseline_ms"), r.get("median_ms"),
@@ -110,6 +113,19 @@ def print_result(result: dict) -> None:
           f"stop: {result.get('stop_reason')}")
     run_dir = result.get("run_dir", "")
     print(f"  run: {result.get('run_id')}  report: {run_dir}/report.md")
+
+
+def print_compile_only(result: dict) -> None:
+    """No device: the candidates and what the compiler says about them; no times."""
+    cands = result.get("candidates", [])
+    print(table(["kind", "author", "outcome", "evidence"],
+                [[c["kind"], c["author"], c["outcome"], c["detail"][:160]] for c in cands]))
+    print()
+    print(f"{result.get('op')} on {result.get('backend')}: NOT RUN, {result.get('stop_reason')}")
+    print(f"  {len([c for c in cands if c['outcome'] == 'not-run'])} candidate(s) compiled, "
+          f"{result.get('compile_errors', 0)} compile error(s); no timings, no speedups")
+    run_dir = result.get("run_dir", "")
+    print(f"  run: {result.get('run_id')}  candidates: {run_dir}/candidates")
 
 
 def _positive(kind: type) -> Any:
@@ -135,7 +151,7 @@ def _context_from_args(args: argparse.Namespace) -> Any:
 
     ctx = RunContext()
     for name in ("backend", "agents", "max_iters", "patience", "reps", "seed", "memory_dir",
-                 "memory_url", "approve", "candidates_per_iter"):
+                 "memory_url", "approve", "candidates_per_iter", "executor", "ray_address"):
         v = getattr(args, name, None)
         if v is not None and v is not False:
             setattr(ctx, name, v)
@@ -193,14 +209,24 @@ def _replay_overrides(args: argparse.Namespace) -> dict:
     return out
 
 
+def require_executor(kind: str) -> None:
+    from kernelcrew.tools.executor import require
+
+    require(kind)  # one line and exit 2 when, e.g., Ray is not installed
+
+
 def cmd_optimize(args: argparse.Namespace) -> int:
     from kernelcrew.graph import runner
 
     approver = runner.ask_on_terminal if args.approve else None
     if args.approve and not sys.stdin.isatty():
         raise InputError("--approve asks on the terminal; run it interactively")
+    if args.executor:
+        require_executor(args.executor)
     if args.resume:
-        result = runner.resume(args.resume, progress=_live, approver=approver)
+        overrides = {k: getattr(args, k) for k in ("executor", "ray_address") if getattr(args, k)}
+        result = runner.resume(args.resume, progress=_live, approver=approver,
+                               overrides=overrides)
     elif args.replay:
         result = runner.replay(args.replay, live=args.replay_missing == "live",
                                overrides=_replay_overrides(args), progress=_live,
@@ -228,6 +254,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         print(f"kernelcrew: stopped: {result['stop_reason']}; best kernel: {best.get('path')}",
               file=sys.stderr)
         return 1
+    if not result.get("ran", True):
+        return 0  # compiled only, and said so: not a failure of the run
     return 0 if best.get("correct") else 1
 
 
@@ -359,10 +387,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from kernelcrew.kernels.spec import library_ops
 
     ops = [o.strip() for item in (args.ops or []) for o in item.split(",") if o.strip()]
+    require_executor(args.executor)
     settings = EvalSettings(ops=ops or library_ops(), backend=args.backend, agents=args.agents,
                             budget=args.budget, reps=args.reps, memory=args.memory,
                             memory_dir=args.memory_dir, runs_dir=args.runs_dir, seed=args.seed,
-                            wall_budget_s=args.budget_s)
+                            wall_budget_s=args.budget_s, executor=args.executor,
+                            ray_address=args.ray_address)
     if settings.budget < 1 or settings.reps < 1:
         raise InputError("--budget and --reps must be at least 1")
 
@@ -515,6 +545,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--run-dir", help="where to keep this run (default: the runs folder)")
     s.add_argument("--resume", metavar="RUN_ID", help="continue a run that was stopped")
     s.add_argument("--approve", action="store_true", help="ask before accepting a candidate")
+    s.add_argument("--executor", choices=["local", "ray"], default=None,
+                   help="where evaluations run: local (default) or ray (the kernelcrew[ray] "
+                        "extra)")
+    s.add_argument("--ray-address", help="Ray cluster to use with --executor ray (default: env "
+                                         "KERNELCREW_RAY_ADDRESS; none: a local Ray for the run)")
     s.add_argument("--memory-dir", help="local memory store (default: user data dir)")
     s.add_argument("--memory-url", help="shared Chroma server, e.g. http://host:8000")
     s.add_argument("--no-memory", action="store_true", help="neither read nor write reflections")
@@ -660,6 +695,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0, help="input seed (default 0)")
     s.add_argument("--progress", action="store_true", help="progress on stderr even when "
                                                           "it is not a terminal")
+    s.add_argument("--executor", choices=["local", "ray"], default="local",
+                   help="where evaluations run: local (default) or ray (the kernelcrew[ray] "
+                        "extra)")
+    s.add_argument("--ray-address", help="Ray cluster to use with --executor ray (default: env "
+                                         "KERNELCREW_RAY_ADDRESS; none: a local Ray for the run)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_eval)
     return p
@@ -679,6 +719,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except AgentUnavailable as e:
         print(f"kernelcrew: error: {e}", file=sys.stderr)
+        return 1
+    except ExecutorError as e:  # the cluster went away: the best so far is on disk
+        print(f"kernelcrew: stopped: {e}; the best kernel so far is kept in the run folder, "
+              "and `kernelcrew optimize --resume RUN_ID` continues", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("kernelcrew: interrupted", file=sys.stderr)

@@ -45,3 +45,8 @@ class AgentUnavailable(KernelcrewError):
     The graph turns this into a clean stop: the best kernel so far is kept and the run
     finishes with this as its stop reason.
     """
+
+
+class ExecutorError(KernelcrewError):
+    """The evaluation executor cannot go on (a cluster that went away): the run stops,
+    its best kernel is on disk, and `--resume` continues once the cluster is back."""

@@ -62,6 +62,7 @@ class CaseRow(BaseModel):
     p90_ms: float | None = None
     baseline_ms: float | None = None
     speedup: float | None = None
+    runs_per_timing: int = 1  # >1: a short plan timed as that many back-to-back runs
     samples_ms: list[float] = Field(default_factory=list, exclude=True)
 
 

@@ -411,19 +411,20 @@ PYEOF
     done
 fi
 
-# -- 6. a short heuristic optimize on two ops -----------------------------------------------
+# -- 6. a short heuristic optimize on every op (the CUDA crew's transforms: fusion, vector
+#       access, block reductions, shared-memory tiles); without a GPU it compiles only -------
 if ! "${KC[@]}" optimize --help >/dev/null 2>&1; then
     record optimize "kernelcrew optimize" "not available" "the optimize command does not exist yet"
 elif ! "$PY" -c "import kernelcrew.graph.runner" >"$LOGS/import_optimize.log" 2>&1; then
     record optimize "kernelcrew optimize" "skipped" "cannot import: $(tail -1 "$LOGS/import_optimize.log" | cut -c1-80); carry wheels (--fetch-wheels graph)"
 else
-    for op in add_gelu_muladd softmax_rows; do
-        if [ "$HAVE_GPU" = 0 ]; then record optimize "$op" "$NOGPU" "$WHY_NOGPU"; continue; fi
-        if [ "$WORKER_OK" = 0 ]; then record optimize "$op" "$NOWORKER" "$WHY_NOWORKER"; continue; fi
+    for op in $OPS; do
+        if [ "$HAVE_GPU" = 1 ] && [ "$WORKER_OK" = 0 ]; then record optimize "$op" "$NOWORKER" "$WHY_NOWORKER"; continue; fi
         say "optimize $op (heuristic, short)"
-        run "optimize_$op" 110 "${KC[@]}" optimize "$op" --backend cuda --agents heuristic \
-            --max-iters 2 --budget-s 70 --no-memory --reps 6 --seed 3 \
-            --run-dir "$WORK/runs/$op" --json
+        # one round each (the observe step without ncu: stage 5 covers ncu), so six ops fit
+        KERNELCREW_NCU=none run "optimize_$op" 80 "${KC[@]}" optimize "$op" --backend cuda \
+            --agents heuristic --max-iters 1 --budget-s 40 --candidates-per-iter 2 --no-memory \
+            --reps 4 --seed 3 --run-dir "$WORK/runs/$op" --json
         rc=$?
         [ $rc = 125 ] && { record optimize "$op" "skipped: time budget"; continue; }
         "$PY" - "$LOGS/optimize_$op.log" "$op" "$rc" >>"$SUMMARY" 2>>"$LOGS/summary.log" <<'PYEOF'
@@ -435,9 +436,16 @@ except ValueError:
     print(f"optimize\t{sys.argv[2]}\tFAIL\trc={sys.argv[3]} {(text.strip().splitlines() or ['no output'])[-1][:150]}")
     sys.exit()
 b = d.get("best") or {}
+if not d.get("ran", True):
+    cands = d.get("candidates", [])
+    ok = sum(1 for c in cands if c["outcome"] == "not-run")
+    kinds = ",".join(sorted({c["kind"] for c in cands}))[:90]
+    print(f"optimize\t{sys.argv[2]}\tskipped: no GPU\t{ok} candidates compiled, not run ({kinds})")
+    sys.exit()
 sp = f"{b['speedup']:.2f}x" if b.get("speedup") else "n/a"
+acc = ",".join(e["kind"] for e in d.get("accepted", []))[:80] or "none"
 print(f"optimize\t{sys.argv[2]}\tok\tbest {sp} (correct {b.get('correct')}) after "
-      f"{d.get('iterations')} iterations; stop: {str(d.get('stop_reason'))[:60]}")
+      f"{d.get('iterations')} iterations; accepted: {acc}; stop: {str(d.get('stop_reason'))[:50]}")
 PYEOF
     done
 fi

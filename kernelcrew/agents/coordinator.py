@@ -75,7 +75,15 @@ def _knob_alternative(p: Proposal, q: Proposal) -> bool:
     one knob two ways are a conflict, resolved by score.)"""
     kp, kq = p.change.knobs or {}, q.change.knobs or {}
     return (p.author == q.author and p.change.type == q.change.type == "knobs" and bool(kp)
-            and set(kp) <= set(kq))
+            and set(kp) <= set(kq)) or _param_alternative(p, q)
+
+
+def _param_alternative(p: Proposal, q: Proposal) -> bool:
+    """`p` and `q` are the same transformation by one author with other parameters (an
+    unroll-and-jam factor of 4 and of 8): alternatives of one move, not a conflict."""
+    return (p.author == q.author and p.change.type == q.change.type == "source"
+            and bool(p.change.transform) and p.change.transform == q.change.transform
+            and p.change.kind == q.change.kind and p.change.params != q.change.params)
 
 
 def _label(p: Proposal) -> str:
@@ -131,6 +139,10 @@ def coordinate(proposals: list[Proposal], base_kernel: str, *, stats: dict[str, 
     chosen: list[Proposal] = []
     alternatives: list[tuple[Proposal, Proposal]] = []  # (other knob value, the one chosen)
     for p in ranked:
+        same_move = next((q for q in chosen if _param_alternative(p, q)), None)
+        if same_move is not None:  # another size of a chosen move: evaluated beside it
+            alternatives.append((p, same_move))
+            continue
         clash = next(((q, why) for q in chosen
                       if (why := _conflict(p, q, can_merge=apply is not None))), None)
         if clash:
@@ -196,7 +208,11 @@ def coordinate(proposals: list[Proposal], base_kernel: str, *, stats: dict[str, 
     in_merged_rungs = 0
     for p, q in alternatives:
         if merged is not None and q in in_merge and apply is not None:
-            text = apply(p, merged.change.kernel)
+            if _param_alternative(p, q):  # the merge again, with p in q's place
+                redo = _merge([p if x is q else x for x in in_merge], apply, [])[0]
+                text = redo.change.kernel if redo is not None else None
+            else:
+                text = apply(p, merged.change.kernel)
             if text is None:
                 continue
             alt = merged.model_copy(update={
@@ -207,7 +223,8 @@ def coordinate(proposals: list[Proposal], base_kernel: str, *, stats: dict[str, 
         else:
             alt = p
             at = next((i + 1 for i, (c, _) in enumerate(candidates) if c is q), len(candidates))
-        values = ", ".join(f"{k}={v}" for k, v in (p.change.knobs or {}).items())
+        values = ", ".join(f"{k}={v}" for k, v in (p.change.knobs or p.change.params or {}
+                                                   ).items())
         candidates.insert(at, (alt, f"{_label(p)} at {values}: another rung of the ladder "
                                     + ("in the merge" if alt is not p else "on its own")))
 

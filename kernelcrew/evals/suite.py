@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -61,6 +62,9 @@ class EvalSettings:
     wall_budget_s: float | None = None  # per operator; None: the crew's default
     patience: int | None = None
     specialists: list[str] | None = None
+    executor: str = "local"  # local: one operator after another | ray: several at once
+    ray_address: str | None = None
+    parallel: int | None = None  # crews at once (default: 1 local, every operator on ray)
 
 
 @dataclass
@@ -136,6 +140,27 @@ def summarize(rows: list[OpRow]) -> dict[str, Any]:
 # ---------------------------------------------------------------- the machine
 
 
+# the SIMD extensions that decide what the compiler can emit, widest last
+ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_bf16",
+             "avx512_fp16", "amx_tile", "asimd", "sve", "sve2")
+
+
+def cpu_isa(cpuinfo: str | None = None) -> str:
+    """The SIMD ISA of this CPU from /proc/cpuinfo's flags (x86) or Features (Arm), as
+    `avx2 fma` or `avx2 fma avx512f ...`; "unknown" where they cannot be read."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return "unknown"
+    for line in cpuinfo.splitlines():
+        key, _, val = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            have = set(val.split())
+            return " ".join(f for f in ISA_FLAGS if f in have) or "none of " + "/".join(ISA_FLAGS)
+    return "unknown"
+
+
 def machine_info(backend: str = "cpu") -> dict[str, Any]:
     model = platform.processor() or ""
     try:
@@ -145,7 +170,8 @@ def machine_info(backend: str = "cpu") -> dict[str, Any]:
                 break
     except OSError:
         pass
-    info = {"cpu": model, "cores": cpu_threads(), "compiler": tool_version(CXX),
+    info = {"cpu": model, "isa": cpu_isa(), "cores": cpu_threads(),
+            "compiler": tool_version(CXX),
             "python": sys.version.split()[0], "platform": platform.platform(),
             "backend": backend}
     try:
@@ -262,7 +288,8 @@ def run_context(settings: EvalSettings, run_dir: Path, memory_dir: str | None) -
     ctx = RunContext(backend=settings.backend, agents=settings.agents,
                      max_iters=settings.budget, reps=settings.reps, run_dir=str(run_dir),
                      use_memory=settings.memory != "off", memory_dir=memory_dir,
-                     seed=settings.seed, specialists=settings.specialists)
+                     seed=settings.seed, specialists=settings.specialists,
+                     executor=settings.executor, ray_address=settings.ray_address)
     if settings.wall_budget_s:
         ctx.wall_budget_s = settings.wall_budget_s
     if settings.patience:
@@ -346,13 +373,21 @@ def run_suite(settings: EvalSettings, *, say: Say | None = None,
     except Exception as e:  # noqa: BLE001 - the table goes on without a roofline column
         say(f"no machine peaks, no roofline column: {type(e).__name__}: {e}")
         peaks = None
-    rows = []
-    for k, op in enumerate(settings.ops, 1):
+    parallel = settings.parallel or (len(settings.ops) if settings.executor == "ray" else 1)
+
+    def one(k: int, op: str) -> OpRow:
         say(f"[{k}/{len(settings.ops)}] optimizing {op} (budget {settings.budget} iterations)")
-        rows.append(run_operator(op, settings, runs_dir, peaks=peaks,
-                                 memory_dir=settings.memory_dir, say=say))
+        row = run_operator(op, settings, runs_dir, peaks=peaks, memory_dir=settings.memory_dir,
+                           say=say)
         if after_op is not None:
-            after_op(rows[-1])
+            after_op(row)
+        return row
+
+    if parallel <= 1:
+        rows = [one(k, op) for k, op in enumerate(settings.ops, 1)]
+    else:  # several crews at once: their evaluations share the executor's cluster
+        with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="crew") as pool:
+            rows = list(pool.map(one, range(1, len(settings.ops) + 1), settings.ops))
     settings_d = {**asdict(settings), "runs_dir": str(runs_dir)}
     machine = machine_info(settings.backend)
     if peaks is not None:

@@ -35,6 +35,9 @@ class RunContext:
     reps: int = field(default_factory=lambda: int(os.environ.get("KERNELCREW_REPS", "20")),
                       metadata={"description": "timed runs per case and kernel"})
     timeout_s: float = field(default=30.0, metadata={"description": "seconds per worker"})
+    roofline_done: float = field(default=0.8, metadata={
+        "description": "stop once the best kernel runs above this share of its roofline "
+                       "(bandwidth or compute peak); above 1: never"})
     max_compile_tries: int = field(default=3, metadata={
         "description": "compile attempts per candidate before its author must re-plan"})
     approve: bool = field(default=False, metadata={
@@ -45,6 +48,11 @@ class RunContext:
     memory_url: str | None = field(default=None, metadata={"description": "Chroma server URL"})
     use_memory: bool = field(default=True, metadata={"description": "read/write reflections"})
     seed: int | None = field(default=None, metadata={"description": "input seed"})
+    executor: str = field(default="local", metadata={
+        "description": "where evaluations run: local (here, one after another) or ray"})
+    ray_address: str | None = field(default=None, metadata={
+        "description": "Ray cluster address (default: env KERNELCREW_RAY_ADDRESS; none: a "
+                       "local Ray started for the run)"})
     llm: dict[str, Any] = field(default_factory=dict, metadata={
         "description": "LLM settings (model, base_url, api_key, temperature, timeout, ...)"})
 

@@ -20,11 +20,15 @@ class Evaluation(TypedDict, total=False):
     kind: str
     path: str  # candidate kernel file
     digest: str
-    outcome: str  # accepted | faster-not-best | same | slower | rejected | compile-error | declined
+    # accepted | faster-not-best | same | slower | rejected | compile-error | declined |
+    # infra-error (the executor's cluster lost every attempt: no verdict on the kernel) |
+    # not-run (compiled, with static evidence; no device to run it on)
+    outcome: str
     speedup: float | None  # vs the baseline (chained through the best it was timed against)
     vs_best: float | None  # vs the best at that time, side by side
     detail: str
     compile_tries: int
+    ran_on: dict  # where it was judged: executor, node, host
 
 
 class CrewState(TypedDict, total=False):
@@ -58,6 +62,7 @@ class CrewState(TypedDict, total=False):
     answers: Annotated[list[dict], operator.add]  # every LLM answer: agent, step, kind, reason
     spent: dict  # tokens and cost spent so far (for the budgets)
     stop_reason: str
+    compile_only: str  # why nothing runs (no device): candidates are compiled, never timed
     result: dict  # the final result (also result.json)
 
 

@@ -34,6 +34,8 @@ class Reflection(BaseModel):
     family: str = Field(min_length=1, description="Operator family, e.g. 'reduction'.")
     backend: str = Field(min_length=1, description="Backend, e.g. 'cpu' or 'cuda'.")
     device: str = Field(default="", description="Device the run measured on, e.g. 'H200'.")
+    node: str = Field(default="", description="Where the evaluation ran: the host, and the "
+                      "cluster node id when an executor spread the run over a cluster.")
     bottleneck: Bottleneck = Field(default="unknown", description="Diagnosed bottleneck.")
     change_kind: str = Field(
         min_length=1, description="Kind of change: 'simd', 'omp_parallel', 'knob:BLOCK', ..."
@@ -80,6 +82,7 @@ class Reflection(BaseModel):
             "family": self.family,
             "backend": self.backend,
             "device": self.device,
+            "node": self.node,
             "bottleneck": self.bottleneck,
             "change_kind": self.change_kind,
             "author": self.author,

@@ -19,7 +19,7 @@ from kernelcrew.agents.transforms import (
     unroll,
     vector_math,
 )
-from kernelcrew.agents.transforms.analysis import FunctionModel
+from kernelcrew.agents.transforms.affine import FunctionModel
 from kernelcrew.agents.transforms.common import in_small_path
 from kernelcrew.agents.transforms.cst import (
     Source,
@@ -551,7 +551,8 @@ void f(const float* x, float* y, int64_t n) {
     fns = [n for n in walk(m.src.root) if n.type == "function_definition"]
     from kernelcrew.agents.transforms.cst import function_name
 
-    assert [function_name(f) for f in fns] == ["kc_expf", "kc_erff", "f"]
+    assert [function_name(f) for f in fns] == ["kc_as_int", "kc_as_float", "kc_expf", "kc_erff",
+                                               "f"]
     body = m.src.text_of(m.forest[0].body)
     assert "kc_expf(x[j] - first)" in body and "kc_erff(x[j] * 0.5f)" in body
     assert "std::exp(x[j] * 0.5)" in body  # a double argument keeps libm

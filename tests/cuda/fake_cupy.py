@@ -17,6 +17,9 @@ uint8 = np.uint8
 KERNELS: dict[str, Callable[..., None]] = {}  # name -> fn(grid, block, shared, *args)
 LAUNCHES: list[tuple[str, tuple, tuple, int]] = []
 DEVICE_COUNT = 1
+# None: every event pair reads 0.125 ms; a number: the pair reads that many ms per launch
+# recorded between its two events (so repeated launches take proportionally longer)
+LAUNCH_MS: float | None = None
 
 
 _MEMORY: dict[int, np.ndarray] = {}  # fake device pointer -> the array behind it
@@ -118,8 +121,10 @@ class _Stream:
 
 
 class _Event:
+    at = 0
+
     def record(self, stream: object = None) -> None:
-        pass
+        self.at = len(LAUNCHES)
 
     def synchronize(self) -> None:
         pass
@@ -138,7 +143,7 @@ cuda = types.SimpleNamespace(
     Device=lambda i=0: types.SimpleNamespace(use=lambda: None),
     Stream=_Stream,
     Event=_Event,
-    get_elapsed_time=lambda a, b: 0.125,
+    get_elapsed_time=lambda a, b: 0.125 if LAUNCH_MS is None else LAUNCH_MS * (b.at - a.at),
     runtime=types.SimpleNamespace(getDeviceCount=_device_count,
                                   getDeviceProperties=lambda i: dict(PROPS),
                                   memsetAsync=_memset_async),

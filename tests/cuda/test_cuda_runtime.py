@@ -151,3 +151,38 @@ def test_missing_kernel_symbol_fails_while_loading(fake_cupy, tmp_path) -> None:
     with pytest.raises(RuntimeError, match="named symbol not found"):
         _run_worker(fake_cupy, tmp_path, FIXTURES / "gpu" / "writes_nothing.cu", mode="verify",
                     reps=0)
+
+
+def test_short_plans_are_timed_as_repeated_runs_between_one_event_pair(fake_cupy,
+                                                                        tmp_path) -> None:
+    """A plan under MIN_TIMED_MS (the fake device: 2 us per launch, two launches) is timed
+    as many back-to-back runs between one pair of events; the time per run comes back and
+    the count is recorded in the worker's result and the harness's rows."""
+    from kernelcrew.tools.backends.cuda_runtime import MIN_TIMED_MS, repeats_for
+
+    fake_cupy.LAUNCH_MS = 0.002
+    fake_cupy.KERNELS.update(row_sums=_row_sums, affine=_affine)
+    h, _rows, done = _run_worker(fake_cupy, tmp_path, FIXTURES / "ok" / "two_pass_temps.cu")
+    try:
+        ev = next(iter(done.values()))
+        want = repeats_for(0.004)
+        assert want == 13 and want * 0.004 >= MIN_TIMED_MS
+        assert ev["runs_per_timing"] == want
+        assert ev["times_ms"] == pytest.approx([0.004] * 4)  # per run, not per timing
+        # per case: one single run per input set to verify (2 launches each), then the
+        # warm-up call and 4 timed calls, each `want` runs of the 2-launch plan
+        expected = sum(2 * len(e["input_checksums"]) + 2 * want * (1 + 4)
+                       for e in done.values())
+        assert len(fake_cupy.LAUNCHES) == expected
+        row = h._judge(h.cases[0], ev)
+        assert row.status == "pass"
+    finally:
+        h.close()
+
+
+def test_repeats_for() -> None:
+    from kernelcrew.tools.backends.cuda_runtime import MAX_REPEATS, MIN_TIMED_MS, repeats_for
+
+    assert repeats_for(MIN_TIMED_MS) == 1 and repeats_for(1.0) == 1
+    assert repeats_for(MIN_TIMED_MS / 2) == 2
+    assert repeats_for(0.0) == MAX_REPEATS and repeats_for(1e-9) == MAX_REPEATS

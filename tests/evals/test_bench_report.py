@@ -18,7 +18,8 @@ def _data() -> dict:
     rows = [_row("small_matmul", 2.0, 10.0), _row("transpose", 4.0, 5.0,
                                                     stop_reason="wall-clock budget of 150 s")]
     suite = S.SuiteResult(settings={"budget": 8, "reps": 10, "seed": 0, "wall_budget_s": 150.0},
-                          machine={"cpu": "test cpu", "cores": 2, "compiler": "g++ 12"},
+                          machine={"cpu": "test cpu", "isa": "sse4_2 avx avx2 fma", "cores": 2,
+                                   "compiler": "g++ 12"},
                           rows=rows, summary=S.summarize(rows), started="now", seconds=1.0)
     kt = P.KernelTunerResult(op="transpose", tunable="t.cpp", case="rows=1", space={"TILE": [8]},
                              size=12, optimum={"TILE": 32}, optimum_ms=5.0, strategies=[
@@ -62,3 +63,15 @@ def test_report_has_every_part() -> None:
         assert heading in text, heading
     assert "geomean speedup 2.83x over 2 operators; fast_1 = 100%, fast_1.5 = 100%, " \
         "fast_2 = 100%" in text
+
+
+def test_machine_table_names_the_cpu_and_its_isa() -> None:
+    text = B.render(_data())
+    assert "| ISA (from /proc/cpuinfo flags) | sse4_2 avx avx2 fma |" in text
+    zen3 = "flags\t\t: fpu sse sse2 ssse3 sse4_1 sse4_2 avx f16c fma avx2 bmi2\n"
+    xeon = "flags\t\t: sse4_2 avx avx2 fma avx512f avx512dq avx512bw avx512vl\n"
+    assert S.cpu_isa(zen3) == "sse4_2 avx avx2 fma"
+    assert S.cpu_isa(xeon) == "sse4_2 avx avx2 fma avx512f avx512bw avx512vl"
+    assert S.cpu_isa("Features\t: fp asimd evtstrm sve\n") == "asimd sve"
+    assert S.cpu_isa("processor : 0\n") == "unknown"
+    assert S.cpu_isa() != ""  # this machine's, whatever it has

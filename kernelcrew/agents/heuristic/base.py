@@ -18,7 +18,7 @@ from kernelcrew.agents.proposal import Change, ChangeType, Proposal
 from kernelcrew.agents.record import confidence_factor, kind_records
 from kernelcrew.agents.transforms import TRANSFORMS, apply_transform, changed_regions, parse_any
 
-MAX_PROPOSALS = 3  # kinds of change per specialist and iteration
+MAX_PROPOSALS = 4  # kinds of change per specialist and iteration
 _TRIED = re.compile(r"^(?P<kind>\S+) by (?P<author>[^:]+): (?P<outcome>[\w-]+)")
 
 

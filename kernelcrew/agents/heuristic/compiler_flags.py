@@ -99,7 +99,11 @@ class CompilerFlags(HeuristicSpecialist):
                             risks="none expected"))
         regs, occ = ev.registers, ev.occupancy_pct
         current = next((int(f.split("=")[1]) for f in flags if "maxrregcount" in f), None)
-        if regs is not None and regs > 64 and (occ is None or occ < 50) and not ev.spill_bytes:
+        choice = self._register_choice(ev)
+        if choice is not None:
+            out.append(choice)
+        elif regs is not None and regs > 64 and (occ is None or occ < 50) and \
+                not ev.spill_bytes:
             cap = 64 if regs <= 96 else 96 if regs <= 128 else 128
             if current is None or cap < current:
                 out.append(Move(
@@ -119,6 +123,30 @@ class CompilerFlags(HeuristicSpecialist):
                 plan="Remove -maxrregcount so the kernel keeps its values in registers.",
                 risks="lower occupancy"))
         return out
+
+    def _register_choice(self, ev: Evidence) -> Move | None:
+        """Case 4.2: the profile ranked smaller blocks, launch bounds with a min-blocks value
+        and a register cap by ptxas registers, spills and the occupancy table (measured
+        occupancy from ncu when there is one); propose the winner."""
+        if ev.register_choice is None or ev.register_choice_value is None:
+            return None
+        how, value = int(ev.register_choice), int(ev.register_choice_value)
+        why = f"Occupancy is limited by registers ({ev.register_choice_note[:400]})."
+        risks = "fewer registers per thread can mean spills or more instructions"
+        if how == 0:
+            return Move("knobs", "register_pressure", 1.15, 0.5, type="knobs",
+                        params={"values": {"BLOCK": value}}, why=why, risks=risks,
+                        plan=f"Smaller blocks: BLOCK -> {value}, so more blocks of the "
+                             "register-heavy kernel fit per SM.")
+        if how == 1:
+            return Move("launch_bounds", "register_pressure", 1.15, 0.5,
+                        params={"knob": "BLOCK", "min_blocks": value}, why=why, risks=risks,
+                        plan=f"Declare __launch_bounds__(BLOCK, {value}) so ptxas keeps the "
+                             f"kernel to the registers that {value} resident blocks per SM "
+                             "allow.")
+        return Move("flags", "register_pressure", 1.1, 0.5, type="flags",
+                    params={"add": [f"-maxrregcount={value}"]}, why=why, risks=risks,
+                    plan=f"Cap registers at {value} with -maxrregcount.")
 
     def fallbacks(self, transform: str, params: dict, ev: Evidence):
         add = [f for f in params.get("add", []) if f != "-march=native"]

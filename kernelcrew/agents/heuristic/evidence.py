@@ -9,8 +9,11 @@ from dataclasses import dataclass, field
 
 from kernelcrew.agents.context import AgentContext
 from kernelcrew.agents.transforms import entries, parse_any
-from kernelcrew.agents.transforms.analysis import FunctionModel, check_loop, p_str, split_terms
+from kernelcrew.agents.transforms.accum import accum_reason
+from kernelcrew.agents.transforms.affine import FunctionModel, p_str, split_terms
 from kernelcrew.agents.transforms.cst import Source, find_function, params, pragma_text, walk
+from kernelcrew.agents.transforms.dependence import check_loop
+from kernelcrew.agents.transforms.jam import jam_reason
 from kernelcrew.errors import InputError
 from kernelcrew.kernels.kernelfile import KernelFile
 from kernelcrew.results import ProfileResult
@@ -42,6 +45,9 @@ class StaticFacts:
     reductions: list[str] = field(default_factory=list)  # scalars accumulated in inner loops
     math_calls: list[str] = field(default_factory=list)
     restrict_missing: bool = False
+    dot_nests: list[str] = field(default_factory=list)  # "o over i at line N" (jammable)
+    chains: list[str] = field(default_factory=list)  # reductions that can take accumulators
+    not_applicable: dict[str, str] = field(default_factory=dict)  # move -> why not, from source
 
 
 def static_facts(kf: KernelFile) -> StaticFacts:
@@ -66,8 +72,20 @@ def static_facts(kf: KernelFile) -> StaticFacts:
                 if re.fullmatch(r"(exp|erf|log|tanh|sqrt|pow|sin|cos)f?", callee):
                     f.math_calls.append(callee)
         for lp in m.loops:
+            if len(lp.children) == 1 and not lp.children[0].children:
+                why = jam_reason(m, lp)
+                if why is None:
+                    f.dot_nests.append(f"{lp.var} over {lp.children[0].var} at line "
+                                       f"{s.line_of(lp.node) + off}")
+                else:
+                    f.not_applicable.setdefault("unroll_and_jam", why)
             if lp.children or not lp.canonical:
                 continue
+            why_not = accum_reason(m, lp)
+            if why_not is None:
+                f.chains.append(f"at line {s.line_of(lp.node) + off}")
+            else:
+                f.not_applicable.setdefault("accumulators", why_not)
             v = check_loop(m, lp, allow_reductions=True)
             f.reductions += [f"{k} ({op}) at line {s.line_of(lp.node) + off}"
                              for k, op in v.reductions.items()]
@@ -111,6 +129,9 @@ class Evidence:
     block_threads: float | None = None
     spill_bytes: float | None = None
     launches: float | None = None
+    register_choice: float | None = None  # index in (block, launch_bounds, maxrregcount)
+    register_choice_value: float | None = None
+    register_choice_note: str = ""
     time_ms: float | None = None
     access: str = "unknown"  # the profiler's verdict on the hot loops' strides
     hot: str = ""
@@ -231,6 +252,8 @@ def evidence(ctx: AgentContext) -> Evidence:
     ev.block_threads, _ = _metric(p, "block_threads")
     ev.spill_bytes, _ = _metric(p, "spill_stores_bytes")
     ev.launches, _ = _metric(p, "launches")
+    ev.register_choice, ev.register_choice_note = _metric(p, "register_choice")
+    ev.register_choice_value, _ = _metric(p, "register_choice_value")
     ev.time_ms, _ = _metric(p, "time_ms")
     ev._hot = list(p.hot_regions)
     if p.hot_regions:

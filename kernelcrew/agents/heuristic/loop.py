@@ -13,7 +13,7 @@ from kernelcrew.agents.heuristic.evidence import Evidence
 
 # knobs searched elsewhere: TILE by memory_access, the threading threshold by its own rule;
 # RB/JB (register_block) are sized for the vector registers and not worth a ladder
-_NOT_MINE = {"TILE", "GRID_CAP", "OMP_MIN_WORK", "RB", "JB"}
+_NOT_MINE = {"TILE", "TILE_ROWS", "GRID_CAP", "OMP_MIN_WORK", "RB", "JB"}
 # each threaded attempt that regressed a group raises the threshold one step
 MAX_KNOB_STEPS = 2
 
@@ -87,6 +87,16 @@ class Loop(HeuristicSpecialist):
                      f"work below {work} inner iterations (OMP_MIN_WORK), so only the "
                      "large shapes pay for threads.",
                 risks="mid-size shapes stay single-threaded"))
+        if ev.facts.threaded:
+            out.append(Move(
+                "omp_version", "omp_version", 1.1, 0.45,
+                why="The source threads its loops with its own `omp parallel for` for every "
+                    "shape: tiny shapes pay the thread start-up (microseconds) for work of "
+                    "nanoseconds.",
+                plan="Keep the pragma and add a serial version of the loop, taken below "
+                     "OMP_MIN_WORK (a knob, 1M) inner iterations.",
+                risks="none for large shapes; mid-size shapes near the threshold may pick the "
+                      "slower version"))
         vec_calls = [c for c in ev.facts.math_calls if re.fullmatch(r"(exp|erf)f?", c)]
         if vec_calls:
             calls = ", ".join(vec_calls)
@@ -104,6 +114,54 @@ class Loop(HeuristicSpecialist):
                      "vectorize under omp simd.",
                 risks="results differ from libm in the last bit or two (far inside the op "
                       "tolerance); float arguments only"))
+        ext_calls = [c for c in ev.facts.math_calls if re.fullmatch(r"(tanh|log)f?", c)]
+        if ext_calls:
+            calls = ", ".join(ext_calls)
+            cpu_time = ev.kind in (None, "compute-bound", "latency-bound")
+            hot = bool(ev.libm_share)
+            out.append(Move(
+                "vector_math_ext", "vector_math_ext", 3.0 if cpu_time or hot else 1.3,
+                0.8 if hot else 0.7 if cpu_time else 0.4,
+                why=f"The loops call libm's scalar {calls} once per element: g++ has no vector "
+                    "version of it without -ffast-math, so those loops run one element at a "
+                    "time.",
+                plan=f"Replace {calls} in the loops by inline, branch-free float versions "
+                     "(kc_tanhf: odd polynomial near 0, 1 - 2/(e^2x + 1) beyond; kc_logf: "
+                     "exponent split + atanh series; both within 2 ulp), so the loops "
+                     "vectorize under omp simd.",
+                risks="results differ from libm in the last bit or two (inside the op "
+                      "tolerance); float arguments only"))
+        if ev.facts.dot_nests:
+            nest = ev.facts.dot_nests[0]
+            for rank, factor in enumerate((4, 8)):
+                out.append(Move(
+                    "unroll_and_jam", "unroll_and_jam", 1.8, 0.7 - 0.1 * rank,
+                    params={"factor": factor},
+                    why=f"A dot-product nest ({nest}) computes one output per pass of its inner "
+                        "reduction: the elements every output shares are loaded once per "
+                        "output, and one accumulator chain waits on each add.",
+                    plan=f"Unroll-and-jam the output loop by {factor}: {factor} outputs share "
+                         "one pass of the inner loop, each with its own accumulator (omp simd "
+                         "reduction), so a shared element is loaded once for "
+                         f"{factor} FMAs; leftover outputs run the original loop.",
+                    risks="register pressure at the larger factor; no gain when the nest is "
+                          "bound by the stream of the other operand"))
+        if ev.facts.chains:
+            chain = ev.facts.chains[0]
+            latency = ev.kind in (None, "compute-bound", "latency-bound")
+            for rank, ways in enumerate((4, 8)):
+                out.append(Move(
+                    "accumulators", "accumulators", 1.6 if latency else 1.15,
+                    (0.6 if latency else 0.35) - 0.1 * rank, params={"ways": ways},
+                    why=f"The reduction {chain} is one floating-point dependence chain: even "
+                        "vectorized, each add waits for the one before (3-4 cycles) while the "
+                        "core could start two per cycle.",
+                    plan=f"Give it {ways} accumulators: the range split into {ways} contiguous "
+                         "parts walked side by side under `omp simd reduction`, so "
+                         f"{ways} independent vector chains are in flight; the rest of the "
+                         "range runs the original loop; the partial sums are added at the end.",
+                    risks="the sum is reassociated (inside the tolerance); no gain when the "
+                          "loop waits on memory"))
         if ev.facts.reductions:
             red = ev.facts.reductions[0]
             out.append(Move(

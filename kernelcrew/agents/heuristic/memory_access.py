@@ -135,6 +135,48 @@ class MemoryAccess(HeuristicSpecialist):
 
     def _cuda(self, ev: Evidence) -> list[Move]:
         out: list[Move] = []
+        launches = len(ev.kf.meta.launch) if ev.kf is not None else 0
+        mem = ev.kind in (None, "memory-bound", "latency-bound")
+        if launches > 1:
+            out.append(Move(
+                "launch_fusion", "launch_fusion", min(2.5, 1.0 + 0.5 * (launches - 1)), 0.8,
+                why=f"The launch plan runs {launches} kernels over the same index space: each "
+                    "intermediate is written to memory by one launch and read back by the "
+                    "next, and every launch pays its own start-up.",
+                plan="Fuse the consecutive one-index-per-thread launches into one kernel "
+                     "(checked: same grid, block and index bound; every shared array touched "
+                     "at the thread's own index), so temps that only these launches use "
+                     "become registers and the plan has one launch.",
+                risks="more registers per thread in the fused kernel"))
+        out.append(Move(
+            "block_reduce", "block_reduce", 4.0 if mem else 2.0, 0.75,
+            why="One thread walks each row: neighbouring threads read addresses a whole row "
+                "apart (one cache line per element per thread), and only as many threads run "
+                "as there are rows.",
+            plan="Give each row a block: the threads stride over the row (coalesced), each "
+                 "reduction is combined with warp shuffles (__shfl_down_sync) and one "
+                 "shared-memory stage, and later passes read the reduced value from "
+                 "registers; the grid becomes the rows.",
+            risks="short rows leave most of a block idle; BLOCK becomes the row's thread "
+                  "count"))
+        out.append(Move(
+            "smem_tile", "smem_tile", 2.5, 0.75,
+            why="A transposing copy: one side of every thread's access is strided, so half "
+                "the traffic is uncoalesced (a sector per element).",
+            plan="Move the copy through a 32x33 shared-memory tile (padded against bank "
+                 "conflicts): a block reads a tile along the source's contiguous side and "
+                 "writes it along the destination's, so both are coalesced.",
+            risks="a barrier per tile; the edge tiles are partly idle"))
+        out.append(Move(
+            "vector_access", "vector_access", 1.35 if mem else 1.1, 0.6,
+            params={"knob": "VEC", "default": 4},
+            why="Each thread moves one 4-byte element per access: many narrow memory "
+                "instructions per byte, and too few bytes in flight per thread to reach the "
+                "bandwidth.",
+            plan="Handle VEC=4 consecutive elements per thread with 16-byte float4 loads "
+                 "and stores (LDG.E.128), checked for alignment at run time with a scalar "
+                 "path for tails; the grid is divided by VEC.",
+            risks="fewer threads for small sizes; arrays read at other indices stay scalar"))
         if ev.facts.restrict_missing or "__ldg" not in (ev.kf.body if ev.kf else ""):
             out.append(Move(
                 "ldg", "ldg", 1.15, 0.55,

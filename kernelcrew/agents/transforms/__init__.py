@@ -9,8 +9,10 @@ coordinator relies on this to merge compatible proposals into one candidate.
 Body-level functions (`str -> str | None`, on the source after the front matter) live in
 `threads` (OpenMP parallel for), `vectorize` (restrict, omp simd, unroll), `nests`
 (interchange, tiling), `regblock` (register blocking of i-k-j matmul nests), `fusion`,
-`vecmath` (vectorizable exp/erf) and `cuda` (device-code specifics); `cst`, `analysis` and
-`common` hold the tree-sitter layer, the dependence analysis and the helpers they share.
+`vecmath` / `vecmath_ext` (vectorizable exp/erf, tanh/log), `jam` (unroll-and-jam of
+dot-product nests), `scope` (which helpers are in reach) and `cuda` (device-code specifics); `cst` holds the tree-sitter
+layer; `affine` (subscripts as polynomials, bounds), `reductions` and `dependence` (may a
+loop's iterations run in any order) the analysis; `common` the helpers they share.
 """
 
 from __future__ import annotations
@@ -24,21 +26,39 @@ from typing import Any
 import yaml
 
 from kernelcrew.agents.transforms import cuda as cuda_tf
+from kernelcrew.agents.transforms.accum import accumulators
 from kernelcrew.agents.transforms.cst import (
     EditConflict,
     Source,
     all_loops,
+    find_function,
     function_name,
     functions,
     loops_in,
+    params,
     walk,
 )
 from kernelcrew.agents.transforms.cuda import grid_stride, launch_bounds, ldg
+from kernelcrew.agents.transforms.cuda_fuse import fuse_launches
+from kernelcrew.agents.transforms.cuda_reduce import (
+    block_per_row,
+    bound_as_grid,
+    tree_to_shuffle,
+)
+from kernelcrew.agents.transforms.cuda_tile import tile_transpose
+from kernelcrew.agents.transforms.cuda_vector import vector_access
 from kernelcrew.agents.transforms.fusion import fuse_loops
+from kernelcrew.agents.transforms.jam import unroll_and_jam
 from kernelcrew.agents.transforms.nests import interchange, tile
 from kernelcrew.agents.transforms.regblock import register_block
-from kernelcrew.agents.transforms.threads import DEFAULT_MIN_WORK, omp_parallel_outer
+from kernelcrew.agents.transforms.scope import scope_of
+from kernelcrew.agents.transforms.threads import (
+    DEFAULT_MIN_WORK,
+    omp_parallel_outer,
+    version_threaded,
+)
 from kernelcrew.agents.transforms.vecmath import vector_math
+from kernelcrew.agents.transforms.vecmath_ext import vector_math_ext
 from kernelcrew.agents.transforms.vectorize import add_restrict, omp_simd_inner, unroll
 from kernelcrew.errors import InputError
 from kernelcrew.kernels.kernelfile import (
@@ -53,6 +73,7 @@ __all__ = [
     "TRANSFORMS",
     "Outcome",
     "Transform",
+    "accumulators",
     "add_restrict",
     "apply_change",
     "apply_transform",
@@ -68,11 +89,14 @@ __all__ = [
     "omp_simd_inner",
     "parse_any",
     "register_block",
+    "register_transform",
     "set_block",
     "tile",
     "transform_names",
     "unroll",
+    "unroll_and_jam",
     "vector_math",
+    "vector_math_ext",
 ]
 
 
@@ -84,6 +108,7 @@ class Outcome:
     flags: list[str] | None = None
     knobs: dict[str, int | float] | None = None
     launch: list[Launch] | None = None
+    temps: dict[str, Any] | None = None  # CUDA scratch buffers (replaces the whole map)
 
 
 @dataclass(frozen=True)
@@ -125,11 +150,12 @@ def parse_any(kernel_text: str) -> KernelFile:
 
 
 def entries(kf: KernelFile) -> list[str]:
-    """The functions a transformation works on: the CPU entry and the functions of the file
-    it calls (an imported kernel's entry is a thin wrapper around the user's function and
-    its helpers), or every launched kernel."""
+    """The functions a transformation works on: on the CPU the entry and the helpers it
+    calls whose pointers cannot overlap (`scope`: an imported kernel's entry is a thin
+    wrapper around the user's function and its helpers), on CUDA every launched kernel and
+    the functions it calls."""
     if kf.backend == "cpu":
-        return [kf.meta.entry, *callees(kf.body, kf.meta.entry)] if kf.meta.entry else []
+        return scope_of(Source(kf.body), kf.meta.entry).functions if kf.meta.entry else []
     kernels = list(dict.fromkeys(lc.kernel for lc in kf.meta.launch))
     return list(dict.fromkeys([*kernels, *(c for k in kernels for c in callees(kf.body, k))]))
 
@@ -200,6 +226,8 @@ def _render(kf: KernelFile, out: Outcome) -> str:
         meta.knobs = {**meta.knobs, **out.knobs}
     if out.launch is not None:
         meta.launch = out.launch
+    if out.temps is not None:
+        meta.temps = out.temps
     return render(meta, body)
 
 
@@ -324,6 +352,18 @@ def _each_entry(kf: KernelFile, fn: Callable[[str, str], str | None]) -> Outcome
     return Outcome(body=body) if changed else None
 
 
+def register_transform(name: str, backends: tuple[str, ...], doc: str,
+                       body_fn: Callable[[str, str], str | None]) -> None:
+    """Register a body-level transform: `body_fn(source_after_front_matter, entry_name)`
+    returns the new source, or None where it does not apply. It is applied to every
+    entry of the kernel file, becomes a proposal kind of its own name, and is replayable
+    by `apply_change` like the built-in ones (README, "Adding a transform")."""
+    if name in TRANSFORMS:
+        raise ValueError(f"a transform named {name!r} is already registered")
+    TRANSFORMS[name] = Transform(name, name, backends,
+                                 lambda kf, _p: _each_entry(kf, body_fn), doc, {})
+
+
 @_register("restrict", "restrict", ("cpu", "cuda"),
            "__restrict__ on the pointer parameters of the entry (every kernel on CUDA)")
 def _t_restrict(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
@@ -338,6 +378,19 @@ def _t_parallel(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
     knob = p.get("knob") or None
     value = int(kf.meta.knobs.get(knob, p["min_work"])) if knob else int(p["min_work"])
     out = _each_entry(kf, lambda s, e: omp_parallel_outer(s, e, min_work=value, knob=knob))
+    if out is not None and knob and f">= {knob}" in (out.body or ""):
+        out.knobs = {knob: value}
+    return out
+
+
+@_register("omp_version", "omp_version", ("cpu",),
+           "an `omp parallel for` already in the source gets a serial version below "
+           "OMP_MIN_WORK (a knob) inner iterations", min_work=DEFAULT_MIN_WORK,
+           knob="OMP_MIN_WORK")
+def _t_omp_version(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    knob = p.get("knob") or None
+    value = int(kf.meta.knobs.get(knob, p["min_work"])) if knob else int(p["min_work"])
+    out = _each_entry(kf, lambda s, e: version_threaded(s, e, min_work=value, knob=knob))
     if out is not None and knob and f">= {knob}" in (out.body or ""):
         out.knobs = {knob: value}
     return out
@@ -375,6 +428,21 @@ def _t_register_block(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
     return out
 
 
+@_register("unroll_and_jam", "unroll_and_jam", ("cpu",),
+           "register-tile dot-product nests: FACTOR outputs of the outer loop share one pass "
+           "of the inner reduction (FACTOR accumulators, omp simd reduction), the rest kept",
+           factor=4)
+def _t_jam(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    return _each_entry(kf, lambda s, e: unroll_and_jam(s, e, int(p["factor"])))
+
+
+@_register("accumulators", "accumulators", ("cpu",),
+           "WAYS accumulators for innermost reduction loops (WAYS contiguous parts walked "
+           "side by side under omp simd), the rest of the range kept", ways=4)
+def _t_accumulators(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    return _each_entry(kf, lambda s, e: accumulators(s, e, int(p["ways"])))
+
+
 @_register("tile", "tile", ("cpu",),
            "cache-block a strided 2-deep nest (transpose) with a TILE knob",
            knob="TILE", default=32, inner="write")
@@ -398,6 +466,12 @@ def _t_fusion(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
            "float exp/erf calls in loops -> inline vectorizable kc_expf/kc_erff")
 def _t_vector_math(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
     return _each_entry(kf, vector_math)
+
+
+@_register("vector_math_ext", "vector_math_ext", ("cpu",),
+           "float tanh/log calls in loops -> inline vectorizable kc_tanhf/kc_logf")
+def _t_vector_math_ext(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    return _each_entry(kf, vector_math_ext)
 
 
 @_register("flags", "flags", ("cpu", "cuda"),
@@ -435,7 +509,8 @@ def _t_ldg(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
 
 
 @_register("launch_bounds", "launch_bounds", ("cuda",),
-           "__launch_bounds__(BLOCK) on kernels launched with block [BLOCK]", knob="BLOCK")
+           "__launch_bounds__(BLOCK) on kernels launched with block [BLOCK]; with min_blocks, "
+           "__launch_bounds__(BLOCK, min_blocks)", knob="BLOCK", min_blocks=None)
 def _t_launch_bounds(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
     knob = str(p["knob"])
     if knob not in kf.meta.knobs:
@@ -443,7 +518,7 @@ def _t_launch_bounds(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
     names = [lc.kernel for lc in kf.meta.launch if [str(b) for b in lc.block] == [knob]]
     body, changed = kf.body, False
     for e in dict.fromkeys(names):
-        new = cuda_tf.launch_bounds(body, e, knob)
+        new = cuda_tf.launch_bounds(body, e, knob, p.get("min_blocks"))
         if new is not None:
             body, changed = new, True
     return Outcome(body=body) if changed else None
@@ -486,3 +561,138 @@ def _t_sequence(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
     done = parse_kernel_text(text, kf.backend)
     return Outcome(body=done.body, flags=list(done.meta.flags), knobs=dict(done.meta.knobs),
                    launch=list(done.meta.launch))
+
+
+# ---------------------------------------------------------------- CUDA launch-level rewrites
+
+@_register("launch_fusion", "launch_fusion", ("cuda",),
+           "consecutive launches that each handle one index per thread over the same index "
+           "space -> one kernel; temps only they use become registers")
+def _t_launch_fusion(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    out, changed = kf, None
+    for _ in range(8):  # fuse runs until none is left
+        got = fuse_launches(out)
+        if got is None:
+            break
+        changed = got
+        meta = out.meta.model_copy(deep=True)
+        meta.launch, meta.temps = got.launch, got.temps
+        out = parse_kernel_text(render(meta, got.body), "cuda")
+    if changed is None:
+        return None
+    return Outcome(body=out.body, launch=list(out.meta.launch), temps=dict(out.meta.temps))
+
+
+@_register("vector_access", "vector_access", ("cuda",),
+           "VEC elements per thread, loaded and stored as float4/double2 (alignment checked at "
+           "run time, scalar tail); the grid divided by VEC", knob="VEC", default=4)
+def _t_vector_access(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    knob = str(p["knob"])
+    body, changed = kf.body, set()
+    for e in entries(kf):
+        new = vector_access(body, e, knob)
+        if new is not None:
+            body = new
+            changed.add(e)
+    if not changed:
+        return None
+    launch = []
+    for lc in kf.meta.launch:
+        lc = lc.model_copy(deep=True)
+        if lc.kernel in changed:
+            if len(lc.grid) != 1:
+                return None
+            lc.grid = [f"ceil_div({lc.grid[0]}, {knob})"]
+        launch.append(lc)
+    value = kf.meta.knobs.get(knob, int(p["default"]))
+    return Outcome(body=body, launch=launch, knobs={knob: value})
+
+
+@_register("block_reduce", "block_reduce", ("cuda",),
+           "one thread per row -> one block per row: loops stride over the block, reductions "
+           "combined with warp shuffles and one shared-memory stage; the grid becomes the rows")
+def _t_block_reduce(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    body, grids = kf.body, {}
+    sizes = set()
+    for e in entries(kf):
+        got = block_per_row(body, e)
+        if got is None:
+            continue
+        new, bound = got
+        for lc in kf.meta.launch:
+            if lc.kernel != e or len(lc.grid) != 1 or len(lc.block) != 1:
+                continue
+            fn = find_function(Source(body), e)
+            names = {prm.name: a for prm, a in zip(params(fn), lc.args, strict=False)}
+            sizes = {a for a in lc.args if a not in kf.meta.temps and not _is_array(kf, a, fn,
+                                                                                    lc)}
+            grid = bound_as_grid(bound, names, sizes)
+            if grid is None:
+                break
+            grids[e] = grid
+        if e in grids:
+            body = new
+    # shared-memory trees in kernels launched with 1-D blocks only (the tree's threadIdx.x
+    # is then the thread's place in the block)
+    trees = False
+    for e in entries(kf):
+        if e in grids or any(lc.kernel == e and len(lc.block) != 1 for lc in kf.meta.launch):
+            continue
+        new = tree_to_shuffle(body, e)
+        if new is not None:
+            body, trees = new, True
+    if not grids and not trees:
+        return None
+    launch = []
+    for lc in kf.meta.launch:
+        lc = lc.model_copy(deep=True)
+        if lc.kernel in grids:
+            lc.grid = [grids[lc.kernel]]
+        launch.append(lc)
+    return Outcome(body=body, launch=launch)
+
+
+def _is_array(kf: KernelFile, arg: str, fn, lc) -> bool:
+    """An argument passed to a pointer parameter."""
+    for prm, a in zip(params(fn), lc.args, strict=False):
+        if a == arg:
+            return prm.pointer is not None
+    return False
+
+
+@_register("smem_tile", "smem_tile", ("cuda",),
+           "transposing copies through a padded TILE x (TILE+1) shared-memory tile: reads and "
+           "writes both coalesced; 2-D grid of tiles, block [TILE, TILE_ROWS]",
+           tile=32, tile_rows=8)
+def _t_smem_tile(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    body, launch_of = kf.body, {}
+    for e in entries(kf):
+        got = tile_transpose(body, e)
+        if got is None:
+            continue
+        new, rdim, cdim, x_walks_c = got
+        fn = find_function(Source(body), e)
+        for lc in kf.meta.launch:
+            if lc.kernel != e:
+                continue
+            names = {prm.name: a for prm, a in zip(params(fn), lc.args, strict=False)}
+            r, c = names.get(rdim), names.get(cdim)
+            if r is None or c is None:
+                break
+            gx, gy = (c, r) if x_walks_c else (r, c)
+            launch_of[e] = [f"ceil_div({gx}, TILE)", f"ceil_div({gy}, TILE)"]
+        if e in launch_of:
+            body = new
+    if not launch_of:
+        return None
+    launch = []
+    for lc in kf.meta.launch:
+        lc = lc.model_copy(deep=True)
+        if lc.kernel in launch_of:
+            lc.grid = launch_of[lc.kernel]
+            lc.block = ["TILE", "TILE_ROWS"]
+            lc.shared_bytes = 0
+        launch.append(lc)
+    knobs = {"TILE": kf.meta.knobs.get("TILE", int(p["tile"])),
+             "TILE_ROWS": kf.meta.knobs.get("TILE_ROWS", int(p["tile_rows"]))}
+    return Outcome(body=body, launch=launch, knobs=knobs)

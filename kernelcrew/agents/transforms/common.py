@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import re
 
-from kernelcrew.agents.transforms.analysis import (
-    FunctionModel,
-)
+from kernelcrew.agents.transforms.affine import FunctionModel
 from kernelcrew.agents.transforms.cst import (
     Edit,
     Loop,
@@ -68,6 +66,18 @@ def finish(s: Source, edits: list[Edit]) -> str | None:
 
 def has_pragma(s: Source, lp: Loop, word: str) -> bool:
     return any(re.search(word, pragma_text(s, p)) for p in pragmas_before(lp.node))
+
+
+def collapsed(s: Source, lp: Loop) -> bool:
+    """`lp` belongs to the nest of an enclosing `collapse(N)` loop: nothing may go between."""
+    depth, cur = 1, lp.parent
+    while cur is not None:
+        for p in pragmas_before(cur.node):
+            m = re.search(r"\bcollapse\s*\(\s*(\d+)\s*\)", pragma_text(s, p))
+            if m and int(m.group(1)) > depth:
+                return True
+        depth, cur = depth + 1, cur.parent
+    return False
 
 
 def invariant_text(s: Source, m: FunctionModel, node: Node | None, at: Node) -> str | None:

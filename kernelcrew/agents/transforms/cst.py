@@ -324,8 +324,8 @@ def loops_in(node: Node, parent: Loop | None = None) -> list[Loop]:
     """The loop forest under `node`: for statements and their nesting."""
     out: list[Loop] = []
 
-    def visit(n: Node, par: Loop | None) -> None:
-        for c in n.named_children:
+    def visit(n: Node, par: Loop | None, only: Node | None = None) -> None:
+        for c in n.named_children if only is None else [only]:
             if c.type == "for_statement":
                 var, decl, start, end, incl, step = _loop_header(c)
                 lp = Loop(c, var, decl, start, end, incl, step, c.child_by_field_name("body"),
@@ -334,7 +334,10 @@ def loops_in(node: Node, parent: Loop | None = None) -> list[Loop]:
                     out.append(lp)
                 else:
                     par.children.append(lp)
-                visit(lp.body, lp)
+                if lp.body is not None and lp.body.type == "for_statement":
+                    visit(c, lp, only=lp.body)  # `for (..) for (..) {..}`: no braces between
+                else:
+                    visit(lp.body, lp)
             elif c.type in ("lambda_expression", "function_definition"):
                 continue
             else:

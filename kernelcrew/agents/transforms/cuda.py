@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from kernelcrew.agents.transforms.analysis import FunctionModel
+from kernelcrew.agents.transforms.affine import FunctionModel
 from kernelcrew.agents.transforms.cst import (
     Edit,
     Node,
@@ -69,19 +69,27 @@ def _inside_ldg(s: Source, n: Node) -> bool:
         s.text_of(p.child_by_field_name("function")).strip() == "__ldg"
 
 
-def launch_bounds(src: str, kernel: str, block: str = "BLOCK") -> str | None:
+def launch_bounds(src: str, kernel: str, block: str = "BLOCK",
+                  min_blocks: int | None = None) -> str | None:
     """`__launch_bounds__(BLOCK)` on a kernel: ptxas may then use up to 64K/BLOCK registers
-    per thread and no more, and knows the block size it must fit."""
+    per thread and no more, and knows the block size it must fit. With `min_blocks`,
+    `__launch_bounds__(BLOCK, min_blocks)`: ptxas keeps registers low enough for that many
+    resident blocks per SM (replacing a bound the kernel already has)."""
     s = Source(src)
     fn = find_function(s, kernel)
     if fn is None:
         return None
     decl = function_params(fn).parent  # function_declarator
     head = s.data[fn.start_byte:decl.start_byte].decode()
+    bound = f"__launch_bounds__({block}{f', {int(min_blocks)}' if min_blocks else ''})"
     if "__launch_bounds__" in head:
-        return None
+        if not min_blocks:
+            return None
+        m = re.search(r"__launch_bounds__\s*\((?:[^()]|\([^()]*\))*\)", head)
+        at = fn.start_byte + len(head[:m.start()].encode())
+        return _finish(s, [Edit(at, at + len(m.group(0).encode()), bound)])
     name = decl.child_by_field_name("declarator")
-    return _finish(s, [Edit(name.start_byte, name.start_byte, f"__launch_bounds__({block}) ")])
+    return _finish(s, [Edit(name.start_byte, name.start_byte, f"{bound} ")])
 
 
 def _thread_index_decl(s: Source, st: Node) -> tuple[str, str, str] | None:

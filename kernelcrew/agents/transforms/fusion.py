@@ -5,15 +5,7 @@ from __future__ import annotations
 
 import itertools
 
-from kernelcrew.agents.transforms.analysis import (
-    PURE_CALLS,
-    VAR_MARK,
-    FunctionModel,
-    accesses,
-    defined_functions,
-    digits,
-    split_terms,
-)
+from kernelcrew.agents.transforms.affine import VAR_MARK, FunctionModel, digits, split_terms
 from kernelcrew.agents.transforms.common import (
     finish,
     fresh_name,
@@ -35,6 +27,7 @@ from kernelcrew.agents.transforms.cst import (
     walk,
     within,
 )
+from kernelcrew.agents.transforms.dependence import PURE_CALLS, accesses, defined_functions
 
 # ---------------------------------------------------------------- fusion
 

@@ -5,11 +5,7 @@ from __future__ import annotations
 
 import re
 
-from kernelcrew.agents.transforms.analysis import (
-    FunctionModel,
-    check_loop,
-    split_terms,
-)
+from kernelcrew.agents.transforms.affine import FunctionModel, split_terms
 from kernelcrew.agents.transforms.common import (
     SMALL_MARK,
     assignment,
@@ -36,6 +32,7 @@ from kernelcrew.agents.transforms.cst import (
     same,
     walk,
 )
+from kernelcrew.agents.transforms.dependence import check_loop
 
 MIN_INNER = 8  # below this inner trip count an interchanged (vectorized) loop does not pay
 

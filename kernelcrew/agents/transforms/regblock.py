@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 
-from kernelcrew.agents.transforms.analysis import FunctionModel, check_loop
+from kernelcrew.agents.transforms.affine import FunctionModel
 from kernelcrew.agents.transforms.common import (
     assignment,
     finish,
@@ -57,6 +57,7 @@ from kernelcrew.agents.transforms.cst import (
     remove_lines,
     walk,
 )
+from kernelcrew.agents.transforms.dependence import check_loop
 
 # first line of the loop over the rows left over by the blocking: never blocked again
 REST_MARK = "// kernelcrew: rows left over by the register blocking"

@@ -5,11 +5,7 @@ from __future__ import annotations
 
 import re
 
-from kernelcrew.agents.transforms.analysis import (
-    FunctionModel,
-    Verdict,
-    check_loop,
-)
+from kernelcrew.agents.transforms.affine import FunctionModel
 from kernelcrew.agents.transforms.common import (
     descendants,
     finish,
@@ -30,6 +26,7 @@ from kernelcrew.agents.transforms.cst import (
     same,
     walk,
 )
+from kernelcrew.agents.transforms.dependence import Verdict, check_loop
 
 DEFAULT_MIN_WORK = 1 << 20
 # pragmas that only hint the compiler about a loop: the threaded copy goes without them
@@ -48,6 +45,8 @@ def _work_expr(s: Source, m: FunctionModel, lp: Loop) -> str | None:
         # follow the deepest child whose bound is known where the pragma goes
         kids = [c for c in cur.children if invariant_text(s, m, c.end, lp.node) is not None]
         cur = max(kids or cur.children, key=lambda c: len(descendants(c)), default=None)
+    if len(factors) > 1:  # `int` sizes: the product is taken in 64 bits
+        factors[0] = f"(long long){factors[0]}"
     return " * ".join(factors) if factors else None
 
 
@@ -184,16 +183,18 @@ def _parallel_version(s: Source, m: FunctionModel, group: list[Loop], min_work: 
 
 
 def _collapsible(m: FunctionModel, lp: Loop) -> bool:
-    """A tile loop whose body is just the next tile loop (rectangular, independent too):
-    threads share out tiles of both, so a thin shape (3 rows: one row of tiles) still
-    keeps every thread busy."""
+    """A loop whose body is just the next loop (rectangular, independent too, no pragma of
+    its own): threads share out the iterations of both, so a thin shape (B = 3 batches of
+    T rows, one row of tiles) still keeps every thread busy."""
     stmts = statements(lp.body)
-    if lp.step is None or len(stmts) != 1 or len(lp.children) != 1:
+    if len(stmts) != 1 or len(lp.children) != 1:
         return False
     c = lp.children[0]
-    if not same(stmts[0], c.node) or not c.canonical or c.step is None:
+    if not same(stmts[0], c.node) or not c.canonical or pragmas_before(c.node):
         return False
-    if any(mentions_var(m, n, lp) for n in (c.start, c.end, c.step)):
+    if lp.step is None and not c.children:
+        return False  # an innermost loop is better left free for `omp simd`
+    if any(n is not None and mentions_var(m, n, lp) for n in (c.start, c.end, c.step)):
         return False
     return parallel_verdict(m, c).ok
 
@@ -212,3 +213,58 @@ def _region_run(s: Source, m: FunctionModel, chosen: list[Loop]) -> list[Loop] |
     if -1 in idx or idx != list(range(idx[0], idx[0] + len(idx))):
         return None
     return tops
+
+
+def version_threaded(src: str, entry: str, *, min_work: int = DEFAULT_MIN_WORK,
+                     knob: str | None = None) -> str | None:
+    """Extend a `#pragma omp parallel for` the source already has with a serial version:
+    `if (work >= min_work) { the pragma and loop } else { the loop without it }`, so tiny
+    shapes do not pay for starting threads. Dropping the pragma is always legal (the loop
+    then runs as a plain C loop); refused when the loop uses OpenMP itself (omp_ calls,
+    other omp constructs) or its work is not known before it."""
+    got = model_of(src, entry)
+    if got is None:
+        return None
+    s, m = got
+    edits: list[Edit] = []
+    threshold = knob or str(min_work)
+    for lp in m.loops:
+        prag = [p for p in pragmas_before(lp.node)
+                if re.match(r"omp\s+parallel\s+for\b", pragma_text(s, p))]
+        if len(prag) != 1 or lp.parent is not None and any(
+                re.match(r"omp\b", pragma_text(s, p)) for p in pragmas_before(lp.parent.node)):
+            continue
+        if re.search(r"\bif\s*\(", pragma_text(s, prag[0])) or _versioned(s, lp, threshold):
+            continue  # versioned already
+        if any(n.type == "preproc_call" and re.match(r"omp\b(?!\s+simd\b)", pragma_text(s, n))
+               for n in walk(lp.body)) or re.search(r"\bomp_\w+\s*\(", s.text_of(lp.body)):
+            continue
+        work = _work_expr(s, m, lp)
+        if work is None:
+            continue
+        start, end = lead_start(s, lp.node), lp.node.end_byte
+        ind = s.indent_of(lp.node)
+        par = s.data[start:end].decode()
+        ser = s.data[s.line_start(lp.node):end].decode()
+        edits.append(Edit(start, end, f"{ind}if ({work} >= {threshold}) {{\n{_shift(par)}\n"
+                                      f"{ind}}} else {{\n{_shift(ser)}\n{ind}}}"))
+    if knob and edits and f"#define {knob}" not in s.text:
+        edits.append(guard_edit(s, m, knob, min_work))
+    return finish(s, edits)
+
+
+def _versioned(s: Source, lp: Loop, threshold: str) -> bool:
+    """The loop sits in the threaded arm of an `if (work >= threshold)` version test."""
+    p = lp.node.parent
+    while p is not None and p.type != "function_definition":
+        if p.type == "if_statement" and f">= {threshold}" in s.text_of(
+                p.child_by_field_name("condition")):
+            return True
+        p = p.parent
+    return False
+
+
+def _shift(text: str, step: str = "    ") -> str:
+    """Indent code lines one level (pragma lines stay where they are)."""
+    return "\n".join(ln if not ln.strip() or ln.lstrip().startswith("#") else step + ln
+                     for ln in text.split("\n"))

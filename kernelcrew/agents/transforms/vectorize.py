@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import re
 
-from kernelcrew.agents.transforms.analysis import (
-    FunctionModel,
-    check_loop,
-    split_terms,
-)
+from kernelcrew.agents.transforms.affine import FunctionModel, split_terms
 from kernelcrew.agents.transforms.common import (
+    collapsed,
     finish,
     has_pragma,
     in_small_path,
@@ -29,6 +26,7 @@ from kernelcrew.agents.transforms.cst import (
     remove_lines,
     walk,
 )
+from kernelcrew.agents.transforms.dependence import check_loop
 
 # ---------------------------------------------------------------- restrict
 
@@ -67,7 +65,7 @@ def omp_simd_inner(src: str, entry: str) -> str | None:
     edits: list[Edit] = []
     for lp in m.loops:
         if lp.children or not lp.canonical or has_pragma(s, lp, r"^omp\b.*\bsimd\b") or \
-                in_small_path(lp.node):
+                in_small_path(lp.node) or collapsed(s, lp):
             continue
         v = check_loop(m, lp, allow_reductions=True)
         if not v.ok or _scatters(m, lp):
@@ -139,7 +137,7 @@ def unroll(src: str, factor: int, entry: str | None = None, *, style: str = "gcc
         m = FunctionModel(s, fn)
         for lp in m.loops:
             if lp.children or not lp.canonical or has_pragma(s, lp, r"^omp\b") or \
-                    in_small_path(lp.node):
+                    in_small_path(lp.node) or collapsed(s, lp):
                 continue  # g++ allows nothing between an OpenMP pragma and its loop
             existing = [p for p in pragmas_before(lp.node)
                         if re.match(r"(GCC\s+)?unroll\b", pragma_text(s, p))]

@@ -24,14 +24,22 @@ from kernelcrew.graph.nodes.common import (
 from kernelcrew.graph.nodes.demote import demote
 from kernelcrew.graph.services import tools_for
 from kernelcrew.graph.state import CrewState
+from kernelcrew.tools.executor import EvalResult, Evaluation
 from kernelcrew.tools.judge import evaluate as ev
+from kernelcrew.tools.observe.static import static_evidence
 from kernelcrew.trace import emit
 
 
-def _record(c: dict, it: int, outcome: str, detail: str, *, speedup=None, vs_best=None) -> dict:
+def _record(c: dict, it: int, outcome: str, detail: str, *, speedup=None, vs_best=None,
+            ran_on=None) -> dict:
     return {"iteration": it, "author": c["author"], "kind": c["kind"], "path": c["path"],
             "digest": c["digest"], "outcome": outcome, "speedup": speedup, "vs_best": vs_best,
-            "detail": detail, "compile_tries": c["tries"]}
+            "detail": detail, "compile_tries": c["tries"], "ran_on": ran_on or {}}
+
+
+def _where(r: EvalResult) -> dict:
+    """Where and when a result was made, and the attempts the cluster lost on the way."""
+    return r.trace_fields()
 
 
 def _out_of_budget(state: CrewState, ctx: RunContext, c: dict, it: int, out: list[dict],
@@ -74,26 +82,59 @@ def verify(state: CrewState, runtime: Runtime[RunContext]
     it = state["iteration"]
     tools = tools_for(state, ctx)
     candidates = [dict(c) for c in state.get("candidates", [])]
-    evaluations = []
-    for c in candidates:
+    evaluations: list[dict] = []
+    if state.get("compile_only"):
+        return _compile_only(state, tools, candidates, it)
+    found: dict[str, dict] = {}  # cache key -> what the verification found
+    todo: dict[str, int] = {}
+    batch = []
+    for i, c in enumerate(candidates):
         if c["status"] != "compiled":
             continue
         if _out_of_budget(state, ctx, c, it, evaluations, "verify"):
             continue
-        t0 = time.monotonic()
         key = f"verify-{c['digest']}"
         cached = load_cached(state["run_dir"], key)
-        if cached is None:
-            kf = tools.parse(Path(c["path"]).read_text(), path=Path(c["path"]))
-            run = ev.verify(tools.harness, tools.compile(kf), kf)
-            cached = {"correct": run.correct, "failure": run.first_failure(),
-                      "rows": [r.model_dump(mode="json") for r in run.rows]}
-            store_cached(state["run_dir"], key, cached)
-            emit(state["run_dir"], "verify", f"{Path(c['path']).name}: "
-                 + ("correct on every shape group" if run.correct else run.first_failure()[:200]),
-                 t0=t0, iteration=it, agent=c["author"], refs={"kernel": c["path"]},
-                 correct=run.correct, sandbox=run.outcome.sandbox)
-        if cached["correct"]:
+        if cached is not None:
+            found[key] = cached
+        elif key not in todo:
+            todo[key] = i
+            batch.append(Evaluation(key=key, stage="verify", kernel=Path(c["path"]).read_text(),
+                                    path=c["path"]))
+    t0 = time.monotonic()
+
+    def verified(r: EvalResult) -> None:  # stored as it lands: a kill loses no finished one
+        nonlocal t0
+        c = candidates[todo[r.key]]
+        if r.infra_error:
+            found[r.key] = {"infra_error": r.infra_error}
+            emit(state["run_dir"], "verify", f"{Path(c['path']).name}: not verified: "
+                 f"{r.infra_error[:200]}", t0=t0, iteration=it, agent=c["author"],
+                 refs={"kernel": c["path"]}, correct=None, infra_error=r.infra_error,
+                 **_where(r))
+            t0 = time.monotonic()
+            return
+        v = r.verify
+        assert v is not None
+        cached = {"correct": v.correct, "failure": v.failure,
+                  "rows": [x.model_dump(mode="json") for x in v.rows], "ran_on": r.ran_on()}
+        store_cached(state["run_dir"], r.key, cached)
+        found[r.key] = cached
+        emit(state["run_dir"], "verify", f"{Path(c['path']).name}: "
+             + ("correct on every shape group" if v.correct else v.failure[:200]),
+             t0=t0, iteration=it, agent=c["author"], refs={"kernel": c["path"]},
+             correct=v.correct, sandbox=v.sandbox, **_where(r))
+        t0 = time.monotonic()
+
+    tools.executor.evaluate(batch, on_result=verified)
+    for c in candidates:
+        if c["status"] != "compiled":
+            continue
+        cached = found[f"verify-{c['digest']}"]
+        if cached.get("infra_error"):
+            c["status"] = "infra-error"
+            evaluations.append(_record(c, it, "infra-error", cached["infra_error"]))
+        elif cached["correct"]:
             c["status"] = "verified"
             continue
         author = c["author"].split("+")[0]
@@ -109,13 +150,42 @@ def verify(state: CrewState, runtime: Runtime[RunContext]
                      wrong=cached["failure"][:200])
             continue
         c["status"] = "rejected"
-        evaluations.append(_record(c, it, "rejected", cached["failure"]))
+        evaluations.append(_record(c, it, "rejected", cached["failure"],
+                                   ran_on=cached.get("ran_on")))
     goto = "revise" if any(c["status"] == "incorrect" for c in candidates) else "benchmark"
     return Command(goto=goto, update={"candidates": candidates, "evaluations": evaluations})
 
 
+def _compile_only(state: CrewState, tools, candidates: list[dict], it: int) -> Command:
+    """No device: each compiled candidate is recorded as `not-run` with what the compiler
+    says about it (ptxas registers, spills, shared memory; SASS instruction counts;
+    theoretical occupancy), next to the same for the current best. No timing, no verdict."""
+    best = state["best"]
+    best_kf = tools.parse(Path(best["path"]).read_text(), path=Path(best["path"]))
+    before = static_evidence(tools.spec, best_kf, tools.compile(best_kf), tools.backend)
+    evaluations = []
+    for c in candidates:
+        if c["status"] != "compiled":
+            continue
+        t0 = time.monotonic()
+        kf = tools.parse(Path(c["path"]).read_text(), path=Path(c["path"]))
+        after = static_evidence(tools.spec, kf, tools.compile(kf), tools.backend)
+        detail = (f"compiled for {after['arch']}, not run ({state['compile_only']}); "
+                  f"{after['text']} (best so far: {before['text']})")
+        c["status"] = "not-run"
+        c["static"] = after
+        evaluations.append(_record(c, it, "not-run", detail))
+        emit(state["run_dir"], "verify", f"{Path(c['path']).name}: not run, static evidence: "
+             f"{after['text'][:300]}", t0=t0, iteration=it, agent=c["author"],
+             refs={"kernel": c["path"]}, correct=None, static=after, best_static=before)
+    return Command(goto="benchmark", update={"candidates": candidates,
+                                             "evaluations": evaluations})
+
+
 def benchmark(state: CrewState, runtime: Runtime[RunContext]) -> dict:
     """Time each verified candidate against the current best; accept the fastest win."""
+    if state.get("compile_only"):
+        return {"since_improvement": state.get("since_improvement", 0) + 1}
     ctx = ctx_of(runtime)
     it = state["iteration"]
     tools = tools_for(state, ctx)
@@ -134,11 +204,11 @@ def benchmark(state: CrewState, runtime: Runtime[RunContext]) -> dict:
         key = f"race-{c['digest']}-vs-{best['digest']}"
         cached = load_cached(state["run_dir"], key)
         if cached is None:
-            best_kf = tools.parse(Path(best["path"]).read_text(), path=Path(best["path"]))
-            kf = tools.parse(Path(c["path"]).read_text(), path=Path(c["path"]))
             try:
-                race = ev.race(tools.harness, (tools.compile(kf), kf),
-                               (tools.compile(best_kf), best_kf), against="the current best")
+                [r] = tools.executor.evaluate([Evaluation(
+                    key=key, stage="race", kernel=Path(c["path"]).read_text(), path=c["path"],
+                    incumbent=Path(best["path"]).read_text(), incumbent_path=best["path"],
+                    against="the current best")])
             except ev.IncumbentFailed as e:
                 if best["author"] == "baseline":  # nothing to fall back on: the run stops
                     halt = f"the baseline failed a re-check while timed: {e.reason}"
@@ -157,15 +227,25 @@ def benchmark(state: CrewState, runtime: Runtime[RunContext]) -> dict:
                 pending = [done for done, _ in results] + pending  # timed against the old best
                 results = []
                 continue
-            cached = {"verdict": race.gate.verdict, "vs_best": race.gate.speedup,
-                      "band": race.gate.band, "reason": race.gate.reason,
-                      "groups": race.gate.group_speedups,
-                      "rows": [r.model_dump(mode="json") for r in race.rows]}
+            if r.infra_error or r.race is None:  # the cluster lost it: no verdict
+                c["status"] = "infra-error"
+                skipped.append(_record(c, it, "infra-error", r.infra_error))
+                emit(state["run_dir"], "benchmark", f"{Path(c['path']).name}: not timed: "
+                     f"{r.infra_error[:200]}", t0=t0, iteration=it, agent=c["author"],
+                     refs={"kernel": c["path"]}, verdict=None, infra_error=r.infra_error,
+                     **_where(r))
+                pending.pop(0)
+                continue
+            race = r.race
+            cached = {"verdict": race.verdict, "vs_best": race.speedup, "band": race.band,
+                      "reason": race.reason, "groups": race.groups,
+                      "rows": [x.model_dump(mode="json") for x in race.rows],
+                      "ran_on": r.ran_on()}
             store_cached(state["run_dir"], key, cached)
             emit(state["run_dir"], "benchmark", f"{Path(c['path']).name}: {cached['verdict']} "
                  f"vs the best ({cached['reason']})", t0=t0, iteration=it, agent=c["author"],
                  refs={"kernel": c["path"]}, verdict=cached["verdict"],
-                 vs_best=cached["vs_best"], rows=cached["rows"])
+                 vs_best=cached["vs_best"], rows=cached["rows"], **_where(r))
         results.append((c, cached))
         pending.pop(0)
     t0 = time.monotonic()
@@ -197,7 +277,7 @@ def benchmark(state: CrewState, runtime: Runtime[RunContext]) -> dict:
             outcome = r["verdict"]
         c["status"] = outcome
         evaluations.append(_record(c, it, outcome, r["reason"], speedup=chained,
-                                   vs_best=r["vs_best"]))
+                                   vs_best=r["vs_best"], ran_on=r.get("ran_on")))
     improved = winner is not None
     emit(state["run_dir"], "gate", (f"accepted {Path(winner[0]['path']).name}: "
                                     f"{new_best['speedup']:.2f}x over the baseline")

@@ -21,6 +21,7 @@ from kernelcrew.graph.state import CrewState
 from kernelcrew.kernels.kernelfile import text_digest, validate_against
 from kernelcrew.kernels.signature import check_entry, entry_params
 from kernelcrew.results import CompileResult
+from kernelcrew.tools.executor import EvalResult, Evaluation
 from kernelcrew.trace import emit
 
 
@@ -38,7 +39,7 @@ def compile_candidate(state: CrewState, ctx: RunContext, text: str, path: str) -
         why = check_entry(kf.body, kf.meta.entry, entry_params(tools.spec))
         if why:
             return CompileResult(ok=False, reason=f"wrong entry signature: {why}")
-    return tools.compile(kf)
+    return tools.bench.compile_text(text, path)
 
 
 def execute(state: CrewState, runtime: Runtime[RunContext]
@@ -47,20 +48,35 @@ def execute(state: CrewState, runtime: Runtime[RunContext]
     it = state["iteration"]
     candidates = [dict(c) for c in state.get("candidates", [])]
     failures = state.get("compile_failures", 0)
-    for c in candidates:
-        if c["status"] != "pending":
-            continue
-        t0 = time.monotonic()
-        comp = compile_candidate(state, ctx, Path(c["path"]).read_text(), c["path"])
+    tools = tools_for(state, ctx)
+    todo = {f"compile-{i}-{c['digest']}": c for i, c in enumerate(candidates)
+            if c["status"] == "pending"}
+    t0 = time.monotonic()
+
+    def compiled(r: EvalResult) -> None:  # each compile as it lands (in parallel on Ray)
+        nonlocal failures, t0
+        c = todo[r.key]
+        where = r.trace_fields()
+        if r.infra_error:  # no verdict on the kernel: it goes back to pending next time
+            c["status"] = "infra-error"
+            c["infra_error"] = r.infra_error
+            emit(state["run_dir"], "execute", f"{Path(c['path']).name} not compiled: "
+                 f"{r.infra_error[:200]}", t0=t0, iteration=it, agent=c["author"],
+                 refs={"kernel": c["path"]}, ok=None, infra_error=r.infra_error, **where)
+            t0 = time.monotonic()
+            return
+        comp = r.compile
+        assert comp is not None
         c["tries"] += 1
         if comp.ok:
             c["status"] = "compiled"
             failures = 0
-            res = ", ".join(f"{r.kernel}: {r.registers} regs" for r in comp.resources)
+            res = ", ".join(f"{x.kernel}: {x.registers} regs" for x in comp.resources)
             emit(state["run_dir"], "execute", f"compiled {Path(c['path']).name} in "
                  f"{comp.seconds:.1f} s{' (cached)' if comp.cached else ''} {res}", t0=t0,
-                 iteration=it, agent=c["author"], refs={"kernel": c["path"]}, ok=True)
-            continue
+                 iteration=it, agent=c["author"], refs={"kernel": c["path"]}, ok=True, **where)
+            t0 = time.monotonic()
+            return
         failures += 1
         fb = comp.feedback()
         err_file = Path(c["path"]).with_suffix(".errors.txt")
@@ -70,7 +86,12 @@ def execute(state: CrewState, runtime: Runtime[RunContext]
         emit(state["run_dir"], "execute", f"compile error in {Path(c['path']).name} (try "
              f"{c['tries']}/{ctx.max_compile_tries}): {fb.splitlines()[0][:160]}", t0=t0,
              iteration=it, agent=c["author"], refs={"kernel": c["path"], "errors": str(err_file)},
-             ok=False, messages=[m.model_dump() for m in comp.messages[:5]])
+             ok=False, messages=[m.model_dump() for m in comp.messages[:5]], **where)
+        t0 = time.monotonic()
+
+    tools.executor.evaluate([Evaluation(key=k, stage="compile", kernel=Path(c["path"]).read_text(),
+                                        path=c["path"]) for k, c in todo.items()],
+                            on_result=compiled)
     evaluations = []
     for c in candidates:
         if c["status"] == "abandoned" and not c.get("recorded"):
@@ -82,6 +103,12 @@ def execute(state: CrewState, runtime: Runtime[RunContext]
                                 "speedup": None, "vs_best": None,
                                 "detail": wrong or Path(c["feedback"]).read_text().splitlines(
                                 )[0][:200], "compile_tries": c["tries"]})
+        if c["status"] == "infra-error" and not c.get("recorded"):
+            c["recorded"] = True  # the cluster lost it: an infrastructure error, no verdict
+            evaluations.append({"iteration": it, "author": c["author"], "kind": c["kind"],
+                                "path": c["path"], "digest": c["digest"],
+                                "outcome": "infra-error", "speedup": None, "vs_best": None,
+                                "detail": c["infra_error"][:200], "compile_tries": c["tries"]})
     update = {"candidates": candidates, "compile_failures": failures, "evaluations": evaluations}
     if failures >= ctx.max_compile_tries:
         update["plan_first"] = True

@@ -15,6 +15,7 @@ from kernelcrew.graph.nodes.reflect import stop_reason
 from kernelcrew.graph.services import release, tools_for
 from kernelcrew.graph.state import CrewState
 from kernelcrew.report.write import write_reports
+from kernelcrew.tools.executor import Evaluation, ExecutorError
 from kernelcrew.tools.judge import evaluate as ev
 from kernelcrew.tools.judge.harness import case_key
 from kernelcrew.trace import emit, read_trace, write_json_atomic
@@ -28,7 +29,15 @@ def finalize(state: CrewState, runtime: Runtime[RunContext]) -> dict:
     best = state["best"]
     evals = list(state.get("evaluations", []))
     demotions: list[dict] = []
-    while True:
+    if state.get("compile_only"):
+        # no device: nothing was run or timed, and nothing is raced now
+        rows = [{"group": c.group, "case": c.label, "sizes": c.sizes, "status": "pending",
+                 "baseline_ms": None, "median_ms": None, "speedup": None,
+                 "max_abs_err": None} for c in tools.harness.cases]
+        final = {"speedup": None, "verdict": "not-run", "reason": "no device: nothing was run "
+                 f"or timed ({state['compile_only']}); candidates were compiled only",
+                 "band": None, "correct": None, "groups": {}, "rows": rows}
+    while not state.get("compile_only"):
         final = _final_race(state, tools, best)
         if final["correct"] or best["author"] == "baseline" or final.get("baseline_failed"):
             break
@@ -52,21 +61,30 @@ def finalize(state: CrewState, runtime: Runtime[RunContext]) -> dict:
                  "verdict_vs_baseline": final["verdict"], "reason": final["reason"],
                  "author": best["author"], "kind": best["kind"], "iteration": best["iteration"],
                  "source": best.get("source")},
-        "evaluations": len([e for e in evals if e["outcome"] != "compile-error"]),
+        "evaluations": len([e for e in evals
+                            if e["outcome"] not in ("compile-error", "infra-error")]),
+        "infra_errors": len([e for e in evals if e["outcome"] == "infra-error"]),
         "compile_errors": len([e for e in evals if e["outcome"] == "compile-error"]),
         "accepted": [e for e in evals if e["outcome"] == "accepted"],
         "demoted": [e for e in evals if e["outcome"] == "demoted"],
         "table": final["rows"], "group_speedups": final["groups"], "noise_band": final["band"],
         "tokens": _tokens(run_dir),
+        "ran": not state.get("compile_only"),
         **accounting(run_dir),
     }
     if state["baseline"].get("written"):
         result["baseline_written_by"] = "writer"
         result["vs_reference"] = _vs_reference(state["baseline"].get("reference_ms") or {},
                                                tools.harness.cases, final["rows"])
+    if state.get("compile_only"):
+        result["candidates"] = [
+            {"kind": e["kind"], "author": e["author"], "path": e["path"],
+             "outcome": e["outcome"], "detail": e["detail"]}
+            for e in evals]
     write_json_atomic(run_dir / "result.json", result)
-    emit(run_dir, "finalize", f"best {final['speedup']:.2f}x over the baseline "
-         f"({final['verdict']}); stop: {reason}", t0=t0, iteration=state["iteration"] - 1,
+    head = (f"best {final['speedup']:.2f}x over the baseline ({final['verdict']})"
+            if final["speedup"] is not None else f"not run: {final['reason']}")
+    emit(run_dir, "finalize", f"{head}; stop: {reason}", t0=t0, iteration=state["iteration"] - 1,
          refs={"result": str(run_dir / "result.json"), "best": best["path"]},
          best_speedup=final["speedup"])
     try:
@@ -93,18 +111,20 @@ def _final_race(state: CrewState, tools, best: dict) -> dict:
                  "rows": rows}
     if final is None:
         base_path = Path(state["baseline"]["path"])
-        base_kf = tools.parse(base_path.read_text(), path=base_path)
-        best_kf = tools.parse(Path(best["path"]).read_text(), path=Path(best["path"]))
         try:
-            race = ev.race(tools.harness, (tools.compile(best_kf), best_kf),
-                           (tools.compile(base_kf), base_kf))
+            [r] = tools.executor.evaluate([Evaluation(
+                key=key, stage="race", kernel=Path(best["path"]).read_text(), path=best["path"],
+                incumbent=base_path.read_text(), incumbent_path=str(base_path),
+                against="the baseline")])
         except ev.IncumbentFailed as e:  # the baseline itself failed: a verdict, not a crash
             return {"speedup": None, "verdict": "rejected", "reason": str(e), "band": None,
                     "correct": False, "groups": {}, "rows": [], "baseline_failed": True}
-        final = {"speedup": race.gate.speedup, "verdict": race.gate.verdict,
-                 "reason": race.gate.reason, "band": race.gate.band,
-                 "correct": not race.failure, "groups": race.gate.group_speedups,
-                 "rows": [r.model_dump(mode="json") for r in race.rows]}
+        if r.infra_error or r.race is None:
+            raise ExecutorError(f"the final race of the best kernel was lost: {r.infra_error}")
+        race = r.race
+        final = {"speedup": race.speedup, "verdict": race.verdict, "reason": race.reason,
+                 "band": race.band, "correct": not race.failure, "groups": race.groups,
+                 "rows": [x.model_dump(mode="json") for x in race.rows], "ran_on": r.ran_on()}
         store_cached(state["run_dir"], key, final)
     return final
 

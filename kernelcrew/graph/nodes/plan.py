@@ -125,7 +125,10 @@ def coordinator(state: CrewState, runtime: Runtime[RunContext]) -> dict:
     base_text = Path(state["best"]["path"]).read_text()
     kw = {"stats": state.get("change_stats", {}),
               "apply": lambda p, text: apply_change(p.change, text),
-              "max_candidates": ctx.candidates_per_iter, "tried_digests": tried}
+              # an executor with more free machines or devices may take more at once
+              "max_candidates": tools_for(state, ctx).executor.candidate_slots(
+                  ctx.candidates_per_iter),
+              "tried_digests": tried}
     agent = None
     halts: list[str] = []
     if ctx.policy_for("coordinator") == "llm":

@@ -60,28 +60,41 @@ def baseline(state: CrewState, runtime: Runtime[RunContext]) -> dict:
         raise InputError(f"the baseline does not compile: {comp.reason}", path=base_src)
     runnable, why = backend.can_run()
     medians: dict[str, float] = {}
+    compile_only = ""
+    sandbox = ""
     if runnable:
-        run = tools.harness.run(comp, kf)
+        with bench_lock():  # crews running at once (eval on a cluster) time one at a time
+            run = tools.harness.run(comp, kf)
         if not run.correct:
             raise InputError(f"the baseline is not correct: {run.first_failure()}", path=base_src)
         medians = {case_key(c): r.median_ms for c, r in zip(tools.harness.cases, run.rows,
                                                              strict=True)}
+        sandbox = run.outcome.sandbox
+    elif backend.name == "cuda":
+        # no device: the crew still proposes and compiles; nothing is run or timed
+        compile_only = why
     else:
         raise InputError(f"cannot optimize on {backend.name} here: {why}; use --backend cpu")
     total = sum(v for k, v in medians.items() if k.startswith("typical"))
-    summary = f"baseline of {spec.name} on {backend.describe()}: typical total {total:.3f} ms"
+    summary = (f"baseline of {spec.name} on {backend.describe()}: typical total {total:.3f} ms"
+               if not compile_only else
+               f"baseline of {spec.name} compiled, not run ({compile_only}): candidates will "
+               "be compiled and described from ptxas and SASS only")
     emit(run_dir, "baseline", summary, t0=t0, refs={"kernel": str(base_copy)},
-         sandbox=run.outcome.sandbox, device=backend.describe(), medians=medians)
+         sandbox=sandbox, device=backend.describe(), medians=medians,
+         compile_only=compile_only)
     best = {"path": str(run_dir / f"best{suffix}"), "source": str(base_copy),
             "digest": kf.digest(), "speedup": 1.0, "iteration": 0, "author": "baseline",
             "kind": "baseline"}
     reference_ms: dict[str, float] = {}
-    if written:  # the user's only other implementation: time it on this machine too
+    if written and not compile_only:  # the user's only other implementation: time it here too
         with bench_lock():
             reference_ms = tools.harness.time_reference(ctx.reps)
     return {**partial, "run_id": run_id, "op_name": spec.name, "family": spec.family,
             "started": time.time(), "iteration": 1, "baseline": {
-                "path": str(base_copy), "medians": medians, "typical_ms": total,
+                "path": str(base_copy), "medians": medians,
+                "typical_ms": None if compile_only else total,
                 "written": written, "reference_ms": reference_ms},
             "best": best, "since_improvement": 0, "compile_failures": 0, "plan_first": False,
-            "proposals": [], "evaluations": []}
+            "proposals": [], "evaluations": [],
+            **({"compile_only": compile_only} if compile_only else {})}

@@ -133,3 +133,47 @@ def theoretical_occupancy(arch: str, *, block_threads: int, registers_per_thread
 
 def _round_up(x: int, unit: int) -> int:
     return -(-x // unit) * unit
+
+
+# -- register pressure (the three choices of a register-limited kernel) -----------------
+def register_limit_for(arch: str, block_threads: int, min_blocks: int) -> int:
+    """The registers per thread ptxas may use under `__launch_bounds__(block, min_blocks)`:
+    min_blocks blocks of block_threads must fit the register file (allocation units)."""
+    hw = sm_limits(arch)
+    warps = math.ceil(block_threads / hw.warp_size) * min_blocks
+    per_warp = hw.registers // max(1, _round_up(warps, hw.sub_partitions))
+    per_warp -= per_warp % hw.register_unit
+    return max(16, min(hw.max_registers_per_thread, per_warp // hw.warp_size))
+
+
+@dataclass(frozen=True)
+class RegisterChoice:
+    """One way to relieve register pressure, with what ptxas made of it."""
+
+    label: str  # "smaller blocks (128)" | "__launch_bounds__(256, 3)" | "-maxrregcount=80"
+    how: str  # "block" | "launch_bounds" | "maxrregcount"
+    value: int  # the new block size, the min-blocks value, or the register cap
+    registers: int
+    spill_bytes: int
+    block_threads: int
+    shared_bytes: int = 0
+    measured_ms: float | None = None  # a device measurement of this choice, when there is one
+
+
+def rank_register_choices(arch: str, choices: list[RegisterChoice]
+                          ) -> list[tuple[RegisterChoice, float, str]]:
+    """Best first: (choice, occupancy 0..1, why). With a measurement for every choice the
+    fastest wins; otherwise no spills first (local memory costs more than the occupancy
+    it buys), then the highest theoretical occupancy, then fewer registers."""
+    scored = []
+    for c in choices:
+        occ = theoretical_occupancy(arch, block_threads=c.block_threads,
+                                    registers_per_thread=c.registers,
+                                    shared_bytes_per_block=c.shared_bytes)
+        why = (f"{c.label}: {c.registers} regs, {c.spill_bytes} B spilled, "
+               f"{occ.occupancy:.0%} theoretical occupancy ({occ.limiter})"
+               + (f", {c.measured_ms:.4f} ms measured" if c.measured_ms is not None else ""))
+        scored.append((c, occ.occupancy, why))
+    if scored and all(c.measured_ms is not None for c, _, _ in scored):
+        return sorted(scored, key=lambda t: t[0].measured_ms)
+    return sorted(scored, key=lambda t: (t[0].spill_bytes > 0, -t[1], t[0].registers))

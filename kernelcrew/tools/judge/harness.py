@@ -319,6 +319,7 @@ class Harness:
                 row.median_ms = float(np.median(t))
                 row.p10_ms = float(np.percentile(t, 10))
                 row.p90_ms = float(np.percentile(t, 90))
+                row.runs_per_timing = int(ev.get("runs_per_timing", 1))
                 samples[case_key(c)] = list(map(float, t))
             rows.append(row)
         if not keep:

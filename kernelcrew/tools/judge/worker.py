@@ -173,8 +173,10 @@ def main(job_path: str) -> int:
                     np.save(files[name], arr)
                 saved["timed"].append({"set": r % nsets, "run": r, "probe": probe_at.get(r),
                                        "files": files})
+        repeats = [rt.repeats(st) for st in states] if hasattr(rt, "repeats") else []
         note(event="done", case=cid, times_ms=times, outputs=saved,
-             input_checksums=[rt.input_checksums(st) for st in states])
+             input_checksums=[rt.input_checksums(st) for st in states],
+             runs_per_timing=max(repeats, default=1))
         del states, sets
     note(event="finished")
     return 0

@@ -35,6 +35,7 @@ from kernelcrew.tools.config import BenchSettings, Limits
 from kernelcrew.tools.judge.harness import Harness
 from kernelcrew.tools.locks import bench_lock
 from kernelcrew.tools.observe import ncu
+from kernelcrew.tools.observe.regpressure import HOW, register_choices
 from kernelcrew.tools.observe.summary import (
     Fields,
     ProfileFailed,
@@ -125,12 +126,43 @@ def profile_cuda(spec: OpSpec, kf: KernelFile, case: Case, *, bench: BenchSettin
     main = max(launches, key=lambda x: x.threads)
     runnable, why = be.can_run()
     if not runnable:
-        res = _compile_only(spec, kf, case, be, launches, main, arch, why)
-        res.compile_report = ptxas_lines(comp)
-        return res
-    res = _on_device(spec, kf, case, be, comp, launches, main, arch, bench, limits, say)
-    res.compile_report = ptxas_lines(comp)
-    return res
+        prof = _compile_only(spec, kf, case, be, launches, main, arch, why)
+    else:
+        prof = _on_device(spec, kf, case, be, comp, launches, main, arch, bench, limits, say)
+    prof.compile_report = ptxas_lines(comp)
+    _register_pressure(prof, spec, kf, be, main, say)
+    return prof
+
+
+REGISTER_BOUND_OCCUPANCY = 0.5  # below this, register-limited occupancy is worth a change
+
+
+def _register_pressure(prof: ProfileResult, spec: OpSpec, kf: KernelFile, be, main: LaunchInfo,
+                       say: Say) -> None:
+    """When the heaviest launch is register-limited, rank the three ways out (smaller
+    blocks, launch bounds with a min-blocks value, a register cap) with ptxas and the
+    occupancy table; the winner is metric `register_choice` (value: index in HOW).
+    Measured occupancy (ncu) decides whether it is needed when there is one."""
+    occ, r = main.occupancy, main.resources
+    if occ is None or r is None or not r.registers or occ.limiter != "registers":
+        return
+    achieved = prof.metrics.get("achieved_occupancy_pct")
+    level = achieved.value / 100 if achieved is not None and achieved.value else occ.occupancy
+    if level >= REGISTER_BOUND_OCCUPANCY:
+        return
+    say("register pressure: compiling the three choices")
+    block = main.block[0] * main.block[1] * main.block[2]
+    ranked = register_choices(spec, kf, be, main.kernel, block,
+                              (r.shared_bytes or 0) + main.shared_bytes, r.registers)
+    if not ranked:
+        return
+    best = ranked[0][0]
+    src = "ncu achieved" if achieved is not None and achieved.value else "theoretical"
+    prof.metrics["register_choice"] = Metric(
+        value=HOW.index(best.how), unit="choice",
+        reason=f"{main.kernel} at {level:.0%} {src} occupancy, register-limited; ranked: "
+               + " > ".join(w for _, _, w in ranked))
+    prof.metrics["register_choice_value"] = Metric(value=best.value, unit="", reason=best.label)
 
 
 # -- shared pieces ---------------------------------------------------------------------

@@ -1,28 +1,15 @@
-"""Peers the crew is measured against, on the same machine in the same run.
-
-- Kernel Tuner (its C backend) searching the knob space a tunable kernel file declares:
-  how many evaluations each strategy needs to come within 5% of the brute-force optimum.
-- NumPy's idiomatic expression of each operator, timed in its own process.
-- The physical bound: achieved bandwidth / FLOP/s as a share of the machine peaks.
-
-Kernel Tuner and NumPy run in child processes (`python -m kernelcrew.evals.peers kt|numpy
-JOB.json`), so nothing they load stays in the caller and their timing is not disturbed by
-the caller's own work.
-"""
+"""Kernel Tuner (its C backend) searching the knob space a tunable kernel file declares: how
+many evaluations each strategy needs to come within 5% of the brute-force optimum; and the
+copy of an op folder the crew runs on for the same comparison."""
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import re
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,11 +18,16 @@ import numpy as np
 import yaml
 
 from kernelcrew.errors import InputError
+from kernelcrew.evals.peers.common import (
+    close_enough,
+    make_inputs,
+    peer_env,
+    reference_outputs,
+    run_child,
+    typical_cases,
+)
 from kernelcrew.kernels.kernelfile import KernelFile, load_kernel
 from kernelcrew.kernels.spec import DTYPES, Case, OpSpec, load_op
-from kernelcrew.tools.backends.backend import get_backend
-from kernelcrew.tools.backends.cpu import cpu_threads
-from kernelcrew.tools.backends.peaks import cpu_peaks, cuda_peaks
 
 TUNABLE_DIR = Path(__file__).resolve().parent / "tunable"
 STRATEGIES = ("brute_force", "random_sample", "genetic_algorithm", "bayes_opt")
@@ -46,248 +38,10 @@ _C_TYPES = {"float32": "float", "float64": "double", "float16": "uint16_t", "int
             "int64": "int64_t"}
 
 
-# ---------------------------------------------------------------- shared helpers
-
-
-def make_inputs(spec: OpSpec, sizes: dict[str, int], rng: np.random.Generator
-                ) -> dict[str, np.ndarray]:
-    """Inputs as the harness makes them: the op's make_inputs, else standard normal."""
-    make = spec.inputs_fn()
-    given = make(rng, **sizes) if make else {}
-    out = {}
-    for name, t in spec.inputs.items():
-        dt = DTYPES[t.dtype]
-        shape = spec.shape(name, sizes)
-        if name in given:
-            out[name] = np.ascontiguousarray(given[name], dtype=dt)
-        elif dt.kind == "f":
-            out[name] = rng.standard_normal(shape).astype(dt)
-        else:
-            out[name] = rng.integers(-8, 9, size=shape).astype(dt)
-    return out
-
-
-def reference_outputs(spec: OpSpec, sizes: dict[str, int], ins: dict[str, np.ndarray]
-                      ) -> dict[str, np.ndarray]:
-    kw: dict[str, Any] = {n: (a.astype(np.float64) if a.dtype.kind == "f" else a)
-                          for n, a in ins.items()}
-    kw.update({n: s.value for n, s in spec.scalars.items()})
-    kw.update(sizes)
-    return {n: np.asarray(v, dtype=np.float64) for n, v in spec.reference_fn()(**kw).items()}
-
-
-def close_enough(got: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> bool:
-    return bool(np.allclose(np.asarray(got, dtype=np.float64), ref, rtol=rtol, atol=atol))
-
-
-def _child(mode: str, job: dict, timeout_s: float, env: dict[str, str] | None = None) -> dict:
-    """Run `python -m kernelcrew.evals.peers MODE JOB.json`; its last stdout line is JSON."""
-    with tempfile.TemporaryDirectory(prefix=f"kc-peer-{mode}-") as tmp:
-        job_path = Path(tmp) / "job.json"
-        job_path.write_text(json.dumps(job))
-        full_env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
-                    **(env or {})}
-        try:
-            run = subprocess.run([sys.executable, "-m", "kernelcrew.evals.peers", mode,
-                                  str(job_path)], check=False, capture_output=True, text=True,
-                                 timeout=timeout_s, env=full_env, cwd=tmp)
-        except subprocess.TimeoutExpired:
-            return {"error": f"the {mode} peer ran past {timeout_s:.0f} s"}
-        lines = run.stdout.strip().splitlines()
-        if run.returncode != 0 or not lines:
-            tail = (run.stderr or run.stdout).strip().splitlines()[-3:]
-            return {"error": f"the {mode} peer exited {run.returncode}: " + " / ".join(tail)}
-        try:
-            return json.loads(lines[-1])
-        except json.JSONDecodeError:
-            return {"error": f"the {mode} peer printed no JSON: {lines[-1][:200]}"}
-
-
-def peer_env() -> dict[str, str]:
-    """The thread settings the kernels run with (the CPU backend's worker env)."""
-
-    n = str(cpu_threads())
-    return {"OMP_NUM_THREADS": n, "OMP_PROC_BIND": "false", "OPENBLAS_NUM_THREADS": n,
-            "MKL_NUM_THREADS": n}
-
-
-# ---------------------------------------------------------------- the physical bound
-
-
-@dataclass
-class Bound:
-    """What the machine peaks allow for one op's cases, and how close a time gets."""
-
-    bytes: int
-    flops: int
-    bound_ms: float  # least time the peaks allow
-    limit: str  # "bandwidth" or "compute": which peak sets the bound
-    achieved_gbps: float | None = None
-    achieved_gflops: float | None = None
-    bandwidth_share: float | None = None  # achieved / peak bandwidth
-    compute_share: float | None = None
-    bound_share: float | None = None  # bound_ms / time: share of the roofline reached
-
-
-@dataclass
-class Peaks:
-    gbps: float  # bandwidth peak (GB/s)
-    gflops: float | None  # FLOP/s peak (GFLOP/s), None when not measured (CUDA)
-    source: str  # how it was measured
-
-
-def machine_peaks(backend: str = "cpu") -> Peaks:
-    """The other engineer's measured peaks (kernelcrew.tools.backends.peaks)."""
-    if backend == "cuda":
-        p = cuda_peaks(get_backend("cuda"))
-        return Peaks(p.copy_gbps, None, p.method)
-
-    p = cpu_peaks()
-    return Peaks(p.triad_gbps, p.fma_gflops, f"kernelcrew.tools.backends.peaks: {p.method}")
-
-
-def bound_for(spec: OpSpec, cases: list[dict[str, int]], peaks: Peaks,
-              time_ms: float | None = None) -> Bound:
-    """The roofline bound of a set of cases run back to back, and the shares a time reaches."""
-    nbytes = sum(spec.cost_bytes(c) for c in cases)
-    flops = sum(spec.cost_flops(c) for c in cases)
-    mem_ms = nbytes / (peaks.gbps * 1e9) * 1e3
-    cmp_ms = flops / (peaks.gflops * 1e9) * 1e3 if peaks.gflops else 0.0
-    b = Bound(nbytes, flops, max(mem_ms, cmp_ms), "bandwidth" if mem_ms >= cmp_ms else "compute")
-    if time_ms and time_ms > 0:
-        b.achieved_gbps = nbytes / (time_ms * 1e-3) / 1e9
-        b.achieved_gflops = flops / (time_ms * 1e-3) / 1e9
-        b.bandwidth_share = b.achieved_gbps / peaks.gbps
-        b.compute_share = b.achieved_gflops / peaks.gflops if peaks.gflops else None
-        b.bound_share = b.bound_ms / time_ms
-    return b
-
-
-def typical_cases(spec: OpSpec) -> list[Case]:
-    return [c for c in spec.cases() if c.group == "typical"] or list(spec.cases())
-
-
-# ---------------------------------------------------------------- NumPy
-
-
-def _softmax(x: np.ndarray, **_: Any) -> dict[str, np.ndarray]:
-    e = np.exp(x - x.max(axis=1, keepdims=True))
-    return {"y": e / e.sum(axis=1, keepdims=True)}
-
-
-def _gelu_muladd(x, r, s, t, **_: Any) -> dict[str, np.ndarray]:
-    from scipy.special import erf  # NumPy has no erf; SciPy comes with Kernel Tuner
-
-    v = x + r
-    return {"y": np.float32(0.5) * v * (np.float32(1) + erf(v * np.float32(math.sqrt(0.5))))
-            * s + t}
-
-
-# op name -> [(label, expression)]: the idiomatic spelling(s) a NumPy user would write. Where
-# there are two, both are timed and the faster one is the peer.
-NUMPY_EXPRESSIONS: dict[str, list[tuple[str, Callable[..., dict[str, np.ndarray]]]]] = {
-    "transpose": [("np.ascontiguousarray(x.T)", lambda x, **_: {"y": np.ascontiguousarray(x.T)})],
-    "small_matmul": [("np.matmul(a, b)", lambda a, b, **_: {"c": np.matmul(a, b)})],
-    "softmax_rows": [("e = np.exp(x - x.max(1, keepdims=True)); e / e.sum(1, keepdims=True)",
-                      _softmax)],
-    "rmsnorm": [("x / np.sqrt(np.mean(x * x, 1, keepdims=True) + eps) * w",
-                 lambda x, w, eps, **_: {"y": x / np.sqrt(np.mean(x * x, axis=1, keepdims=True)
-                                                          + eps) * w})],
-    "scale_shift_sum": [
-        ("(a * x + b).sum(1)", lambda x, a, b, **_: {"out": (a * x + b).sum(axis=1)}),
-        ("a * x.sum(1) + b * cols", lambda x, a, b, cols, **_: {
-            "out": a * x.sum(axis=1) + b * np.float32(cols)}),
-    ],
-    "add_gelu_muladd": [("0.5 * v * (1 + scipy.special.erf(v / sqrt(2))) * s + t, v = x + r",
-                         _gelu_muladd)],
-    "vadd": [("x + z", lambda x, z, **_: {"y": x + z})],
-}
-
-
-@dataclass
-class NumpyCase:
-    case: str
-    expression: str
-    median_ms: float | None
-    p10_ms: float | None
-    p90_ms: float | None
-    correct: bool | None
-
-
-@dataclass
-class NumpyResult:
-    op: str
-    expression: str | None  # the fastest correct expression (the peer)
-    cases: list[NumpyCase] = field(default_factory=list)  # the peer's rows, typical cases
-    variants: dict[str, float] = field(default_factory=dict)  # expression -> typical total ms
-    typical_ms: float | None = None
-    error: str = ""
-    threads: str = ""
-
-
-def numpy_peer(op: str | Path, *, reps: int = 10, seed: int = 0,
-               timeout_s: float = 600.0) -> NumpyResult:
-    """Time NumPy's idiom for the op's typical cases in a child process."""
-    spec = load_op(op)
-    if spec.name not in NUMPY_EXPRESSIONS:
-        return NumpyResult(spec.name, None, error=f"no NumPy expression for {spec.name}")
-    env = peer_env()
-    job = {"op": str(spec.folder), "reps": reps, "seed": seed,
-           "cases": [c.sizes for c in typical_cases(spec)]}
-    out = _child("numpy", job, timeout_s, env)
-    if "error" in out:
-        return NumpyResult(spec.name, None, error=out["error"])
-    res = NumpyResult(spec.name, None, threads=f"OMP/BLAS threads {env['OMP_NUM_THREADS']}")
-    best: tuple[float, str] | None = None
-    for label, rows in out["variants"].items():
-        total = sum(r["median_ms"] for r in rows) if all(r["correct"] for r in rows) else None
-        if total is not None:
-            res.variants[label] = total
-            if best is None or total < best[0]:
-                best = (total, label)
-    if best is None:
-        res.error = "no NumPy expression gave correct results"
-        return res
-    res.typical_ms, res.expression = best
-    res.cases = [NumpyCase(**r) for r in out["variants"][best[1]]]
-    return res
-
-
-def _numpy_child(job: dict) -> dict:
-    spec = load_op(job["op"])
-    tol = spec.tolerance
-    rng = np.random.default_rng(job["seed"])
-    variants: dict[str, list[dict]] = {}
-    for sizes in job["cases"]:
-        sets = [make_inputs(spec, sizes, rng) for _ in range(2)]
-        ref = reference_outputs(spec, sizes, sets[0])
-        scalars = {n: DTYPES[s.dtype].type(s.value) for n, s in spec.scalars.items()}
-        label = ",".join(f"{k}={v}" for k, v in sizes.items())
-        for expr, fn in NUMPY_EXPRESSIONS[spec.name]:
-            kws = [{**s, **scalars, **sizes} for s in sets]
-            got = fn(**kws[0])
-            ok = all(close_enough(got[n], ref[n], tol.rtol, tol.atol) for n in spec.outputs)
-            for w in range(3):
-                fn(**kws[w % 2])
-            times = []
-            for r in range(job["reps"]):
-                t0 = time.perf_counter_ns()
-                fn(**kws[r % 2])
-                times.append((time.perf_counter_ns() - t0) / 1e6)
-            variants.setdefault(expr, []).append({
-                "case": label, "expression": expr, "median_ms": float(np.median(times)),
-                "p10_ms": float(np.percentile(times, 10)),
-                "p90_ms": float(np.percentile(times, 90)), "correct": ok})
-    return {"variants": variants}
-
-
-# ---------------------------------------------------------------- Kernel Tuner
-
-
 def tunable_path(op: str) -> Path:
     p = TUNABLE_DIR / f"{op}.cpp"
     if not p.exists():
-        raise InputError(f"no tunable kernel for {op}; add kernelcrew/evals/tunable/{op}.cpp "
+        raise InputError(f"no tunable kernel for {op}; add kernelcrew/evals/peers/tunable/{op}.cpp "
                          "with knobs and a `// knob space: {...}` line")
     return p
 
@@ -397,7 +151,7 @@ def kernel_tuner_peer(op: str | Path, *, tunable: Path | None = None, max_fevals
     job = {"op": str(spec.folder), "tunable": str(path), "case": case.sizes,
            "max_fevals": max_fevals or res.size, "seeds": seeds, "iterations": iterations,
            "strategies": list(strategies)}
-    out = _child("kt", job, timeout_s, peer_env())
+    out = run_child("kt", job, timeout_s, peer_env())
     if "error" in out and "strategies" not in out:
         res.error = out["error"]
         return res
@@ -430,7 +184,7 @@ def evals_to_target(times: list[float | None], target_ms: float) -> int | None:
     return None
 
 
-def _kt_child(job: dict) -> dict:
+def kt_child(job: dict) -> dict:
     import random
 
     import kernel_tuner
@@ -567,16 +321,3 @@ def tunable_op_folder(op: str | Path, dest: Path, *, tunable: Path | None = None
     load_op(folder)  # still a valid operator folder
     return folder
 
-
-def main(argv: list[str]) -> int:
-    if len(argv) != 2 or argv[0] not in ("kt", "numpy"):
-        print("usage: python -m kernelcrew.evals.peers kt|numpy JOB.json", file=sys.stderr)
-        return 2
-    job = json.loads(Path(argv[1]).read_text())
-    out = _kt_child(job) if argv[0] == "kt" else _numpy_child(job)
-    print(json.dumps(out, default=str))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

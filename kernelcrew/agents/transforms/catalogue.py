@@ -1,0 +1,126 @@
+"""The whole catalogue of moves against one kernel file: which apply, and why each of the
+others does not. A run that stops with nothing left to try lists this, so a user sees every
+move that was considered and the reason it was not made (the legality check that failed,
+the loop form that is missing, a helper out of reach)."""
+
+from __future__ import annotations
+
+import re
+
+from kernelcrew.agents.transforms import TRANSFORMS, apply_transform, entries, parse_any
+from kernelcrew.agents.transforms.accum import accum_reasons
+from kernelcrew.agents.transforms.affine import FunctionModel
+from kernelcrew.agents.transforms.common import has_pragma, model_of
+from kernelcrew.agents.transforms.cst import Source, find_function, params, pragma_text, walk
+from kernelcrew.agents.transforms.dependence import check_loop
+from kernelcrew.agents.transforms.jam import jam_reasons
+from kernelcrew.agents.transforms.scope import scope_of
+from kernelcrew.agents.transforms.threads import parallel_verdict
+from kernelcrew.errors import InputError
+from kernelcrew.kernels.kernelfile import KernelFile
+
+# moves that are settings, not rewrites: never "not applicable"
+SETTINGS = {"flags", "knobs", "sequence"}
+
+_FORM = {
+    "vector_math": "no float exp/erf call inside a loop",
+    "vector_math_ext": "no float tanh/log call inside a loop",
+    "interchange": "no i-j-k product nest whose innermost loop reads an operand with a stride",
+    "tile": "no 2-deep nest with a strided access for cache blocking to fix",
+    "fusion": "no consecutive loops over the same range that touch the same elements",
+    "register_block": "no i-k-j product nest (interchanged) to block in registers",
+    "ldg": "no read-only global load left without __ldg",
+    "launch_bounds": "no kernel launched with block [BLOCK]",
+    "grid_stride": "no one-element-per-thread kernel",
+}
+
+
+def _models(kf: KernelFile) -> list[tuple[str, Source, FunctionModel]]:
+    out = []
+    for name in entries(kf):
+        got = model_of(kf.body, name)
+        if got is not None:
+            out.append((name, *got))
+    return out
+
+
+def _threads_why(kf: KernelFile) -> str:
+    reasons = []
+    for name, s, m in _models(kf):
+        if any(re.match(r"omp\s+(parallel|for)\b", pragma_text(s, n))
+               for n in walk(m.body) if n.type == "preproc_call"):
+            reasons.append(f"{name}() is threaded already (its pragma is kept, never stacked)")
+            continue
+        for top in m.forest:
+            v = parallel_verdict(m, top)
+            if not v.ok:
+                reasons.append(f"{name}(): {v.reason}")
+    return "; ".join(reasons[:3]) or "no loop to thread"
+
+
+def _simd_why(kf: KernelFile) -> str:
+    reasons = []
+    for name, s, m in _models(kf):
+        for lp in m.loops:
+            if lp.children:
+                continue
+            if has_pragma(s, lp, r"^omp\b.*\bsimd\b"):
+                reasons.append(f"{name}(): the loop at line {s.line_of(lp.node)} has omp simd")
+                continue
+            v = check_loop(m, lp, allow_reductions=True)
+            if not v.ok:
+                reasons.append(f"{name}(): {v.reason}")
+    return "; ".join(reasons[:3]) or "no innermost loop"
+
+
+def _jam_why(kf: KernelFile) -> str:
+    reasons = [f"{name}(): {r}" for name, _, _ in _models(kf)
+               for r in jam_reasons(kf.body, name)]
+    return "; ".join(reasons[:3]) or "no 2-deep nest with an inner reduction"
+
+
+def _accum_why(kf: KernelFile) -> str:
+    reasons = [f"{name}(): {r}" for name, _, _ in _models(kf)
+               for r in accum_reasons(kf.body, name)]
+    return "; ".join(reasons[:3]) or "no innermost reduction loop"
+
+
+def _restrict_why(kf: KernelFile) -> str:
+    s = Source(kf.body)
+    for name in entries(kf):
+        fn = find_function(s, name)
+        if fn is not None and any(p.pointer is not None and not p.restrict for p in params(fn)):
+            return f"{name}() still has pointers without restrict (the rewrite failed)"
+    return "every pointer parameter in reach is restrict already"
+
+
+_WHY = {"omp_parallel": _threads_why, "accumulators": _accum_why, "simd": _simd_why, "unroll_and_jam": _jam_why,
+        "restrict": _restrict_why,
+        "unroll": lambda kf: "every innermost loop carries an unroll or OpenMP pragma"}
+
+
+def not_applicable(kernel_text: str) -> dict[str, str]:
+    """Transformation name -> why it does not apply to this kernel file (transformations
+    that do apply are left out). Helpers out of reach come first, as `scope`."""
+    try:
+        kf = parse_any(kernel_text)
+    except InputError as e:
+        return {"all": f"the kernel file does not parse: {e}"}
+    out: dict[str, str] = {}
+    if kf.backend == "cpu" and kf.meta.entry:
+        sc = scope_of(Source(kf.body), kf.meta.entry)
+        if sc.excluded:
+            out["scope"] = "; ".join(f"helper {h}() is out of reach: {why}"
+                                     for h, why in sc.excluded.items())
+    for name, t in TRANSFORMS.items():
+        if name in SETTINGS or kf.backend not in t.backends:
+            continue
+        if apply_transform(name, kernel_text) is not None:
+            continue
+        why = _WHY.get(name)
+        out[name] = why(kf) if why is not None else _FORM.get(
+            name, "the source has no loop of the form it rewrites")
+    # the analysis counts lines of the source; the user reads lines of the kernel file
+    off = kf.text[: len(kf.text) - len(kf.body)].count("\n")
+    return {k: re.sub(r"\bline (\d+)", lambda m: f"line {int(m[1]) + off}", v)
+            for k, v in out.items()}

@@ -1,0 +1,282 @@
+"""Dependence analysis: may the iterations of a loop run in any order (threads, SIMD)?
+
+An array write is independent across iterations of a loop when its offset is one-to-one
+in the loop's variable (`affine.digits`); reads of an array that the loop writes must sit
+at the same digit position (same element partition), and scalars declared outside the
+loop may only be updated as recognized reductions (`reductions`).
+
+Distinct pointer parameters are assumed not to overlap: the harness passes distinct
+buffers for an operator's inputs and outputs (helpers are checked at their call sites).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from kernelcrew.agents.transforms.affine import FunctionModel, Poly, digits, split_terms
+from kernelcrew.agents.transforms.cst import (
+    Loop,
+    Node,
+    Source,
+    function_name,
+    functions,
+    lookup,
+    walk,
+    within,
+)
+from kernelcrew.agents.transforms.reductions import call_name, reduction
+
+# Calls that read their arguments and return a value, nothing else.
+PURE_CALLS = frozenset(["exp", "expf", "exp2", "exp2f", "expm1", "expm1f", "log", "logf", "log2", "log2f", "log1p", "log1pf", "log10", "log10f", "sqrt", "sqrtf", "rsqrt", "rsqrtf", "cbrt", "cbrtf", "pow", "powf", "erf", "erff", "erfc", "erfcf", "tanh", "tanhf", "sinh", "cosh", "sin", "sinf", "cos", "cosf", "tan", "tanf", "atan", "atanf", "atan2", "atan2f", "fabs", "fabsf", "abs", "fmax", "fmaxf", "fmin", "fminf", "max", "min", "floor", "floorf", "ceil", "ceilf", "round", "roundf", "trunc", "truncf", "fma", "fmaf", "copysign", "copysignf", "__expf", "__logf", "__fdividef", "__frcp_rn", "__fsqrt_rn", "__ldg", "__saturatef", "isnan", "isinf", "isfinite", "__builtin_fabsf", "__builtin_fabs", "__builtin_copysignf", "__builtin_copysign", "__builtin_inff", "__builtin_inf", "__builtin_nanf", "__builtin_nan", "__builtin_sqrtf", "__builtin_sqrt", "__builtin_fmaf", "__builtin_fma", "__builtin_fmaxf", "__builtin_fminf", "__builtin_floorf", "__builtin_ceilf", "__builtin_truncf", "__builtin_roundf", "__builtin_expect", "__builtin_isnan", "__builtin_isinf", "sqrtl", "expl", "logl", "fabsl"])
+
+
+@dataclass
+class Access:
+    root: str
+    offset: Poly | None
+    read: bool
+    write: bool
+    node: Node
+
+
+@dataclass
+class Verdict:
+    ok: bool
+    reason: str = ""
+    reductions: dict[str, str] = field(default_factory=dict)  # var -> + | * | max | min
+    rewrites: list[tuple[Node, str]] = field(default_factory=list)  # if-max -> ternary
+
+
+def _assign_target(n: Node) -> Node | None:
+    if n.type == "assignment_expression":
+        return n.child_by_field_name("left")
+    if n.type == "update_expression":
+        return n.child_by_field_name("argument")
+    return None
+
+
+def accesses(model: FunctionModel, region: Node) -> list[Access] | str:
+    """Every array access in a region, or a reason why the region cannot be analysed."""
+    out: list[Access] = []
+    for n in walk(region):
+        if n.type == "subscript_expression":
+            root = model.subscript(n, region)
+            p = n.parent
+            write = read = False
+            if p.type == "assignment_expression" and p.child_by_field_name("left") == n:
+                write = True
+                read = p.child_by_field_name("operator").type != "="
+            elif p.type == "update_expression":
+                write = read = True
+            else:
+                read = True
+            if root is None:
+                if write:
+                    return f"cannot resolve the array written at line {model.src.line_of(n)}"
+                return f"cannot resolve the array read at line {model.src.line_of(n)}"
+            out.append(Access(root[0], root[1], read, write, n))
+        elif n.type == "pointer_expression" and n.child_by_field_name("operator").type == "*":
+            p = n.parent
+            if _assign_target(p) == n:
+                return f"writes through a pointer at line {model.src.line_of(n)}"
+            root = model.pointer_root(n.child_by_field_name("argument"), region)
+            if root is None:
+                return f"cannot resolve the pointer read at line {model.src.line_of(n)}"
+            out.append(Access(root[0], root[1], True, False, n))
+    return out
+
+def defined_functions(src: Source) -> set[str]:
+    """Names of the functions defined in the source (helpers a kernel calls)."""
+    return {function_name(f) for f in functions(src)} - {None}
+
+
+_ASSIGNS = re.compile(r"(?<![=!<>])=(?!=)|\+\+|--|[-+*/%&|^]=|<<=|>>=")
+
+
+def pure_macros(src: Source) -> set[str]:
+    """Function-like macros (`#define SQ(a) ((a) * (a))`) whose body assigns nothing and
+    calls only pure functions: a call to one is an expression like any other."""
+    out = set()
+    for n in walk(src.root):
+        if n.type != "preproc_function_def":
+            continue
+        name, body = n.child_by_field_name("name"), n.child_by_field_name("value")
+        text = src.text_of(body) if body is not None else ""
+        calls = re.findall(r"([A-Za-z_]\w*)\s*\(", text)
+        if name is not None and not _ASSIGNS.search(text) and \
+                all(c in PURE_CALLS for c in calls):
+            out.add(name.text.decode())
+    return out
+
+
+# copies into `&local` (the bit casts of the vector math helpers) stay inside the call
+_COPIES = frozenset(["__builtin_memcpy", "memcpy"])
+
+
+def impure_helpers(src: Source) -> dict[str, str]:
+    """Defined functions that write outside their own locals (through a pointer, to a
+    global, a static local) or call something that may: name -> what they do."""
+    out: dict[str, str] = {}
+    calls: dict[str, set[str]] = {}
+    defined = defined_functions(src)
+    macros = pure_macros(src)
+    for fn in functions(src):
+        name = function_name(fn)
+        if name is None:
+            continue
+        calls[name] = set()
+        for n in walk(fn):
+            target = _assign_target(n)
+            if target is not None and name not in out:
+                if target.type != "identifier":
+                    out[name] = f"writes {src.text_of(target)!r}"
+                    continue
+                d = lookup(target.text.decode(), target)
+                if d is None or d.param is False and \
+                        "static" in src.text_of(d.node).split("=")[0].split():
+                    out[name] = f"writes {target.text.decode()}, which outlives the call"
+            if n.type == "call_expression":
+                callee = src.text_of(n.child_by_field_name("function")).replace(
+                    "std::", "").strip()
+                if callee in defined:
+                    calls[name].add(callee)
+                elif callee in _COPIES and name not in out:
+                    dst = n.child_by_field_name("arguments").named_children[:1]
+                    d = lookup(dst[0].named_children[0].text.decode(), dst[0]) if dst and \
+                        dst[0].type == "pointer_expression" and \
+                        dst[0].named_children[0].type == "identifier" else None
+                    if d is None or d.param or d.pointer or \
+                            "static" in src.text_of(d.node).split("=")[0].split():
+                        out[name] = f"copies into {src.text_of(dst[0]) if dst else '?'}"
+                elif callee not in PURE_CALLS and callee not in macros and name not in out:
+                    out[name] = f"calls {callee}()"
+    changed = True
+    while changed:  # a helper that calls an impure one is impure
+        changed = False
+        for name, callees in calls.items():
+            bad = next((c for c in sorted(callees) if c in out and c != name), None)
+            if name not in out and bad is not None:
+                out[name] = f"calls {bad}(), which {out[bad]}"
+                changed = True
+    return out
+
+
+def check_loop(model: FunctionModel, lp: Loop, *, allow_reductions: bool,
+               owned: set[str] | None = None) -> Verdict:
+    """Can the iterations of `lp` run in any order (parallel for / simd)?"""
+    if not lp.canonical:
+        return Verdict(False, f"loop at line {model.src.line_of(lp.node)} is not in the "
+                              "countable form `for (i = a; i < b; ++i)`")
+    region = lp.node
+    src = model.src
+    own = {lp.key} | (owned or set())
+    defined = defined_functions(model.src)
+    macros = pure_macros(model.src)
+    verdict = Verdict(True)
+    red_stmts: list[Node] = []
+    # control flow that leaves the loop
+    for n in walk(lp.body):
+        if n.type in ("return_statement", "goto_statement", "throw_statement"):
+            return Verdict(False, f"leaves the loop at line {src.line_of(n)}")
+        if n.type == "break_statement" and _innermost_breakable(n) == lp.node:
+            return Verdict(False, f"breaks out of the loop at line {src.line_of(n)}")
+    # calls
+    for n in walk(lp.body):
+        if n.type != "call_expression":
+            continue
+        name = call_name(model, n)
+        if name not in PURE_CALLS and name not in defined and name not in macros:
+            return Verdict(False, f"calls {name}() at line {src.line_of(n)}, which may have "
+                                  "side effects")
+        if name in defined and name in (impure := impure_helpers(src)):
+            return Verdict(False, f"calls {name}() at line {src.line_of(n)}, which "
+                                  f"{impure[name]}")
+        for a in n.child_by_field_name("arguments").named_children:
+            if name == "__ldg":
+                continue
+            if a.type == "pointer_expression" or (
+                    a.type == "identifier" and (d := lookup(a.text.decode(), a)) is not None
+                    and (d.pointer or d.array)):
+                return Verdict(False, f"passes a pointer to {name}() at line {src.line_of(n)}")
+    # scalar writes
+    for n in walk(lp.body):
+        target = _assign_target(n)
+        if target is None:
+            continue
+        if target.type in ("subscript_expression", "pointer_expression"):
+            continue
+        if target.type != "identifier":
+            return Verdict(False, f"writes {src.text_of(target)!r} at line {src.line_of(n)}")
+        name = target.text.decode()
+        d = lookup(name, target)
+        if d is None:
+            return Verdict(False, f"writes {name}, declared outside the function")
+        if within(d.node, region):
+            continue  # private to an iteration (or an inner loop's variable)
+        if not allow_reductions:
+            return Verdict(False, f"updates {name} (declared outside the loop) at line "
+                                  f"{src.line_of(n)}: a loop-carried dependence")
+        kind = reduction(model, n, d, lp)
+        if kind is None:
+            return Verdict(False, f"updates {name} at line {src.line_of(n)} in a way that is not "
+                                  "a recognized reduction")
+        prev = verdict.reductions.get(name)
+        if prev is not None and prev != kind[0]:
+            return Verdict(False, f"{name} is reduced two ways ({prev}, {kind[0]})")
+        verdict.reductions[name] = kind[0]
+        holder = n.parent.parent if kind[1] is not None else n.parent
+        red_stmts.append(holder)
+        if kind[1] is not None:
+            verdict.rewrites.append(kind[1])
+    # reduction variables: no other reads inside the loop
+    for name in verdict.reductions:
+        for ident in walk(lp.body):
+            if ident.type != "identifier" or ident.text.decode() != name:
+                continue
+            if not any(within(ident, st) for st in red_stmts):
+                return Verdict(False, f"{name} is read at line {src.line_of(ident)} while it is "
+                                      "being reduced")
+    # arrays
+    accs = accesses(model, region)
+    if isinstance(accs, str):
+        return Verdict(False, accs)
+    local_roots = set()
+    for a in accs:
+        d = lookup(a.root.split("@")[0], a.node)
+        if d is not None and within(d.node, region):
+            local_roots.add(a.root)
+    written = {a.root for a in accs if a.write} - local_roots
+    for root in written:
+        ref = None
+        for a in (x for x in accs if x.root == root):
+            what = f"{'write' if a.write else 'read'} {src.text_of(a.node)!r} at line " \
+                   f"{src.line_of(a.node)}"
+            if a.offset is None:
+                return Verdict(False, f"cannot tell which element the {what} touches")
+            ds = digits(model, a.offset, region)
+            if ds is None:
+                return Verdict(False, f"cannot prove the {what} touches one element per "
+                                      "iteration (subscript not a mixed-radix form)")
+            mine = [(v, c) for v, c in ds if v in own]
+            if len(mine) != 1:
+                return Verdict(False, f"the {what} does not depend on {lp.var}: iterations "
+                                      "would write the same element")
+            split = split_terms(a.offset)
+            sig = (mine[0][0], sorted(mine[0][1].items()), sorted(split[1].items()))
+            if ref is None:
+                ref = sig
+            elif sig != ref:
+                return Verdict(False, f"the {what} reaches an element another iteration of "
+                                      f"{lp.var} writes")
+    return verdict
+
+
+def _innermost_breakable(n: Node) -> Node | None:
+    p = n.parent
+    while p is not None:
+        if p.type in ("for_statement", "while_statement", "do_statement", "switch_statement",
+                      "for_range_loop"):
+            return p
+        p = p.parent
+    return None

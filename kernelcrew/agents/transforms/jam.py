@@ -1,0 +1,278 @@
+"""Unroll-and-jam of reduction nests: register tiling of dot-product loops.
+
+A dot-product nest computes one output per iteration of an outer loop with an inner
+reduction over a private accumulator:
+
+    for (int o = 0; o < OC; o++) {
+        float val = bias[o];                       // set-up: no loops, no calls with effects
+        for (int i = 0; i < C; i++) {
+            val += inp[bt * C + i] * weight[o * C + i];
+        }
+        out[bt * OC + o] = val;                    // wrap-up
+    }
+
+Jammed by U, U outputs are computed by one pass of the inner loop: U accumulators (one
+vector register each under `omp simd reduction`), every element that does not depend on
+`o` (here `inp[bt*C + i]`) is loaded once for U multiply-adds, and U independent chains hide
+the FP-add latency. Leftover outer iterations (OC % U) run the original body.
+
+Legal when the outer iterations are independent (`check_loop` without reductions: each
+writes its own elements, reads nothing another writes) and the inner loop's bounds do not
+depend on the outer variable; each accumulator still sums its terms in the original order
+(the inner loop's `omp simd` reduction reassociates them, as `simd` would). Offered only
+where the inner loop's reads are unit-stride or invariant in its variable (otherwise the
+vectorized inner loop would gather: interchange is the move there).
+"""
+
+from __future__ import annotations
+
+import re
+
+from kernelcrew.agents.transforms.affine import FunctionModel, split_terms
+from kernelcrew.agents.transforms.common import (
+    collapsed,
+    finish,
+    in_small_path,
+    invariant_text,
+    mentions_var,
+    model_of,
+    repeat,
+    statements,
+)
+from kernelcrew.agents.transforms.cst import (
+    Edit,
+    Loop,
+    Node,
+    Source,
+    declarators,
+    lookup,
+    pragma_text,
+    pragmas_before,
+    walk,
+)
+from kernelcrew.agents.transforms.dependence import PURE_CALLS, check_loop, defined_functions
+
+JAM_MARK = "// kernelcrew: jammed by"
+
+
+def unit_or_invariant(m: FunctionModel, lp: Loop) -> str | None:
+    """None when every subscript in the loop is unit-stride or invariant in its variable,
+    else the first offending access."""
+    for n in walk(lp.body):
+        if n.type != "subscript_expression":
+            continue
+        acc = m.subscript(n, lp.node)
+        if acc is None or acc[1] is None:
+            return m.src.text_of(n)
+        sp = split_terms(acc[1])
+        if sp is None:
+            return m.src.text_of(n)
+        coef = sp[0].get(lp.key)
+        if coef is not None and coef != {(): 1}:
+            return m.src.text_of(n)
+    return None
+
+
+def _plain(m: FunctionModel, stmt: Node) -> bool:
+    """A set-up or wrap-up statement: no loop, no control flow, only pure calls."""
+    defined = defined_functions(m.src)
+    for n in walk(stmt):
+        if n.type in ("for_statement", "while_statement", "do_statement", "return_statement",
+                      "break_statement", "continue_statement", "goto_statement",
+                      "preproc_call"):
+            return False
+        if n.type == "call_expression":
+            name = m.src.text_of(n.child_by_field_name("function")).replace("std::", "").strip()
+            if name not in PURE_CALLS or name in defined:
+                return False
+    return True
+
+
+def jam_reason(m: FunctionModel, lp: Loop) -> str | None:
+    """Why the loop `lp` cannot be jammed (None: it can)."""
+    s = m.src
+    line = s.line_of(lp.node)
+    if not lp.canonical or lp.step is not None:
+        return f"loop at line {line} is not a unit-step countable loop"
+    if len(lp.children) != 1 or lp.children[0].children:
+        return f"loop at line {line} does not hold exactly one innermost loop"
+    inner = lp.children[0]
+    stmts = statements(lp.body)
+    if not any(st.start_byte == inner.node.start_byte for st in stmts):
+        return f"the inner loop at line {s.line_of(inner.node)} is nested in a block"
+    others = [st for st in stmts if st.start_byte != inner.node.start_byte
+              and st.type != "preproc_call"]
+    if not all(_plain(m, st) for st in others):
+        return f"the body of the loop at line {line} has statements other than set-up and " \
+               "wrap-up around the inner loop"
+    if any(re.match(r"omp\b", pragma_text(s, p)) for p in pragmas_before(lp.node)):
+        return f"loop at line {line} carries an OpenMP pragma"
+    if not inner.canonical:
+        return f"inner loop at line {s.line_of(inner.node)} is not countable"
+    for n in (inner.start, inner.end, inner.step):
+        if n is not None and (mentions_var(m, n, lp) or
+                              invariant_text(s, m, n, lp.node) is None):
+            return f"the inner loop's bounds change with {lp.var}"
+    v = check_loop(m, lp, allow_reductions=False)
+    if not v.ok:
+        return f"iterations of {lp.var} are not independent: {v.reason}"
+    vi = check_loop(m, inner, allow_reductions=True)
+    if not vi.ok or not vi.reductions:
+        return f"the inner loop at line {s.line_of(inner.node)} is not a reduction" + (
+            f" ({vi.reason})" if vi.reason else "")
+    if any(op != "+" for op in vi.reductions.values()):
+        return "the inner reduction is not a sum"
+    bad = unit_or_invariant(m, inner)
+    if bad is not None:
+        return f"{bad} is strided in {inner.var}: the jammed loop would gather (interchange " \
+               "first)"
+    if invariant_text(s, m, lp.end, lp.node) is None:
+        return f"the bound of {lp.var} is not fixed before the loop"
+    return None
+
+
+def _declared_names(node: Node) -> dict[int, int]:
+    """Start byte of each declared name's identifier -> start byte of its declaration."""
+    out: dict[int, int] = {}
+    for n in walk(node):
+        if n.type != "declaration":
+            continue
+        for d in n.children_by_field_name("declarator"):
+            while d is not None and d.type != "identifier":
+                d = d.child_by_field_name("declarator") or (
+                    d.named_children[0] if d.named_children else None)
+            if d is not None:
+                out[d.start_byte] = n.start_byte
+    return out
+
+
+def rename_copy(m: FunctionModel, node: Node, lp: Loop, k: int, var_text: str | None,
+                renames: set[str]) -> str:
+    """The text of `node` for copy k of a loop body: the loop variable becomes `var_text`
+    (unchanged when None), and in copies k > 0 the declarations named in `renames` (Decl
+    keys) get a `_k` suffix, at their declaration and every use."""
+    s = m.src
+    base = node.start_byte
+    data = s.data[node.start_byte:node.end_byte]
+    edits = []
+    declared = _declared_names(node)
+    for n in walk(node):
+        if n.type != "identifier":
+            continue
+        name = n.text.decode()
+        if n.start_byte in declared:
+            if f"{name}@{declared[n.start_byte]}" in renames and k:
+                edits.append((n.start_byte - base, n.end_byte - base, f"{name}_{k}"))
+            continue
+        d = lookup(name, n)
+        if d is None:
+            continue
+        if lp.decl is not None and d.node.start_byte == lp.decl.start_byte and name == lp.var:
+            if var_text is not None:
+                edits.append((n.start_byte - base, n.end_byte - base, var_text))
+        elif d.key in renames and k:
+            edits.append((n.start_byte - base, n.end_byte - base, f"{name}_{k}"))
+    for a, b, t in sorted(edits, reverse=True):
+        data = data[:a] + t.encode() + data[b:]
+    return data.decode()
+
+
+def body_locals(body: Node, skip: Node | None = None) -> set[str]:
+    """Decl keys of the declarations inside a loop body (`skip`: an inner loop's counter)."""
+    out: set[str] = set()
+    for n in walk(body):
+        if n.type == "declaration" and (skip is None or n.start_byte != skip.start_byte):
+            for name, _, _, _ in declarators(n):
+                out.add(f"{name}@{n.start_byte}")  # Decl.key
+    return out
+
+
+def _jam_once(s: Source, m: FunctionModel, factor: int) -> str | None:
+    for lp in m.loops:
+        if in_small_path(lp.node) or collapsed(s, lp) or jam_reason(m, lp) is not None:
+            continue
+        if s.text_of(lp.node.parent).startswith("{  " + JAM_MARK):
+            continue  # one of ours
+        inner = lp.children[0]
+        # locals declared in the outer body (set-up, the inner body; not the inner counter)
+        locals_ = body_locals(lp.body, inner.decl)
+        taken = {n.text.decode() for n in walk(m.fn) if n.type == "identifier"}
+        if any(f"{key.split('@')[0]}_{k}" in taken for key in locals_ for k in range(1, factor)):
+            continue  # a copy's name is taken
+        red = check_loop(m, inner, allow_reductions=True).reductions
+        stmts = statements(lp.body)
+        pre = [st for st in stmts if st.end_byte <= inner.node.start_byte
+               and st.type != "preproc_call"]
+        post = [st for st in stmts if st.start_byte >= inner.node.end_byte]
+        ind = s.indent_of(lp.node)
+        st1 = ind + "    "
+        st2 = st1 + "    "
+        st3 = st2 + "    "
+        copies = range(factor)
+
+        def copy(st: Node, k: int, lp: Loop = lp, keys: set[str] = locals_) -> str:
+            return rename_copy(m, st, lp, k, f"({lp.var} + {k})" if k else None, keys)
+
+        pre_txt = "".join(f"{st2}{copy(st, k)}\n" for k in copies for st in pre)
+        post_txt = "".join(f"{st2}{copy(st, k)}\n"
+                           for k in copies for st in post)
+        body_stmts = statements(inner.body)
+        body_txt = "".join(f"{st3}{copy(st, k)}\n"
+                           for k in copies for st in body_stmts)
+        names = [f"{r}_{k}" if k else r for r in red for k in copies]
+        ih = s.data[inner.node.start_byte:inner.body.start_byte].decode().rstrip()
+        simd = f"#pragma omp simd reduction(+ : {', '.join(names)})\n"
+        start = invariant_text(s, m, lp.start, lp.node)
+        end = invariant_text(s, m, lp.end, lp.node)
+        if start is None or end is None:
+            continue
+        var = lp.var
+        decl_type = None
+        if lp.decl is not None and lp.decl.parent is not None and \
+                lp.decl.parent.start_byte == lp.node.start_byte:
+            decl_type = s.text_of(lp.decl.child_by_field_name("type"))
+        cmp = "<=" if lp.inclusive else "<"
+        orig_body = s.text_of(lp.body).replace("\n", "\n    ")
+        head = (f"{decl_type} {var} = {start};" if decl_type else f"{var} = {start};")
+        text = (
+            f"{{  {JAM_MARK} {factor}\n"
+            f"{st1}{head}\n"
+            f"{st1}for (; {var} + {factor - 1} {cmp} {end}; {var} += {factor}) {{\n"
+            f"{pre_txt}"
+            f"{simd}"
+            f"{st2}{ih} {{\n{body_txt}{st2}}}\n"
+            f"{post_txt}"
+            f"{st1}}}\n"
+            f"{st1}for (; {var} {cmp} {end}; ++{var}) {orig_body}\n"
+            f"{ind}}}"
+        )
+        # the jammed loop's own pragmas (unroll hints) do not apply to the new loops
+        at = pragmas_before(lp.node)
+        start_b = s.line_start(at[0]) if at else lp.node.start_byte
+        return finish(s, [Edit(start_b, lp.node.end_byte, (ind if at else "") + text)])
+    return None
+
+
+def unroll_and_jam(src: str, entry: str, factor: int = 4) -> str | None:
+    """Jam every dot-product nest of `entry` by `factor` (see the module docstring)."""
+    if factor < 2:
+        return None
+    got = model_of(src, entry)
+    if got is None:
+        return None
+    return repeat(src, entry, lambda s, m: _jam_once(s, m, factor))
+
+
+def jam_reasons(src: str, entry: str) -> list[str]:
+    """Why no loop of `entry` can be jammed, one reason per 2-deep nest."""
+    got = model_of(src, entry)
+    if got is None:
+        return []
+    _, m = got
+    out = []
+    for lp in m.loops:
+        if lp.children and not any(c.children for c in lp.children):
+            r = jam_reason(m, lp)
+            if r is not None:
+                out.append(r)
+    return out

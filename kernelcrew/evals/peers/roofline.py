@@ -1,0 +1,59 @@
+"""The physical bound: what the machine peaks allow for an op's cases, and the share of it
+a time reaches."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kernelcrew.kernels.spec import OpSpec
+from kernelcrew.tools.backends.backend import get_backend
+from kernelcrew.tools.backends.peaks import cpu_peaks, cuda_peaks
+
+
+@dataclass
+class Bound:
+    """What the machine peaks allow for one op's cases, and how close a time gets."""
+
+    bytes: int
+    flops: int
+    bound_ms: float  # least time the peaks allow
+    limit: str  # "bandwidth" or "compute": which peak sets the bound
+    achieved_gbps: float | None = None
+    achieved_gflops: float | None = None
+    bandwidth_share: float | None = None  # achieved / peak bandwidth
+    compute_share: float | None = None
+    bound_share: float | None = None  # bound_ms / time: share of the roofline reached
+
+
+@dataclass
+class Peaks:
+    gbps: float  # bandwidth peak (GB/s)
+    gflops: float | None  # FLOP/s peak (GFLOP/s), None when not measured (CUDA)
+    source: str  # how it was measured
+
+
+def machine_peaks(backend: str = "cpu") -> Peaks:
+    """The machine's measured peaks (kernelcrew.tools.backends.peaks)."""
+    if backend == "cuda":
+        p = cuda_peaks(get_backend("cuda"))
+        return Peaks(p.copy_gbps, None, p.method)
+    p = cpu_peaks()
+    return Peaks(p.triad_gbps, p.fma_gflops, f"kernelcrew.tools.backends.peaks: {p.method}")
+
+
+def bound_for(spec: OpSpec, cases: list[dict[str, int]], peaks: Peaks,
+              time_ms: float | None = None) -> Bound:
+    """The roofline bound of a set of cases run back to back, and the shares a time reaches."""
+    nbytes = sum(spec.cost_bytes(c) for c in cases)
+    flops = sum(spec.cost_flops(c) for c in cases)
+    mem_ms = nbytes / (peaks.gbps * 1e9) * 1e3
+    cmp_ms = flops / (peaks.gflops * 1e9) * 1e3 if peaks.gflops else 0.0
+    b = Bound(nbytes, flops, max(mem_ms, cmp_ms), "bandwidth" if mem_ms >= cmp_ms else "compute")
+    if time_ms and time_ms > 0:
+        b.achieved_gbps = nbytes / (time_ms * 1e-3) / 1e9
+        b.achieved_gflops = flops / (time_ms * 1e-3) / 1e9
+        b.bandwidth_share = b.achieved_gbps / peaks.gbps
+        b.compute_share = b.achieved_gflops / peaks.gflops if peaks.gflops else None
+        b.bound_share = b.bound_ms / time_ms
+    return b
+
