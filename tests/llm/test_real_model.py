@@ -45,14 +45,14 @@ def _model_file(folder: Path) -> Path:
 
 
 class Server:
-    def __init__(self, model: Path, n_ctx: int, log: Path) -> None:
+    def __init__(self, model: Path, n_ctx: int, log: Path, *extra: str) -> None:
         self.port = _free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self.log = log
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "llama_cpp.server", "--model", str(model),
              "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(n_ctx),
-             "--n_threads", "2", "--n_batch", "256", "--model_alias", "gemma3-270m"],
+             "--n_threads", "2", "--n_batch", "256", "--model_alias", "gemma3-270m", *extra],
             stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True,
             # llama.cpp's OpenMP threads spin while they wait: on a shared 2-core machine
             # that made every call about 3x slower than one thread; passive waits do not
@@ -172,7 +172,69 @@ def test_a_prompt_too_big_for_the_real_context_stops_before_any_request(real_ser
     reason = res["stop_reason"]
     assert f"context is {N_CTX} tokens" in reason and f"plus {N_CTX - 300} for the answer" \
         in reason
+    assert "(server tokenizer)" in reason  # counted by the real server's /tokenize
     records = [json.loads(f.read_text()) for f in (Path(res["run_dir"]) / "llm").glob("*.json")]
     assert all(r["response"] is None and r["attempts"] == [] for r in records)  # nothing sent
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and f"{N_CTX} tokens" in lines[0]
+
+
+@pytest.fixture(scope="module")
+def gemma_template_server(model_path: Path, tmp_path_factory: pytest.TempPathFactory
+                          ) -> Iterator[Server]:
+    # llama-cpp-python's "gemma" chat format drops every system message (Gemma has no
+    # system role), as several real templates do
+    srv = Server(model_path, N_CTX, tmp_path_factory.mktemp("gemma") / "server.log",
+                 "--chat_format", "gemma")
+    yield srv
+    srv.stop()
+
+
+def test_the_llm_reflector_on_a_template_that_drops_system_messages(
+        gemma_template_server, tmp_path):
+    """The heuristic crew makes the candidates (one specialist, one iteration) and the real
+    model explains each outcome, behind a template that drops system messages: the probe
+    must see that and the rules must travel in the user message; every stored reflection
+    either quotes a measured number or says why the model's answer was not used."""
+    from kernelcrew.agents.llm.reflector import cites
+    from kernelcrew.memory.store import MemoryStore
+
+    mem = tmp_path / "memory"
+    os.environ.pop("OPENAI_BASE_URL", None)
+    p = kernelcrew("optimize", OP, "--agents", "reflector=llm", "--base-url",
+                   gemma_template_server.base_url, "--model", "gemma3-270m", "--specialists",
+                   "compiler_flags", "--max-iters", "1", "--reps", "4", "--json",
+                   "--memory-dir", str(mem), "--max-tokens", str(MAX_TOKENS),
+                   "--llm-concurrency", "1", "--llm-timeout", "300", "--budget-s", "600",
+                   env={"OPENAI_API_KEY": "", "KERNELCREW_LLM_RETRIES": "0",
+                        "KERNELCREW_LLM_METHODS": "json_schema,text"}, timeout=900)
+    assert "Traceback" not in p.stderr, p.stderr[-3000:]
+    res = json.loads(p.stdout)
+    run_dir = Path(res["run_dir"])
+    assert res["best"]["correct"] is True
+
+    facts = json.loads((run_dir / "llm-endpoint.json").read_text())
+    assert facts["system_dropped"] is True, facts
+    records = [json.loads(f.read_text()) for f in sorted((run_dir / "llm").glob("*.json"))]
+    sent = [r for r in records if r["messages"]]
+    assert sent
+    for r in sent:  # no system message was sent; the reflector's rules lead the user text
+        assert r["messages"][0]["role"] == "human"
+        assert all(m["role"] != "system" for m in r["messages"])
+        assert "You are the kernelcrew reflector" in r["messages"][0]["content"]
+
+    events = [e for e in trace(run_dir) if e["node"] == "reflect"]
+    assert events, "no candidate was evaluated, so nothing was reflected on"
+    stored = {r.text for r in MemoryStore.open(path=str(mem)).list()}
+    for e in events:
+        assert e["text"] in stored  # what memory holds is what the trace says
+        assert e["tokens"]["calls"] >= 1  # the model was asked about every outcome
+        measured = [round(x, 3) for x in (e.get("vs_best"), e.get("speedup")) if x]
+        if e["by"] == "llm":  # the model's own words, and they quote a measured number
+            assert cites(e["text"], measured), e["text"]
+        else:  # the template sentence stands, marked with why the answer was not used
+            assert "LLM reflection unusable:" in e["text"], e["text"]
+    answers = [e for e in trace(run_dir) if e["node"] == "answer" and e["agent"] == "reflector"]
+    assert answers and all(a["kind"] == "usable" or a["reason"] for a in answers)
+    print(f"\nreal-model reflections: {[e['by'] for e in events]}, answers "
+          f"{[a['kind'] for a in answers]} ({run_dir})")
