@@ -4,8 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 LLM_STAMP := $(VENV)/.llm-test-stamp
-# llama.cpp built for any x86-64 with AVX2 (not only this CPU), two jobs at a time
-LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF
+# llama.cpp built for any x86-64 with AVX2 (not only this CPU), two jobs at a time, without
+# the multimodal library (mtmd, loaded only for image chat formats)
+LLAMA_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF
 DEMO_OP ?= add_gelu_muladd
 
 .PHONY: venv test test-slow test-all test-ray demo bench lint gpu-check clean
