@@ -215,6 +215,7 @@ class OpenAICompatibleEmbedding(EmbeddingFunction[Documents]):
 # Bump when the text the model sees or the pooling changes: stored vectors are then stale.
 MINILM_EMBEDDING_VERSION = 1
 MINILM_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+MINILM_DIM = 384
 
 _TAG_WORDS = {"op": "operator", "family": "family", "backend": "backend",
               "bottleneck": "bottleneck", "change": "change"}
@@ -330,6 +331,22 @@ def embedding_from_spec(spec: str) -> EmbeddingFunction[Documents] | None:
             return None
         return embedding if json.loads(embedding_spec(embedding)) == data else None
     return None
+
+
+def option_name(spec: str) -> str | None:
+    """The `--memory-embedding` name that opens a store with this spec, if there is one
+    (decided without loading a model)."""
+    try:
+        data = json.loads(spec)
+    except (TypeError, ValueError):
+        return None
+    known = {
+        "hashed": json.loads(embedding_spec(HashedSituationEmbedding())),
+        "minilm": {"name": MiniLMSituationEmbedding.name(),
+                   "config": {"model": MINILM_MODEL, "dim": MINILM_DIM,
+                              "version": MINILM_EMBEDDING_VERSION}},
+    }
+    return next((name for name, value in known.items() if value == data), None)
 
 
 def describe_spec(spec: str) -> str:

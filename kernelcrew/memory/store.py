@@ -33,6 +33,7 @@ from .embedding import (
     embedding_by_name,
     embedding_from_spec,
     embedding_spec,
+    option_name,
     situation_text,
 )
 from .reflection import FAILED_OUTCOMES, HELPED_OUTCOMES, Reflection
@@ -351,8 +352,8 @@ class MemoryStore:
         stored = _stored_spec(found)
         if json.loads(stored) != json.loads(spec):
             built, wanted = describe_spec(stored), describe_spec(spec)
-            same = built.split(" ", 1)[0] == wanted.split(" ", 1)[0]
-            reopen = "" if same else f"open it with --memory-embedding {built.split(' ', 1)[0]}, "
+            own = option_name(stored)  # what --memory-embedding calls the store's own
+            reopen = f"open it with --memory-embedding {own}, " if own else ""
             raise MemoryConfigError(
                 f"memory store at {self.location} was built with embedding {built}, "
                 f"but {wanted} was requested; vectors from different embeddings cannot be "

@@ -20,7 +20,7 @@ from kernelcrew.memory import (
     MemoryStore,
     MiniLMSituationEmbedding,
 )
-from kernelcrew.memory.embedding import minilm_sentence
+from kernelcrew.memory.embedding import embedding_spec, minilm_sentence, option_name
 from kernelcrew.memory.minilm import MODEL_PACKAGE
 from tests.conftest import OPS, ROOT
 
@@ -50,6 +50,9 @@ def test_tags_become_words_and_empty_input_is_a_unit_vector(
     vecs = minilm([doc, ""])
     assert all(len(v) == 384 and abs(np.linalg.norm(v) - 1.0) < 1e-5 for v in vecs)
     assert minilm._encoder.encode([]).shape == (0, 384)
+    # the names --memory-embedding offers for stores, decided without loading the model
+    assert option_name(embedding_spec(minilm)) == "minilm"
+    assert option_name(embedding_spec(HashedSituationEmbedding())) == "hashed"
 
 
 def test_minilm_beats_hashed_on_paraphrase_queries(tmp_path: Path, minilm) -> None:
@@ -138,3 +141,15 @@ def test_the_encoder_imports_neither_torch_nor_sentence_transformers(minilm) -> 
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                          text=True, timeout=300, check=True)
     assert out.stdout.strip() == "[]", out.stderr[-2000:]
+
+
+def test_refusal_names_the_option_only_where_it_can_open_the_store(
+    tmp_path: Path, minilm
+) -> None:
+    path = tmp_path / "mem"
+    MemoryStore.open(path, embedding=HashedSituationEmbedding(dim=64))  # not a CLI choice
+    with pytest.raises(MemoryConfigError) as info:
+        MemoryStore.open(path, embedding="minilm")
+    assert '{"dim": 64, "version": 1}' in str(info.value)
+    assert "--memory-embedding" not in str(info.value)
+    assert MemoryStore.open(path).embedding.get_config()["dim"] == 64  # auto follows it
