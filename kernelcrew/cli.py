@@ -154,7 +154,8 @@ def _context_from_args(args: argparse.Namespace) -> Any:
 
     ctx = RunContext()
     for name in ("backend", "agents", "max_iters", "patience", "reps", "seed", "memory_dir",
-                 "memory_url", "memory_embedding", "approve", "candidates_per_iter", "executor", "ray_address"):
+                 "memory_url", "memory_embedding", "approve", "candidates_per_iter", "executor",
+                 "ray_address"):
         v = getattr(args, name, None)
         if v is not None and v is not False:
             setattr(ctx, name, v)
@@ -378,7 +379,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     require_executor(args.executor)
     settings = EvalSettings(ops=ops or library_ops(), backend=args.backend, agents=args.agents,
                             budget=args.budget, reps=args.reps, memory=args.memory,
-                            memory_dir=args.memory_dir, runs_dir=args.runs_dir, seed=args.seed,
+                            memory_dir=args.memory_dir, memory_embedding=args.memory_embedding,
+                            runs_dir=args.runs_dir, seed=args.seed,
                             wall_budget_s=args.budget_s, executor=args.executor,
                             ray_address=args.ray_address)
     if settings.budget < 1 or settings.reps < 1:
@@ -668,6 +670,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="off (default, a fair table): no memory; fresh: an empty store per "
                         "operator; shared: the store at --memory-dir")
     s.add_argument("--memory-dir", help="store for --memory shared")
+    s.add_argument("--memory-embedding", choices=EMBEDDING_CHOICES, default="auto",
+                   help="embedding of the stores (see optimize); default auto")
     s.add_argument("--runs-dir", help="where the runs go (default: a new temporary folder)")
     s.add_argument("--seed", type=int, default=0, help="input seed (default 0)")
     s.add_argument("--progress", action="store_true", help="progress on stderr even when "

@@ -46,7 +46,8 @@ def test_tags_become_words_and_empty_input_is_a_unit_vector(
     minilm: MiniLMSituationEmbedding,
 ) -> None:
     doc = "family:gemm backend:cuda change:smem_tiling | staged the tiles"
-    assert minilm_sentence(doc) == "staged the tiles (family gemm, backend cuda, change smem tiling)"
+    want = "staged the tiles (family gemm, backend cuda, change smem tiling)"
+    assert minilm_sentence(doc) == want
     vecs = minilm([doc, ""])
     assert all(len(v) == 384 and abs(np.linalg.norm(v) - 1.0) < 1e-5 for v in vecs)
     assert minilm._encoder.encode([]).shape == (0, 384)
