@@ -142,20 +142,20 @@ class MiniLMEncoder:
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self.tokenizer.enable_truncation(max_length=max_tokens)
         self.tokenizer.no_padding()
-        self._lock = threading.Lock()  # Tokenizer objects are not safe to share mid-call
+        self._lock = threading.Lock()
         self.dim = self.config.hidden
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """Unit-length float32 embeddings, one row per text (an empty list gives (0, dim))."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        with self._lock:
-            encodings = self.tokenizer.encode_batch(list(texts))
-        ids = [e.ids for e in encodings]
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        # Similar lengths share a batch, so little of each pass is padding.
-        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-        with _one_blas_thread():
+        # One call at a time: the BLAS thread limit is process-wide, and restoring it from
+        # overlapping calls could leave it wrong.
+        with self._lock, _one_blas_thread():
+            ids = [e.ids for e in self.tokenizer.encode_batch(list(texts))]
+            out = np.zeros((len(texts), self.dim), dtype=np.float32)
+            # Similar lengths share a batch, so little of each pass is padding.
+            order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
             for start in range(0, len(order), BATCH):
                 chunk = order[start:start + BATCH]
                 out[chunk] = self._forward([ids[i] for i in chunk])
