@@ -324,9 +324,7 @@ def embedding_from_spec(spec: str) -> EmbeddingFunction[Documents] | None:
         try:
             embedding = cls.build_from_config(data["config"])
         except ModelNotInstalled as exc:
-            raise EmbeddingUnavailable(
-                f"{exc} (the store was built with it)"
-            ) from None
+            raise EmbeddingUnavailable(f"it was built with embedding minilm; {exc}") from None
         except ValueError:  # another version of ours: its vectors are stale
             return None
         return embedding if json.loads(embedding_spec(embedding)) == data else None
@@ -358,7 +356,6 @@ def describe_spec(spec: str) -> str:
         return spec
     short = next((k for k, v in EMBEDDING_NAMES.items() if v == name), name)
     return f"{short} {json.dumps(config, sort_keys=True)}"
-
 
 
 def embedding_spec(embedding: EmbeddingFunction[Documents]) -> str:
