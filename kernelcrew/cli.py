@@ -485,6 +485,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         parse_assignments,
         parse_case,
     )
+    from kernelcrew.tools.backends.cuda import nvcc_path
 
     req = ImportRequest(
         source=Path(args.source), function=args.function,
@@ -498,7 +499,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         out=Path(args.out) if args.out else None, name=args.name,
         reference=Path(args.reference) if args.reference else None,
         family=args.family or "imported", force=args.force, grid=args.grid or [],
-        block=args.block or [], shared_bytes=args.shared_bytes)
+        block=args.block or [], shared_bytes=args.shared_bytes, nvcc=nvcc_path())
     res = import_function(req)
     if args.json:
         _print_json({"folder": str(res.folder), "op": res.op_name, "entry": res.entry,

@@ -23,6 +23,7 @@ from kernelcrew.agents.transforms.cst import (
 from kernelcrew.kernels.kernelfile import parse_kernel_text
 from kernelcrew.kernels.spec import load_op
 from kernelcrew.tools.backends.cpu import CpuBackend
+from kernelcrew.tools.backends.cuda import nvcc_path
 from kernelcrew.tools.judge.check import check
 from tests.agents.conftest import OPS, QUICK, baseline_text
 
@@ -213,7 +214,7 @@ def test_simd_and_omp_parallel_compose_in_either_order(op, small_ops, op_copy, t
     assert res.correct, f"simd + omp_parallel on {op}: {res.reason}"
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (compile only)")
+@pytest.mark.skipif(nvcc_path() is None, reason="needs nvcc (compile only)")
 @pytest.mark.parametrize("op", OPS)
 def test_cuda_transforms_compile_with_sane_registers(op):
     from kernelcrew.tools.backends.cuda import CudaBackend

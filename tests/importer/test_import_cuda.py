@@ -17,6 +17,7 @@ import pytest
 from kernelcrew.kernels.importer.patch import make_patch
 from kernelcrew.kernels.kernelfile import load_kernel, validate_against
 from kernelcrew.kernels.spec import load_op
+from kernelcrew.tools.backends.cuda import nvcc_path
 from tests.conftest import kernelcrew
 
 SOURCES = Path(__file__).resolve().parent / "sources"
@@ -87,7 +88,7 @@ def test_launch_errors_and_kernels_that_cannot_be_emulated(tmp_path):
     assert "--reference" in lines[0]
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+@pytest.mark.skipif(nvcc_path() is None, reason="nvcc is not installed")
 def test_the_patch_puts_a_rewritten_kernel_back_as_global(gelu_op, tmp_path):
     spec = load_op(gelu_op)
     base = (gelu_op / "baseline.cu").read_text()
@@ -111,7 +112,7 @@ def test_the_patch_puts_a_rewritten_kernel_back_as_global(gelu_op, tmp_path):
     assert "__global__ void gelu_kernel(float* out, const float* inp, int n) {\n" \
            "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    for (; i < n;" in text
     assert "gelu_kernel<<<" in text  # the host launcher is untouched
-    r = subprocess.run(["nvcc", "-arch=sm_90", "-c", str(copy), "-o", str(tmp_path / "g.o")],
+    r = subprocess.run([nvcc_path(), "-arch=sm_90", "-c", str(copy), "-o", str(tmp_path / "g.o")],
                        capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stderr
 

@@ -12,7 +12,6 @@ memory or warp intrinsics cannot be emulated that way and need `--reference`).
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -97,9 +96,9 @@ def check_emulable(sf: SourceFile, texts: list[tuple]) -> None:
                              path=sf.path)
 
 
-def nvcc_check(sf: SourceFile, text: str, line_map: list[int | None], offset: int) -> None:
-    """Compile the baseline with nvcc (no device needed) when nvcc is installed."""
-    nvcc = shutil.which("nvcc")
+def nvcc_check(sf: SourceFile, text: str, line_map: list[int | None], offset: int,
+               nvcc: str | None) -> None:
+    """Compile the baseline with `nvcc` (no device needed); no check when it is None."""
     if nvcc is None:
         return
     with tempfile.TemporaryDirectory(prefix="kc-import-") as d:

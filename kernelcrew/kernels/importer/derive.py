@@ -373,6 +373,9 @@ class ImportRequest:
     grid: list[str] = field(default_factory=list)  # CUDA launch: expressions in the sizes
     block: list[str] = field(default_factory=list)
     shared_bytes: str | None = None
+    # the nvcc that compile-checks a CUDA import (the caller finds it: tools' nvcc_path);
+    # None: no compile check
+    nvcc: str | None = None
 
 
 def import_function(req: ImportRequest) -> ImportResult:
@@ -499,7 +502,7 @@ def import_function(req: ImportRequest) -> ImportResult:
     baseline = front + body
     _check_policy(sf, body, line_map, front.count("\n"), "cuda" if cuda else "cpu")
     if cuda:
-        nvcc_check(sf, baseline, line_map, front.count("\n"))
+        nvcc_check(sf, baseline, line_map, front.count("\n"), req.nvcc)
     else:
         _syntax_check(sf, baseline, line_map, front.count("\n"))
 

@@ -10,7 +10,6 @@ import functools
 import hashlib
 import os
 import re
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from kernelcrew.kernels.spec import OpSpec
 from kernelcrew.results import CompileResult, KernelResources
 from kernelcrew.tools.backends.backend import Backend
 from kernelcrew.tools.backends.compile import compile_cached
+from kernelcrew.tools.backends.toolkit import cuda_tool
 
 DEFAULT_ARCH = "sm_90"  # the lent machine's H200; KERNELCREW_CUDA_ARCH overrides
 _ARCH = re.compile(r"^sm_\d{2,3}[a-z]?$")
@@ -31,9 +31,13 @@ _FORWARD_ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_PATH", "CUDA_
                 "LD_LIBRARY_PATH", "CUPY_CUDA_PATH", "CUPY_GPU_MEMORY_LIMIT")
 
 
+NVCC_MISSING = ("nvcc not found (install the CUDA toolkit, pip install nvidia-cuda-nvcc, "
+                "or set KERNELCREW_NVCC)")
+
+
 def nvcc_path() -> str | None:
-    """nvcc from KERNELCREW_NVCC, else from PATH."""
-    return os.environ.get("KERNELCREW_NVCC") or shutil.which("nvcc")
+    """nvcc from KERNELCREW_NVCC, else from PATH, else from the nvidia-cuda-nvcc wheel."""
+    return cuda_tool("nvcc", "KERNELCREW_NVCC")
 
 
 @functools.cache
@@ -337,7 +341,7 @@ class CudaBackend(Backend):
 
     def can_run(self) -> tuple[bool, str]:
         if nvcc_path() is None:
-            return False, "nvcc not found (install the CUDA toolkit or set KERNELCREW_NVCC)"
+            return False, NVCC_MISSING
         dev = probe_device()
         return dev.ok, dev.reason
 
@@ -367,8 +371,7 @@ class CudaBackend(Backend):
             return CompileResult(ok=False, reason=f"launch plan does not fit the source: {plan}")
         nvcc = nvcc_path()
         if nvcc is None:
-            return CompileResult(ok=False, reason="nvcc not found (install the CUDA toolkit or "
-                                                  "set KERNELCREW_NVCC)")
+            return CompileResult(ok=False, reason=NVCC_MISSING)
         arch = self.target_arch()
         flags = nvcc_flags(list(kf.meta.flags) + list(extra_flags)) + kf.defines
 

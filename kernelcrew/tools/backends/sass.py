@@ -5,18 +5,20 @@ The counts that show a CUDA rewrite did what it claims: 128-bit global loads/sto
 after a block reduction, shared-memory traffic (LDS/STS) after tiling, local-memory
 traffic (LDL/STL: spills) after a register change. cuobjdump (and the nvdisasm it calls)
 come with the CUDA toolkit, or from the nvidia-cuda-cuobjdump / nvidia-cuda-nvdisasm
-wheels (the `dev` extra); `sass_tool()` is None when neither is there.
+wheels (the `dev` extra; `toolkit.cuda_tool` finds them); `sass_tool()` is None when
+neither is there.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from kernelcrew.tools.backends.toolkit import cuda_tool
 
 _FUNC = re.compile(r"^\s*Function\s*:\s*(\S+)")
 _INSN = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)")
@@ -45,25 +47,7 @@ class KernelSass:
 
 def sass_tool() -> str | None:
     """cuobjdump from KERNELCREW_CUOBJDUMP, PATH, next to nvcc, or the nvidia wheel."""
-    env = os.environ.get("KERNELCREW_CUOBJDUMP")
-    if env:
-        return env
-    found = shutil.which("cuobjdump")
-    if found:
-        return found
-    nvcc = shutil.which("nvcc")
-    if nvcc:
-        cand = Path(nvcc).resolve().parent / "cuobjdump"
-        if cand.exists():
-            return str(cand)
-    try:
-        import nvidia  # the nvidia-cuda-cuobjdump wheel's namespace package
-    except ImportError:
-        return None
-    for base in getattr(nvidia, "__path__", []):
-        for cand in sorted(Path(base).glob("cu*/bin/cuobjdump")):
-            return str(cand)
-    return None
+    return cuda_tool("cuobjdump", "KERNELCREW_CUOBJDUMP")
 
 
 def parse_sass(text: str) -> dict[str, KernelSass]:
