@@ -89,6 +89,23 @@ def test_launch_errors_and_kernels_that_cannot_be_emulated(tmp_path):
 
 
 @pytest.mark.skipif(nvcc_path() is None, reason="nvcc is not installed")
+def test_code_that_nvcc_rejects_is_refused_at_its_line(tmp_path):
+    src = tmp_path / "bad.cu"
+    src.write_text("__global__ void bad(float* out, const float* inp, int n) {\n"
+                   "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                   "  if (i < n) {\n"
+                   "    float* p = inp;\n"  # drops the const: C++ refuses it, the parser not
+                   "    out[i] = p[i];\n  }\n}\n")
+    p = kernelcrew("import", str(src), "--function", "bad", "--shape", "out=n",
+                   "--shape", "inp=n", "--case", "n=1000", "--outputs", "out", *LAUNCH,
+                   "--out", str(tmp_path / "op"), timeout=300)
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert p.returncode == 2 and len(lines) == 1, p.stderr
+    assert f"{src}: line 4: nvcc: " in lines[0] and "const float *" in lines[0], lines[0]
+    assert not (tmp_path / "op").exists()
+
+
+@pytest.mark.skipif(nvcc_path() is None, reason="nvcc is not installed")
 def test_the_patch_puts_a_rewritten_kernel_back_as_global(gelu_op, tmp_path):
     spec = load_op(gelu_op)
     base = (gelu_op / "baseline.cu").read_text()
