@@ -29,6 +29,22 @@ SMALL_MARK = "// kernelcrew: small-size path, kept simple"
 _HINTS = re.compile(r"^\s*#\s*pragma\s+(omp\s+simd\b|GCC\s+unroll\b|unroll\b)")
 
 
+_REDUCED = re.compile(r"\breduction\s*\(\s*[^:()]+:\s*([^)]*)\)")
+
+
+def reduction_clauses(reductions: dict[str, str], pragmas: list[str] = ()) -> str:
+    """` reduction(op : a, b)` clauses for `reductions` (var -> op), leaving out the
+    variables that a reduction clause of `pragmas` already names (OpenMP refuses a variable
+    in two reduction clauses of one construct)."""
+    named = {x.strip() for text in pragmas for grp in _REDUCED.findall(text)
+             for x in grp.split(",")}
+    by_op: dict[str, list[str]] = {}
+    for name, op in reductions.items():
+        if name not in named:
+            by_op.setdefault(op, []).append(name)
+    return "".join(f" reduction({op} : {', '.join(ns)})" for op, ns in sorted(by_op.items()))
+
+
 def in_small_path(node: Node) -> bool:
     """Inside a block that starts with SMALL_MARK."""
     p = node.parent
