@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 
 from kernelcrew.agents.context import AgentContext
-from kernelcrew.agents.transforms import entries, parse_any
+from kernelcrew.agents.transforms import entries, inline_calls, parse_any
 from kernelcrew.agents.transforms.accum import accum_reason
 from kernelcrew.agents.transforms.affine import FunctionModel, p_str, split_terms
 from kernelcrew.agents.transforms.cst import Source, find_function, params, pragma_text, walk
@@ -52,9 +52,10 @@ class StaticFacts:
 
 def static_facts(kf: KernelFile) -> StaticFacts:
     f = StaticFacts()
-    s = Source(kf.body)
     off = kf.text[: len(kf.text) - len(kf.body)].count("\n")  # report lines of the file
     for name in entries(kf):
+        # a nest split across a helper call is seen whole (the moves inline it first)
+        s = Source(inline_calls(kf.body, name) or kf.body)
         fn = find_function(s, name)
         if fn is None:
             continue

@@ -48,6 +48,7 @@ from kernelcrew.agents.transforms.cuda_reduce import (
 from kernelcrew.agents.transforms.cuda_tile import tile_transpose
 from kernelcrew.agents.transforms.cuda_vector import vector_access
 from kernelcrew.agents.transforms.fusion import fuse_loops
+from kernelcrew.agents.transforms.inline import inline_calls, through_helpers
 from kernelcrew.agents.transforms.jam import unroll_and_jam
 from kernelcrew.agents.transforms.nests import interchange, tile
 from kernelcrew.agents.transforms.regblock import register_block
@@ -82,6 +83,7 @@ __all__ = [
     "entries",
     "fuse_loops",
     "grid_stride",
+    "inline_calls",
     "interchange",
     "launch_bounds",
     "ldg",
@@ -377,13 +379,34 @@ register_transform("restrict", ("cpu", "cuda"),
                    add_restrict)
 
 
+def _called_in_loops(body: str, names: list[str]) -> set[str]:
+    """The functions of `names` that some function calls from inside a loop: threads go
+    on the caller's loop (a parallel region inside it would run nested, on one thread)."""
+    s = Source(body)
+    out = set()
+    for n in walk(s.root):
+        if n.type != "call_expression":
+            continue
+        name = s.text_of(n.child_by_field_name("function")).strip()
+        p = n.parent
+        while name in names and p is not None and p.type != "function_definition":
+            if p.type in ("for_statement", "while_statement", "do_statement"):
+                out.add(name)
+                break
+            p = p.parent
+    return out
+
+
 def _threaded(kf: KernelFile, p: dict[str, Any], fn: Callable[..., str | None]
               ) -> Outcome | None:
-    """omp_parallel / omp_version: `fn(src, entry, min_work=, knob=)` on every entry; the
-    OMP_MIN_WORK knob's value goes to the front matter when the guard uses it."""
+    """omp_parallel / omp_version: `fn(src, entry, min_work=, knob=)` on every entry but
+    the helpers called from inside a loop; the OMP_MIN_WORK knob's value goes to the front
+    matter when the guard uses it."""
     knob = p.get("knob") or None
     value = int(kf.meta.knobs.get(knob, p["min_work"])) if knob else int(p["min_work"])
-    out = _each_entry(kf, lambda s, e: fn(s, e, min_work=value, knob=knob))
+    inner = _called_in_loops(kf.body, entries(kf)[1:])
+    out = _each_entry(kf, lambda s, e: None if e in inner else
+                      fn(s, e, min_work=value, knob=knob))
     if out is not None and knob and f">= {knob}" in (out.body or ""):
         out.knobs = {knob: value}
     return out
@@ -394,7 +417,7 @@ def _threaded(kf: KernelFile, p: dict[str, Any], fn: Callable[..., str | None]
            "OMP_MIN_WORK inner iterations (a knob)",
            min_work=DEFAULT_MIN_WORK, knob="OMP_MIN_WORK")
 def _t_parallel(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
-    return _threaded(kf, p, omp_parallel_outer)
+    return _threaded(kf, p, through_helpers(omp_parallel_outer))
 
 
 @_register("omp_version", "omp_version", ("cpu",),
@@ -416,7 +439,9 @@ def _t_unroll(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
 
 
 register_transform("interchange", ("cpu",),
-                   "i-j-k matmul nest with a strided inner read -> i-k-j", interchange)
+                   "i-j-k matmul nest (or a sum down columns) with a strided inner read -> "
+                   "i-k-j; a nest split across a helper call is inlined first",
+                   through_helpers(interchange))
 
 
 @_register("register_block", "register_block", ("cpu",),
@@ -437,7 +462,8 @@ def _t_register_block(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
 register_transform("unroll_and_jam", ("cpu",),
                    "register-tile dot-product nests: FACTOR outputs of the outer loop share one "
                    "pass of the inner reduction (FACTOR accumulators, omp simd reduction), the "
-                   "rest kept", unroll_and_jam, factor=4)
+                   "rest kept; a nest split across a helper call is inlined first",
+                   through_helpers(unroll_and_jam), factor=4)
 register_transform("accumulators", ("cpu",),
                    "WAYS accumulators for innermost reduction loops (WAYS contiguous parts "
                    "walked side by side under omp simd), the rest of the range kept",

@@ -118,10 +118,17 @@ def descendants(lp: Loop) -> list[Loop]:
 
 
 def guard_edit(s: Source, m: FunctionModel, knob: str, value: int) -> Edit:
-    """`#ifndef KNOB / #define KNOB value / #endif` before the function."""
+    """`#ifndef KNOB / #define KNOB value / #endif` before the first function of the file
+    (a helper defined before the entry may use the knob too)."""
     top = m.fn
     while top.parent is not None and top.parent.type != "translation_unit":
         top = top.parent
+    for c in s.root.named_children:
+        if c.start_byte >= top.start_byte:
+            break
+        if c.type in ("function_definition", "linkage_specification"):
+            top = c
+            break
     at = s.line_start(top)
     return Edit(at, at, f"#ifndef {knob}\n#define {knob} {value}\n#endif\n\n")
 

@@ -195,9 +195,7 @@ def check_loop(model: FunctionModel, lp: Loop, *, allow_reductions: bool,
         for a in n.child_by_field_name("arguments").named_children:
             if name == "__ldg":
                 continue
-            if a.type == "pointer_expression" or (
-                    a.type == "identifier" and (d := lookup(a.text.decode(), a)) is not None
-                    and (d.pointer or d.array)):
+            if _pointer_valued(a):
                 return Verdict(False, f"passes a pointer to {name}() at line {src.line_of(n)}")
     # scalar writes
     for n in walk(lp.body):
@@ -270,6 +268,25 @@ def check_loop(model: FunctionModel, lp: Loop, *, allow_reductions: bool,
                 return Verdict(False, f"the {what} reaches an element another iteration of "
                                       f"{lp.var} writes")
     return verdict
+
+
+def _pointer_valued(a: Node) -> bool:
+    """An argument that hands the callee an address: `p`, `&x[i]`, `*pp`, `x + i * n`,
+    `(const float*)p` (an array or pointer name, or arithmetic on one)."""
+    while a.type in ("parenthesized_expression", "cast_expression") and a.named_children:
+        a = a.child_by_field_name("value") or a.named_children[-1]
+    if a.type == "pointer_expression":
+        return True
+    if a.type == "identifier":
+        d = lookup(a.text.decode(), a)
+        return d is not None and (d.pointer or d.array)
+    if a.type == "binary_expression" and a.child_by_field_name("operator").type in ("+", "-"):
+        return _pointer_valued(a.child_by_field_name("left")) or \
+            _pointer_valued(a.child_by_field_name("right"))
+    if a.type == "conditional_expression":
+        return _pointer_valued(a.child_by_field_name("consequence")) or \
+            _pointer_valued(a.child_by_field_name("alternative"))
+    return False
 
 
 def _innermost_breakable(n: Node) -> Node | None:

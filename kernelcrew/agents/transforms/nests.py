@@ -78,14 +78,20 @@ def _interchange_one(s: Source, m: FunctionModel, j: Loop) -> str | None:
     if upd is None or s.text_of(upd[0]).strip() != acc:
         return None
     prod = upd[1]
-    if (xy := product(prod)) is None:
-        return None
-    x, y = xy
-    if mentions_var(m, x, j) and not mentions_var(m, y, j):
-        x, y, x_first = y, x, False
+    xy = product(prod)
+    if xy is None or not any(mentions_var(m, n, j) for n in xy):
+        # a sum down the columns: `acc += B[k*n + j]`, no factor to hoist
+        x, y, x_first = None, prod, True
     else:
-        x_first = True
-    if mentions_var(m, x, j) or not mentions_var(m, y, j):
+        x, y = xy
+        if mentions_var(m, x, j) and not mentions_var(m, y, j):
+            x, y, x_first = y, x, False
+        else:
+            x_first = True
+    if x is not None and mentions_var(m, x, j) or not mentions_var(m, y, j):
+        return None
+    if x is None and (y.type != "subscript_expression" or any(
+            n.type == "call_expression" for n in walk(y))):
         return None
     if any(n.type == "identifier" and n.text.decode() == acc for n in walk(prod)):
         return None
@@ -129,8 +135,8 @@ def _interchange_one(s: Source, m: FunctionModel, j: Loop) -> str | None:
     step = "    "
     a = fresh_name(m, "a_" + (q.var or "k"))
     c_text = s.text_of(target)
-    y_text, x_text = s.text_of(y), s.text_of(x)
-    prod_text = f"{a} * {y_text}" if x_first else f"{y_text} * {a}"
+    y_text = s.text_of(y)
+    prod_text = y_text if x is None else f"{a} * {y_text}" if x_first else f"{y_text} * {a}"
     n_text = invariant_text(s, m, j.end, j.node)
     if n_text is None:
         return None
@@ -141,7 +147,7 @@ def _interchange_one(s: Source, m: FunctionModel, j: Loop) -> str | None:
         f"{ii}{step}{c_text} = {zero.text.decode()};\n"
         f"{ii}}}\n"
         f"{ii}{loop_header(s, q)} {{\n"
-        f"{ii}{step}const {acc_type} {a} = {x_text};\n"
+        + (f"{ii}{step}const {acc_type} {a} = {s.text_of(x)};\n" if x is not None else "") +
         f"{simd_line}"
         f"{ii}{step}{loop_header(s, j)} {{\n"
         f"{ii}{step}{step}{c_text} += {prod_text};\n"
