@@ -8,12 +8,13 @@ import re
 from dataclasses import dataclass, field
 
 from kernelcrew.agents.context import AgentContext
-from kernelcrew.agents.transforms import entries, inline_calls, parse_any
+from kernelcrew.agents.transforms import entries, parse_any
 from kernelcrew.agents.transforms.accum import accum_reason
 from kernelcrew.agents.transforms.affine import FunctionModel, p_str, split_terms
 from kernelcrew.agents.transforms.cst import Source, find_function, params, pragma_text, walk
 from kernelcrew.agents.transforms.dependence import check_loop
 from kernelcrew.agents.transforms.jam import jam_reason
+from kernelcrew.agents.transforms.views import canonical
 from kernelcrew.errors import InputError
 from kernelcrew.kernels.kernelfile import KernelFile
 from kernelcrew.results import ProfileResult
@@ -54,8 +55,9 @@ def static_facts(kf: KernelFile) -> StaticFacts:
     f = StaticFacts()
     off = kf.text[: len(kf.text) - len(kf.body)].count("\n")  # report lines of the file
     for name in entries(kf):
-        # a nest split across a helper call is seen whole (the moves inline it first)
-        s = Source(inline_calls(kf.body, name) or kf.body)
+        # a nest split across a helper call or walked with `*p++` is seen whole (the moves
+        # work on the same views)
+        s = Source(canonical(kf.body, name))
         fn = find_function(s, name)
         if fn is None:
             continue

@@ -48,7 +48,7 @@ from kernelcrew.agents.transforms.cuda_reduce import (
 from kernelcrew.agents.transforms.cuda_tile import tile_transpose
 from kernelcrew.agents.transforms.cuda_vector import vector_access
 from kernelcrew.agents.transforms.fusion import fuse_loops
-from kernelcrew.agents.transforms.inline import inline_calls, through_helpers
+from kernelcrew.agents.transforms.inline import inline_calls
 from kernelcrew.agents.transforms.jam import unroll_and_jam
 from kernelcrew.agents.transforms.nests import interchange, tile
 from kernelcrew.agents.transforms.regblock import register_block
@@ -61,6 +61,7 @@ from kernelcrew.agents.transforms.threads import (
 from kernelcrew.agents.transforms.vecmath import vector_math
 from kernelcrew.agents.transforms.vecmath_ext import vector_math_ext
 from kernelcrew.agents.transforms.vectorize import add_restrict, omp_simd_inner, unroll
+from kernelcrew.agents.transforms.views import through_views
 from kernelcrew.errors import InputError
 from kernelcrew.kernels.kernelfile import (
     FrontMatter,
@@ -417,7 +418,7 @@ def _threaded(kf: KernelFile, p: dict[str, Any], fn: Callable[..., str | None]
            "OMP_MIN_WORK inner iterations (a knob)",
            min_work=DEFAULT_MIN_WORK, knob="OMP_MIN_WORK")
 def _t_parallel(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
-    return _threaded(kf, p, through_helpers(omp_parallel_outer))
+    return _threaded(kf, p, through_views(omp_parallel_outer))
 
 
 @_register("omp_version", "omp_version", ("cpu",),
@@ -429,7 +430,7 @@ def _t_omp_version(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
 
 
 register_transform("simd", ("cpu",), "#pragma omp simd (+ reductions) on innermost loops",
-                   omp_simd_inner)
+                   through_views(omp_simd_inner))
 
 
 @_register("unroll", "unroll", ("cpu", "cuda"), "unroll pragmas on innermost loops", factor=4)
@@ -440,8 +441,8 @@ def _t_unroll(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
 
 register_transform("interchange", ("cpu",),
                    "i-j-k matmul nest (or a sum down columns) with a strided inner read -> "
-                   "i-k-j; a nest split across a helper call is inlined first",
-                   through_helpers(interchange))
+                   "i-k-j; a nest split across a helper call or walked with *p++ is seen whole",
+                   through_views(interchange))
 
 
 @_register("register_block", "register_block", ("cpu",),
@@ -462,12 +463,12 @@ def _t_register_block(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
 register_transform("unroll_and_jam", ("cpu",),
                    "register-tile dot-product nests: FACTOR outputs of the outer loop share one "
                    "pass of the inner reduction (FACTOR accumulators, omp simd reduction), the "
-                   "rest kept; a nest split across a helper call is inlined first",
-                   through_helpers(unroll_and_jam), factor=4)
+                   "rest kept; a nest split across a helper call or walked with *p++ is seen whole",
+                   through_views(unroll_and_jam), factor=4)
 register_transform("accumulators", ("cpu",),
                    "WAYS accumulators for innermost reduction loops (WAYS contiguous parts "
                    "walked side by side under omp simd), the rest of the range kept",
-                   accumulators, ways=4)
+                   through_views(accumulators), ways=4)
 
 
 @_register("tile", "tile", ("cpu",),

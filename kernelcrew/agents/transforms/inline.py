@@ -318,18 +318,3 @@ def inline_calls(src: str, entry: str, limit: int = 8) -> str | None:
             break
         out = got
     return out
-
-
-def through_helpers(transform):
-    """`transform(src, entry, ...)`, or, where it does not apply, the same on the source
-    with the helper calls in the entry's loops inlined (a nest split across a call)."""
-    def run(src: str, entry: str, *args, **kwargs):
-        out = transform(src, entry, *args, **kwargs)
-        if out is not None:
-            return out
-        inl = inline_calls(src, entry)
-        return None if inl is None else transform(inl, entry, *args, **kwargs)
-
-    run.__name__ = getattr(transform, "__name__", "transform")
-    run.__doc__ = transform.__doc__
-    return run
