@@ -205,6 +205,31 @@ def test_row_pointers_and_int_counters_thread_both_outer_loops_and_vectorize(tmp
                            atol=1e-4)
 
 
+def test_sizes_narrowed_into_int_locals_still_prove_rows_distinct():
+    """`int B = (int)B_, T = (int)T_;` then `mean[b * T + t]`: the t loop is bounded by
+    T (read through its initializer as T_), the subscript weighs b by T; both name the
+    same size, so each (b, t) writes its own element and both loops are threaded. With
+    the bound one larger, rows of b would overlap: b is not threaded."""
+    src = kernel("""
+extern "C" void f(const float* x, float* mean, int64_t B_, int64_t T_, int64_t C_) {
+    int B = (int)B_, T = (int)T_, C = (int)C_;
+    for (int b = 0; b < B; b++) {
+        for (int t = 0; t < T; t++) {
+            const float* row = x + (int64_t)b * T * C + (int64_t)t * C;
+            float m = 0.0f;
+            for (int i = 0; i < C; i++) m += row[i];
+            mean[b * T + t] = m / C;
+        }
+    }
+}
+""")
+    new = apply_transform("omp_parallel", src)
+    assert new is not None and "omp parallel for collapse(2) schedule(static)" in pragmas(new)
+    overlapping = apply_transform("omp_parallel", src.replace("t < T;", "t <= T;"))
+    assert overlapping is None or "collapse" not in overlapping and \
+        overlapping.index("omp parallel for") > overlapping.index("for (int b")
+
+
 # ---------------------------------------------------------------- pragmas already there
 
 MATMUL = kernel("""

@@ -365,11 +365,14 @@ def digits(model: FunctionModel, off: Poly, region: Node) -> list[tuple[str, Pol
     if split is None:
         return None
     terms, _ = split
-    span: Poly = dict(ONE)
+    # the weights a digit may have: a bound is read through a size's initializer
+    # (`int T = (int)T_;` bounds t by T_) while a subscript keeps the name (`b * T + t`),
+    # so both spellings of each bound are kept
+    spans: list[Poly] = [dict(ONE)]
     order: list[tuple[str, Poly]] = []
     remaining = dict(terms)
     while remaining:
-        match = [v for v, c in remaining.items() if c == span]
+        match = [v for v, c in remaining.items() if c in spans]
         if len(match) != 1:
             return None
         v = match[0]
@@ -383,7 +386,13 @@ def digits(model: FunctionModel, off: Poly, region: Node) -> list[tuple[str, Pol
         bound = model.upper(lp, region)
         if bound is None:
             return None
-        span = p_mul(span, bound)
+        bounds = [bound]
+        named = model.linear(lp.end, region) if lp.end is not None else None
+        if named is not None and not any(VAR_MARK in s for mono in named for s in mono):
+            named = p_add(named, ONE) if lp.inclusive else named
+            if named != bound:
+                bounds.append(named)
+        spans = [p_mul(coef, b) for b in bounds]
     for v, _ in order:
         lp = model.loop_by_key(v)
         if lp is None or not model.start_nonneg(lp, region):
