@@ -387,6 +387,32 @@ extern "C" void f(const float* x, float* y, int64_t n) {
     assert apply_transform("simd", bumpy) is None
 
 
+def test_indexing_macros_are_seen_through_and_a_recurrence_behind_one_is_not_threaded():
+    """`V(i, j) = c * U(i, j)` through indexing macros: expanded as the preprocessor would,
+    the writes are plain subscripts and the loops are threaded. A macro that reads the
+    array being written (`AT(i - 1)` = y[i - 1]) hides a recurrence from a call-level view:
+    it is not a pure call, and the expanded view shows the dependence."""
+    text = kernel("""
+#define U(i, j) u[(i) * nx + (j)]
+#define V(i, j) v[(i) * nx + (j)]
+extern "C" void f(const float* u, float* v, float c, int64_t ny_, int64_t nx_) {
+    int ny = (int)ny_, nx = (int)nx_;
+    for (int i = 0; i < ny; i++)
+        for (int j = 0; j < nx; j++) V(i, j) = c * U(i, j);
+}
+""")
+    new = apply_transform("omp_parallel", text)
+    assert new is not None and "v[(i) * nx + (j)] = c * u[(i) * nx + (j)];" in new
+    scan = kernel("""
+#define AT(i) y[i]
+extern "C" void f(float* y, int64_t n) {
+    for (int64_t i = 1; i < n; i++) y[i] = AT(i - 1) + 1.0f;
+}
+""")
+    for name in ("omp_parallel", "simd", "accumulators"):
+        assert apply_transform(name, scan) is None, name
+
+
 # ---------------------------------------------------------------- legality
 
 @pytest.mark.parametrize("body", [

@@ -68,6 +68,16 @@ class MemoryAccess(HeuristicSpecialist):
                      "hoist a[i][k] into a register, zero the output row first, and stream rows "
                      "of b and c with unit stride in the inner loop.",
                 risks="the output row is re-read k times (it stays in L1 for these sizes)"))
+            out.append(Move(
+                "loop_order", "loop_order", 2.5, 0.75,
+                why=f"The inner loop of a nest walks memory with a stride ({where}) while the "
+                    "loop around it would walk it contiguously: every access of the inner "
+                    "loop touches a new cache line.",
+                plan="Exchange the two loops (checked: every iteration of the pair is "
+                     "independent of every other, the inner bounds do not depend on the outer "
+                     "variable), so the inner loop walks the arrays with unit stride and "
+                     "vectorizes.",
+                risks="none for the result; a loop with few iterations becomes the inner one"))
             tile = ev.knobs.get("TILE", 32)
             out.append(Move(
                 "tile", "tile", 2.0, 0.7, params={"knob": "TILE", "default": int(tile),

@@ -50,7 +50,7 @@ from kernelcrew.agents.transforms.cuda_vector import vector_access
 from kernelcrew.agents.transforms.fusion import fuse_loops
 from kernelcrew.agents.transforms.inline import inline_calls
 from kernelcrew.agents.transforms.jam import unroll_and_jam
-from kernelcrew.agents.transforms.nests import interchange, tile
+from kernelcrew.agents.transforms.nests import interchange, swap_loops, tile
 from kernelcrew.agents.transforms.regblock import register_block
 from kernelcrew.agents.transforms.scope import scope_of
 from kernelcrew.agents.transforms.threads import (
@@ -484,6 +484,11 @@ def _t_tile(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
     return out
 
 
+register_transform("loop_order", ("cpu",),
+                   "exchange a perfectly nested independent pair of loops whose inner loop "
+                   "walks memory with a stride and the outer contiguously (column-order "
+                   "code, convolutions with the time loop outside the channels)",
+                   through_views(swap_loops))
 register_transform("fusion", ("cpu",),
                    "fuse consecutive loops over the same range that touch the same elements",
                    fuse_loops)

@@ -371,8 +371,17 @@ def digits(model: FunctionModel, off: Poly, region: Node) -> list[tuple[str, Pol
     spans: list[Poly] = [dict(ONE)]
     order: list[tuple[str, Poly]] = []
     remaining = dict(terms)
+    def fits(c: Poly) -> bool:
+        """The weight is one of the spans, or one plus a constant (`j < nx - 1` under a
+        weight of nx: the lower digits still stay below the weight)."""
+        for sp in spans:
+            d = p_add(c, sp, -1)
+            if not d or (set(d) == {()} and d[()] > 0):
+                return True
+        return False
+
     while remaining:
-        match = [v for v, c in remaining.items() if c in spans]
+        match = [v for v, c in remaining.items() if fits(c)]
         if len(match) != 1:
             return None
         v = match[0]

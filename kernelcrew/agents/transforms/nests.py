@@ -274,3 +274,65 @@ def _tile_one(s: Source, m: FunctionModel, a: Loop, b: Loop, knob: str, default:
     if f"#define {knob}" not in s.text:
         edits.append(guard_edit(s, m, knob, default))
     return finish(s, edits)
+
+
+# ---------------------------------------------------------------- loop order
+
+def _unit_votes(m: FunctionModel, a: Loop, b: Loop) -> tuple[int, int]:
+    """(accesses in b's body with unit stride in a and another stride in b, the reverse):
+    which order of the pair walks memory contiguously in the inner loop."""
+    to_swap = keep = 0
+    for n in walk(b.body):
+        if n.type != "subscript_expression":
+            continue
+        acc = m.subscript(n, a.node)
+        if acc is None or acc[1] is None or (sp := split_terms(acc[1])) is None:
+            continue
+        ca, cb = sp[0].get(a.key), sp[0].get(b.key)
+        if ca == {(): 1} and cb is not None and cb != {(): 1}:
+            to_swap += 1
+        elif cb == {(): 1} and ca is not None and ca != {(): 1}:
+            keep += 1
+    return to_swap, keep
+
+
+def _swap_one(s: Source, m: FunctionModel, a: Loop) -> str | None:
+    if in_small_path(a.node) or len(a.children) != 1 or pragmas_before(a.node):
+        return None
+    b = a.children[0]
+    stmts = statements(a.body)
+    if len(stmts) != 1 or not same(stmts[0], b.node) or pragmas_before(b.node):
+        return None
+    if not a.canonical or not b.canonical:
+        return None
+    # rectangular: b's bounds and step do not depend on a; a's are fixed inside b
+    if any(n is not None and mentions_var(m, n, a) for n in (b.start, b.end, b.step)):
+        return None
+    to_swap, keep = _unit_votes(m, a, b)
+    if to_swap <= keep:
+        return None
+    # every (a, b) iteration independent of every other: any order gives the same result
+    if not check_loop(m, a, allow_reductions=False).ok or \
+            not check_loop(m, b, allow_reductions=False).ok:
+        return None
+    ha, hb = loop_header(s, a), loop_header(s, b)
+    body = s.data[b.body.start_byte:b.node.end_byte].decode()
+    ind = s.indent_of(a.node)
+    text = s.data[s.line_start(a.node):a.node.end_byte].decode()
+    # swap the two headers, keep everything else (the bodies' text and layout)
+    at_a = text.index(ha)
+    at_b = text.index(hb, at_a + len(ha))
+    new = text[:at_a] + hb + text[at_a + len(ha):at_b] + ha + text[at_b + len(hb):]
+    if body not in new:
+        return None
+    return finish(s, [Edit(s.line_start(a.node), a.node.end_byte, new)]) if ind is not None \
+        else None
+
+
+def swap_loops(src: str, entry: str) -> str | None:
+    """Exchange a perfectly nested pair of loops when the inner one walks memory with a
+    stride and the outer one contiguously (column-order code: `for j: for i: v[i*nx + j]`),
+    where every iteration of the pair is independent of every other and the inner bounds
+    do not depend on the outer variable; the loop bodies are kept as they are."""
+    return repeat(src, entry, lambda s, m: next(
+        (out for a in m.loops if (out := _swap_one(s, m, a)) is not None), None))
