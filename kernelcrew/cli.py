@@ -159,6 +159,10 @@ def _context_from_args(args: argparse.Namespace) -> Any:
         ctx.timeout_s = args.timeout
     if args.budget_s:
         ctx.wall_budget_s = args.budget_s
+    if getattr(args, "token_budget", None):
+        ctx.token_budget = args.token_budget
+    if getattr(args, "cost_budget", None):
+        ctx.cost_budget = args.cost_budget
     if args.no_memory:
         ctx.use_memory = False
     if args.specialists:
@@ -179,8 +183,30 @@ def llm_settings(args: argparse.Namespace) -> dict:
         "temperature": getattr(args, "temperature", None),
         "timeout": getattr(args, "llm_timeout", None),
         "structured_output": getattr(args, "structured_output", None),
+        "concurrency": getattr(args, "llm_concurrency", None),
+        "max_tokens": getattr(args, "max_tokens", None),
+        "price_input": getattr(args, "price_in", None),
+        "price_output": getattr(args, "price_out", None),
+        "replay_missing": getattr(args, "replay_missing", None),
     }
     return {k: v for k, v in out.items() if v is not None}
+
+
+def _replay_overrides(args: argparse.Namespace) -> dict:
+    """Settings given with --replay that replace the recorded run's."""
+    out: dict = {}
+    for name in ("max_iters", "reps", "seed", "memory_dir"):
+        v = getattr(args, name, None)
+        if v is not None:
+            out[name] = v
+    if args.no_memory:
+        out["use_memory"] = False
+    if args.run_dir:
+        out["run_dir"] = str(args.run_dir)
+    llm = {k: v for k, v in llm_settings(args).items() if k in ("base_url", "model") and v}
+    if llm:
+        out["llm"] = llm
+    return out
 
 
 def require_executor(kind: str) -> None:
@@ -201,6 +227,10 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         overrides = {k: getattr(args, k) for k in ("executor", "ray_address") if getattr(args, k)}
         result = runner.resume(args.resume, progress=_live, approver=approver,
                                overrides=overrides)
+    elif args.replay:
+        result = runner.replay(args.replay, live=args.replay_missing == "live",
+                               overrides=_replay_overrides(args), progress=_live,
+                               approver=approver)
     else:
         if not args.op:
             raise InputError("give an operator (library name or folder), or --resume RUN_ID")
@@ -209,7 +239,11 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         if any(ctx.policy_for(r) == "llm" for r in roles):
             from kernelcrew.agents.llm import preflight
 
-            preflight(ctx.llm)  # one line and exit 1 when nothing listens at the endpoint
+            s = preflight(ctx.llm)  # one line and exit 1 when nothing listens at the endpoint
+            if ctx.cost_budget is not None and s.price_input is None and s.price_output is None:
+                raise InputError("--cost-budget needs prices: pass --price-in and --price-out "
+                                 "($ per 1M tokens) or set KERNELCREW_LLM_PRICE_IN/_OUT",
+                                 field="cost_budget")
         result = runner.optimize(args.op, ctx, progress=_live, approver=approver)
     if args.json:
         _print_json(result)
@@ -526,7 +560,26 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--base-url", help="OpenAI-compatible endpoint (env OPENAI_BASE_URL)")
     s.add_argument("--temperature", type=float)
     s.add_argument("--llm-timeout", type=POS_FLOAT, help="seconds per LLM request")
-    s.add_argument("--structured-output", choices=["json_schema", "function_calling", "json_mode"])
+    s.add_argument("--structured-output",
+                   choices=["json_schema", "function_calling", "json_mode", "text"])
+    s.add_argument("--llm-concurrency", type=POS_INT,
+                   help="LLM requests in flight per endpoint (1 for a one-slot server; "
+                        "default: the server's slots when it reports them, else no limit)")
+    s.add_argument("--max-tokens", type=POS_INT,
+                   help="cap on output tokens per LLM call (env KERNELCREW_LLM_MAX_TOKENS)")
+    s.add_argument("--token-budget", type=POS_INT,
+                   help="stop after the iteration in which the LLM calls used this many tokens")
+    s.add_argument("--cost-budget", type=POS_FLOAT,
+                   help="stop after the iteration in which the LLM calls cost this many "
+                        "dollars (needs --price-in/--price-out or their env variables)")
+    s.add_argument("--price-in", type=float, help="$ per 1M input tokens")
+    s.add_argument("--price-out", type=float, help="$ per 1M output tokens")
+    s.add_argument("--replay", metavar="RUN",
+                   help="run again with the LLM answers recorded in RUN (a run id or folder); "
+                        "no endpoint is needed")
+    s.add_argument("--replay-missing", choices=["stop", "live"], default=None,
+                   help="a request with no recorded answer: stop the run (default) or ask "
+                        "the live endpoint (--base-url)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_optimize)
 

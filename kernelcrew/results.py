@@ -147,3 +147,4 @@ class ProfileResult(BaseModel):
     bottleneck: Diagnosis
     roofline: Roofline | None = None
     hot_regions: list[HotRegion] = Field(default_factory=list)
+    compile_report: str = ""  # the compiler's own words: vectorization (CPU), ptxas (CUDA)

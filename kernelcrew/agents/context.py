@@ -40,6 +40,10 @@ class AgentContext(BaseModel):
     tried: list[str] = Field(default_factory=list)  # folded older attempts: "kind by author: outcome"
     reflections: list[str] = Field(default_factory=list)  # relevant memory, one line each
     change_stats: dict[str, dict] = Field(default_factory=dict)  # kind -> tried/accepted/mean
+    entry_params: list[dict[str, str]] = Field(default_factory=list)  # CPU: what the harness
+    # passes the entry, in order (name, kind, dtype; kernelcrew.kernels.signature)
+    compile_report: str = ""  # the compiler's report on the best kernel: vectorization (CPU),
+    # ptxas resources (CUDA); the compiler_flags specialist reads it
     feedback: Feedback | None = None
     iteration: int = 0
     run_dir: str | None = None  # where an agent may record what it did (e.g. its LLM calls)

@@ -1,7 +1,8 @@
 """build_graph(): the crew's LangGraph state machine.
 
 START -> baseline -> observe -> [specialists in parallel] -> coordinator -> execute
-      -> (compile error -> revise -> execute) -> verify -> benchmark (+ gate) -> reflect
+      -> (compile error -> revise -> execute) -> verify
+      -> (wrong result, LLM author, once -> revise -> execute) -> benchmark (+ gate) -> reflect
       -> observe | finalize -> END
 """
 
@@ -42,7 +43,6 @@ def build_graph(checkpointer: Any = None) -> Any:
     g.add_edge("specialist", "coordinator")
     g.add_edge("coordinator", "execute")
     g.add_edge("revise", "execute")
-    g.add_edge("verify", "benchmark")
     g.add_edge("benchmark", "reflect")
     g.add_conditional_edges("reflect", route, ["observe", "finalize"])
     g.add_edge("finalize", END)

@@ -14,13 +14,20 @@ class RunContext:
     backend: str = field(default="auto", metadata={"description": "cpu, cuda or auto"})
     agents: str = field(default="heuristic", metadata={
         "description": "policy for every agent (heuristic|llm), or per agent: "
-                       "'coordinator=heuristic,specialists=llm'"})
+                       "'coordinator=heuristic,specialists=llm'; the reflector is an LLM only "
+                       "when named: 'specialists=llm,reflector=llm'"})
     specialists: list[str] | None = field(default=None, metadata={
         "description": "specialist names; default: every registered one"})
     max_iters: int = field(default=8, metadata={"description": "maximum iterations"})
     patience: int = field(default=3, metadata={
         "description": "stop after this many iterations without an accepted improvement"})
     wall_budget_s: float = field(default=1800.0, metadata={"description": "wall-clock budget"})
+    token_budget: int | None = field(default=None, metadata={
+        "description": "stop after the iteration in which the agents' LLM calls used this many "
+                       "tokens in all (--token-budget)"})
+    cost_budget: float | None = field(default=None, metadata={
+        "description": "stop after the iteration in which the LLM calls cost this many dollars, "
+                       "at the price settings (--cost-budget, --price-in/--price-out)"})
     candidates_per_iter: int = field(default=3, metadata={
         "description": "how many candidates the coordinator may send to evaluation at once"})
     min_speedup: float = field(default=0.10, metadata={
@@ -63,6 +70,9 @@ class RunContext:
 
     def policy_for(self, role: str) -> str:
         """Policy of one role: 'specialists', 'coordinator', 'reflector' or a specialist name."""
+        if role == "reflector":  # one call per evaluated candidate: only when named
+            parts = dict(p.split("=", 1) for p in self.agents.split(",") if "=" in p)
+            return parts.get("reflector", "heuristic")
         if "=" not in self.agents:
             return self.agents
         parts = dict(p.split("=", 1) for p in self.agents.split(",") if "=" in p)

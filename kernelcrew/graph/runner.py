@@ -105,6 +105,25 @@ def resume(ref: str, *, runs_dir: str | None = None, progress: Progress | None =
         conn.close()
 
 
+def replay(ref: str, *, live: bool = False, overrides: dict | None = None,
+           runs_dir: str | None = None, progress: Progress | None = None,
+           approver: Approver | None = None) -> dict:
+    """Run a recorded run again, each LLM request answered from its recording (agent, step
+    and prompt; numbers in prompts are measured again and do not count). A request with no
+    recorded answer is reported with its difference from the nearest recorded prompt, then
+    stops the run cleanly, or (`live`) goes to the endpoint. A new run directory is made."""
+    src = find_run(ref, runs_dir)
+    saved = json.loads((src / "context.json").read_text())
+    over = dict(overrides or {})
+    llm = {**saved.get("llm", {}), **over.pop("llm", {}), "replay": str(src),
+           "replay_missing": "live" if live else "stop"}
+    fields = {k: v for k, v in saved.items() if k not in ("run_id", "run_dir", "operator",
+                                                         "requested_backend")}
+    ctx = RunContext.from_any({**fields, "backend": saved.get("requested_backend")
+                               or saved.get("backend", "auto"), **over, "llm": llm})
+    return optimize(saved["operator"], ctx, progress=progress, approver=approver)
+
+
 def ask_on_terminal(payload: dict) -> bool:
     print(f"\n{payload.get('question')}", file=sys.stderr)
     for r in payload.get("rows", [])[:12]:

@@ -59,6 +59,8 @@ class CrewState(TypedDict, total=False):
     plan_first: bool  # after 3 failures in a row the crew plans before it codes
     since_improvement: int
     halts: Annotated[list[str], operator.add]  # reducer: append; an agent that cannot go on
+    answers: Annotated[list[dict], operator.add]  # every LLM answer: agent, step, kind, reason
+    spent: dict  # tokens and cost spent so far (for the budgets)
     stop_reason: str
     compile_only: str  # why nothing runs (no device): candidates are compiled, never timed
     result: dict  # the final result (also result.json)

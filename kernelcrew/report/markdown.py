@@ -57,6 +57,34 @@ def _iteration_md(it: Iteration, run_dir: Path) -> list[str]:
     return out + [""]
 
 
+def _llm_md(res: dict) -> list[str]:
+    """What the LLM agents answered, and the tokens and money they used (LLM runs only)."""
+    answers = res.get("answers") or {}
+    usage = res.get("usage_by_agent") or {}
+    if not answers.get("total") and not usage:
+        return []
+    out = ["", "## LLM answers", ""]
+    kinds = [k for k, v in answers.items() if k not in ("total", "seconds_per_call") and v]
+    cands = {k: v for k, v in (res.get("candidates") or {}).items() if v}
+    out.append(f"{answers.get('total', 0)} answers: "
+               + (", ".join(f"{answers[k]} {k}" for k in kinds) or "none")
+               + (f"; {answers['seconds_per_call']} s per call" if answers.get(
+                   "seconds_per_call") else "")
+               + ("; candidates: " + ", ".join(f"{v} {k}" for k, v in cands.items())
+                  if cands else ""))
+    out += ["", "## Tokens and cost", ""]
+    rows = [[a, u["calls"], u["input_tokens"], u["output_tokens"], u["total_tokens"],
+             u["cost_usd"] if res.get("cost_usd") is not None else None]
+            for a, u in sorted(usage.items())]
+    rows += [[f"iteration {i}", u["calls"], u["input_tokens"], u["output_tokens"],
+              u["total_tokens"], u["cost_usd"] if res.get("cost_usd") is not None else None]
+             for i, u in sorted((res.get("usage_by_iteration") or {}).items(),
+                                key=lambda kv: int(kv[0]))]
+    out += _md_table(["agent / iteration", "calls", "input", "output", "total", "cost_usd"],
+                     rows)
+    return out
+
+
 def render_markdown(rep: Report) -> str:
     run = rep.run
     out = [f"# kernelcrew run: {run.op} on {run.backend}", ""]
@@ -89,6 +117,7 @@ def render_markdown(rep: Report) -> str:
         out += _md_table(["kernel", "time_ms", "GB/s", "GFLOP/s", "FLOP/byte", "from"],
                          [[p.label, p.time_ms, p.gbps, p.gflops, p.intensity, p.source]
                           for p in rep.roof.points])
+    out += _llm_md(run.result or {})
     out += ["", "## Timeline", ""]
     tl = build_timeline(run.events)
     for e in tl.baseline:

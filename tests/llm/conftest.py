@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 
 from kernelcrew.agents.llm import client as llm_client
+from kernelcrew.agents.llm.endpoint import forget_endpoints
+from kernelcrew.agents.llm.replay import forget_recordings
 from tests.llm.scripted_server import ScriptedServer
 
 API_KEY = "sk-kernelcrew-TEST-4f9a"  # a recognizable fake key: it must never reach a file
@@ -18,8 +20,12 @@ API_KEY = "sk-kernelcrew-TEST-4f9a"  # a recognizable fake key: it must never re
 def _fresh_method_memory() -> Iterator[None]:
     """The structured-output method that worked is remembered per process: not across tests."""
     llm_client._WORKING_METHOD.clear()
+    forget_endpoints()
+    forget_recordings()
     yield
     llm_client._WORKING_METHOD.clear()
+    forget_endpoints()
+    forget_recordings()
 
 
 @pytest.fixture

@@ -11,7 +11,17 @@ names the agent ("You are the kernelcrew memory_access specialist") and the user
 the step ("STEP: plan"). A reply can also fail: an HTTP error (500, 429, ...), a delay
 longer than the client's timeout, or a connection that is accepted and never answered.
 `refuse` makes the server reject a structured-output method with a 400, the way DeepSeek
-rejects `json_schema` and llama.cpp (without --jinja) rejects `tools`.
+rejects `json_schema` and llama.cpp (without --jinja) rejects `tools` (`refuse_status=500`:
+the way llama-cpp-python fails on a schema it cannot compile).
+
+Dialects of real servers, each optional: `reads_cap` (which form of the output cap the
+server reads, "max_tokens" or "max_completion_tokens"; an answer longer than the cap is cut
+there with finish_reason "length"), `drops_system` (the chat template drops system
+messages: the model never sees them and they count no tokens), `n_ctx` (a prompt longer
+than the context is refused with llama-cpp-python's 400), `props` (served at /props, as
+llama.cpp does), `tokenize` (POST /tokenize, as llama.cpp does). Requests that carry the
+client's preflight probe mark are answered at once and kept apart in `probes`.
+`max_inflight` is the most chat requests the server had in hand at once.
 """
 
 from __future__ import annotations
@@ -29,6 +39,9 @@ AGENT_RE = re.compile(r"You are the kernelcrew (\w+)")
 STEP_RE = re.compile(r"^STEP: ([\w-]+)", re.MULTILINE)
 
 DEEPSEEK_REFUSAL = "This response_format type is unavailable now"
+LLAMACPP_SCHEMA_500 = ("1 validation error for CreateChatCompletionRequest response_format "
+                       "Input should be a valid dictionary or instance of JsonSchema")
+PROBE_MARK = "kernelcrew-probe"
 LLAMACPP_TOOLS_REFUSAL = "tools param requires --jinja flag"
 
 
@@ -120,13 +133,21 @@ class ScriptedServer:
 
     def __init__(self, script: dict[Any, list[Reply]] | None = None, *,
                  refuse: set[str] | frozenset[str] = frozenset(), refuse_status: int = 400,
-                 default: Reply | Callable[[Exchange], Reply] | None = None) -> None:
+                 default: Reply | Callable[[Exchange], Reply] | None = None,
+                 reads_cap: str | None = None, drops_system: bool = False,
+                 n_ctx: int | None = None, props: dict | None = None,
+                 tokenize: bool = False) -> None:
         self.script: dict[Any, list[Reply]] = {k: list(v) for k, v in (script or {}).items()}
         self.refuse = set(refuse)
         self.refuse_status = refuse_status  # DeepSeek answers 400, or 422 for some bodies
         self.default = default
         self.exchanges: list[Exchange] = []
         self.other_posts: list[tuple[str, bytes]] = []  # (path, body) of non-chat requests
+        self.reads_cap, self.drops_system, self.n_ctx = reads_cap, drops_system, n_ctx
+        self.props, self.tokenize = props, tokenize
+        self.probes: list[dict] = []
+        self.inflight = 0
+        self.max_inflight = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
@@ -152,6 +173,8 @@ class ScriptedServer:
             def do_GET(self) -> None:
                 if self.path.rstrip("/").endswith("/info"):  # LangSmith asks first
                     self._send(200, {"version": "scripted"})
+                elif self.path.rstrip("/") == "/props" and server.props is not None:
+                    self._send(200, server.props)
                 elif self.path.rstrip("/").endswith("/models"):
                     self._send(200, {"object": "list", "data": [
                         {"id": "scripted", "object": "model", "owned_by": "tests"}]})
@@ -165,13 +188,24 @@ class ScriptedServer:
                     body = {}
                 else:
                     body = json.loads(raw_body or b"{}")
+                if self.path.rstrip("/") == "/tokenize" and server.tokenize:
+                    text = json.loads(raw_body or b"{}").get("content", "")
+                    self._send(200, {"tokens": list(range(count_tokens(text)))})
+                    return
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     # anything else (e.g. LangSmith's /runs/multipart) is kept and acknowledged
                     with server._lock:
                         server.other_posts.append((self.path, raw_body))
                     self._send(202, {})
                     return
-                status, payload, headers = server._respond(body)
+                with server._lock:
+                    server.inflight += 1
+                    server.max_inflight = max(server.max_inflight, server.inflight)
+                try:
+                    status, payload, headers = server._respond(body)
+                finally:
+                    with server._lock:
+                        server.inflight -= 1
                 if status == 0:  # hang: accepted, never answered
                     server._stop.wait(600)
                     return
@@ -240,17 +274,33 @@ class ScriptedServer:
 
     def _respond(self, body: dict) -> tuple[int, dict, dict]:
         msgs = body.get("messages", [])
+        if self.drops_system:  # what the model sees after the chat template
+            msgs = [m for m in msgs if m.get("role") not in ("system", "developer")]
         system = "\n".join(_text(m) for m in msgs if m.get("role") in ("system", "developer"))
         user = "\n".join(_text(m) for m in msgs if m.get("role") == "user")
-        agent = m.group(1) if (m := AGENT_RE.search(system)) else None
+        prompt = "".join(_text(m) for m in msgs)
+        if any(PROBE_MARK in _text(m) for m in body.get("messages", [])):
+            usage = {"prompt_tokens": count_tokens(prompt), "completion_tokens": 1,
+                     "total_tokens": count_tokens(prompt) + 1}
+            with self._lock:
+                self.probes.append({"request": body, "usage": usage})
+            return 200, {"id": "probe", "object": "chat.completion", "created": 0,
+                         "model": body.get("model", "scripted"), "usage": usage,
+                         "choices": [{"index": 0, "finish_reason": "length",
+                                      "message": {"role": "assistant", "content": "ok"}}]}, {}
+        agent = m.group(1) if (m := AGENT_RE.search(system) or AGENT_RE.search(user)) else None
         steps = STEP_RE.findall(user)
         step = steps[-1] if steps else None  # a repair message names the step again
         ex = Exchange(agent, step, body, 0, "")
         with self._lock:
             self.exchanges.append(ex)
         rf = (body.get("response_format") or {}).get("type")
+        if self.n_ctx and count_tokens(prompt) >= self.n_ctx:
+            return self._error(ex, 400, f"Requested tokens ({count_tokens(prompt)}) exceed "
+                                        f"context window of {self.n_ctx}")
         if rf == "json_schema" and "json_schema" in self.refuse:
-            return self._error(ex, self.refuse_status, DEEPSEEK_REFUSAL)
+            return self._error(ex, self.refuse_status, DEEPSEEK_REFUSAL
+                               if self.refuse_status < 500 else LLAMACPP_SCHEMA_500)
         if body.get("tools") and "tools" in self.refuse:
             return self._error(ex, 400, LLAMACPP_TOOLS_REFUSAL)
         if rf == "json_object" and "json_object" in self.refuse:
@@ -268,7 +318,10 @@ class ScriptedServer:
             ex.status = 200
             return 200, {"garbage": reply.data}, {}
         text = reply.data if reply.kind == "raw" else json.dumps(reply.data)
-        prompt = "".join(_text(m) for m in msgs)
+        cap = body.get(self.reads_cap) if self.reads_cap else None
+        cut = False
+        if cap is not None and count_tokens(text) > cap:
+            text, cut = text[:cap * 4], True
         usage = {"prompt_tokens": count_tokens(prompt), "completion_tokens": count_tokens(text)}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
         tools = body.get("tools") or []
@@ -280,10 +333,10 @@ class ScriptedServer:
             message = {"role": "assistant", "content": None, "tool_calls": [{
                 "id": f"call_{len(self.exchanges)}", "type": "function",
                 "function": {"name": name, "arguments": text}}]}
-            finish = reply.finish_reason or "tool_calls"
+            finish = "length" if cut else reply.finish_reason or "tool_calls"
         else:
             message = {"role": "assistant", "content": text}
-            finish = reply.finish_reason or "stop"
+            finish = "length" if cut else reply.finish_reason or "stop"
         ex.status, ex.usage = 200, usage
         return 200, {
             "id": f"chatcmpl-{len(self.exchanges)}", "object": "chat.completion",

@@ -107,3 +107,17 @@ def test_the_context_report_is_kept_for_the_trace(serve, tmp_path):
     a.propose(busy_context())
     assert a.last_context["budget"] == 500 and a.last_context["tokens"] <= 500
     assert a.last_context["trimmed"]
+
+
+def test_the_compiler_flags_specialist_sees_the_vectorization_report_of_the_best_kernel():
+    from kernelcrew.tools.observe.profile import profile
+    from tests.llm.test_llm_graph import OP
+
+    prof = profile(OP, None, "cpu")  # the real g++ -fopt-info-vec report of the baseline
+    assert prof.compile_report.startswith("g++ -fopt-info-vec report:")
+    assert "line " in prof.compile_report
+    ctx = vadd_context(profile=prof, compile_report=prof.compile_report)
+    flags = build_context(ctx, "compiler_flags", budget=100_000).text
+    assert "Compiler report:" in flags and prof.compile_report.splitlines()[1] in flags
+    # the other specialists are not given it
+    assert "Compiler report:" not in build_context(ctx, "loop", budget=100_000).text

@@ -12,9 +12,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelcrew.agents.llm.client import LLMClient, LLMUnavailable, check_reachable
+from kernelcrew.agents.llm.client import (
+    LLMClient,
+    LLMUnavailable,
+    PromptTooLarge,
+    build_chat_model,
+    check_reachable,
+)
 from kernelcrew.agents.llm.coordinator import LLMCoordinator
+from kernelcrew.agents.llm.endpoint import Endpoint, endpoint_for, probe
 from kernelcrew.agents.llm.focus import FocusedContext, build_context, count_tokens
+from kernelcrew.agents.llm.replay import Recording, ReplayMiss
 from kernelcrew.agents.llm.settings import METHODS, LLMSettings
 from kernelcrew.agents.llm.specialists import (
     FIELDS,
@@ -29,6 +37,7 @@ __all__ = [
     "FIELDS",
     "METHODS",
     "SPECIALISTS",
+    "Endpoint",
     "FocusedContext",
     "KernelAnswer",
     "LLMClient",
@@ -37,9 +46,13 @@ __all__ = [
     "LLMSpecialist",
     "LLMUnavailable",
     "PlanAnswer",
+    "PromptTooLarge",
+    "Recording",
+    "ReplayMiss",
     "build_context",
     "check_reachable",
     "count_tokens",
+    "endpoint_for",
     "make_specialist",
     "preflight",
 ]
@@ -47,8 +60,13 @@ __all__ = [
 
 def preflight(settings: dict[str, Any] | None = None, timeout: float = 5.0) -> LLMSettings:
     """Before a run: resolve the settings (InputError: no model, no key for OpenAI, bad
-    method) and check that something listens at the endpoint (LLMUnavailable)."""
+    method), check that something listens at the endpoint (LLMUnavailable), and learn what
+    the server tells about itself (context size, tokenizer, slots, whether its chat template
+    keeps system messages; see `endpoint`)."""
     s = LLMSettings.resolve(settings)
+    if s.replay and s.replay_missing == "stop":
+        return s  # answered from the recording: no endpoint is asked
     check_reachable(s, timeout=timeout)
+    probe(s, build_chat_model(s))
     return s
 

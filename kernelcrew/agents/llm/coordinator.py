@@ -16,7 +16,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
 from kernelcrew.agents.coordinator import ApplyFn, coordinate, score
-from kernelcrew.agents.llm.client import LLMClient, new_usage
+from kernelcrew.agents.llm.client import LLMClient, PromptTooLarge, new_usage
 from kernelcrew.agents.llm.focus import count_tokens
 from kernelcrew.agents.llm.prompts import render
 from kernelcrew.agents.llm.settings import LLMSettings
@@ -66,6 +66,7 @@ class LLMCoordinator:
         self.last_prompt_file: str | None = None
         self.last_prompt_files: list[str] = []
         self.last_context: dict[str, Any] | None = None
+        self.last_answers: list[dict[str, Any]] = []
 
     def coordinate(self, proposals: list[Proposal], base_kernel: str, *,
                    stats: dict[str, dict] | None = None, apply: ApplyFn | None = None,
@@ -104,12 +105,20 @@ class LLMCoordinator:
                     return f"proposal numbers run from 1 to {n} (got {bad or 'an empty group'})"
                 return None
 
-            ans = self.client.ask(
-                [SystemMessage(render("coordinator.md", max_candidates=max_candidates)),
-                 HumanMessage(user)], CoordinatorAnswer, step="coordinate",
-                iteration=iteration, validate=usable)
+            try:
+                ans = self.client.ask(
+                    [SystemMessage(render("coordinator.md", max_candidates=max_candidates)),
+                     HumanMessage(user)], CoordinatorAnswer, step="coordinate",
+                    iteration=iteration, validate=usable)
+            except PromptTooLarge as e:  # the heuristic choice needs no context
+                ans = None
+                self.client.last_error = str(e)
         finally:
+            self.last_answers = list(self.client.answers)
             self.last_usage = dict(self.client.usage)
+            cost = self.settings.cost_usd(self.last_usage)
+            if cost is not None:
+                self.last_usage["cost_microusd"] = round(cost * 1e6)
             self.last_prompt_files = list(self.client.files)
             self.last_prompt_file = self.client.files[-1] if self.client.files else None
         if not isinstance(ans, CoordinatorAnswer):

@@ -212,7 +212,7 @@ def build_context(ctx: AgentContext, fld: str, *, budget: int,
     if fld == "compiler_flags":
         flags = [f"Current flags: {_current_flags(ctx.kernel)}",
                  f"Allowed flags ({be}): {' '.join(allowed_flags(be))}"]
-        report = getattr(ctx, "compile_report", "") or ""
+        report = ctx.compile_report
         if report:
             flags.append("Compiler report:\n" + _cut(report, 1500))
         sections.append(Section("flags", "Flags", flags, 0))

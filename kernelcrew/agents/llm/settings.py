@@ -13,8 +13,13 @@ from urllib.parse import urlparse
 
 from kernelcrew.errors import InputError
 
-Method = Literal["json_schema", "function_calling", "json_mode"]
-METHODS: tuple[Method, ...] = ("json_schema", "function_calling", "json_mode")
+Method = Literal["json_schema", "function_calling", "json_mode", "text"]
+# "text": a plain completion with the schema in the prompt, parsed by us; nothing for the
+# server to constrain (grammar-constrained sampling is slow on small local servers)
+METHODS: tuple[Method, ...] = ("json_schema", "function_calling", "json_mode", "text")
+CapParam = Literal["both", "max_tokens", "max_completion_tokens"]
+CAP_PARAMS: tuple[CapParam, ...] = ("both", "max_tokens", "max_completion_tokens")
+ReplayMissing = Literal["stop", "live"]
 LOCAL_KEY = "not-needed"  # local servers (vLLM, Ollama, llama.cpp) accept any non-empty key
 
 
@@ -58,6 +63,30 @@ class LLMSettings:
         "description": "$ per 1M input tokens (KERNELCREW_LLM_PRICE_IN)"})
     price_output: float | None = field(default=None, metadata={
         "description": "$ per 1M output tokens (KERNELCREW_LLM_PRICE_OUT)"})
+    methods: tuple[Method, ...] = field(default=METHODS, metadata={
+        "description": "the fallback chain of structured-output methods "
+                       "(KERNELCREW_LLM_METHODS, comma-separated), e.g. json_schema,text to "
+                       "skip the grammar-constrained ones on a slow local server"})
+    max_tokens_param: CapParam = field(default="both", metadata={
+        "description": "how the output cap is sent (KERNELCREW_LLM_MAX_TOKENS_PARAM): both "
+                       "max_tokens and max_completion_tokens (servers read one or the other), "
+                       "or only one of them"})
+    concurrency: int | None = field(default=None, metadata={
+        "description": "requests in flight per endpoint (--llm-concurrency, "
+                       "KERNELCREW_LLM_CONCURRENCY); None: the server's slot count when it "
+                       "reports one (llama.cpp /props), else unlimited"})
+    context_window: int | None = field(default=None, metadata={
+        "description": "the model's context in tokens (KERNELCREW_LLM_CONTEXT_WINDOW); None: "
+                       "learned from the server (/v1/models, /props, or its 400 message)"})
+    probe: bool = field(default=True, metadata={
+        "description": "before the first call, ask a local server for its context size, "
+                       "tokenizer and slots, and whether its chat template keeps system "
+                       "messages (KERNELCREW_LLM_PROBE=0 turns it off)"})
+    replay: str | None = field(default=None, metadata={
+        "description": "a run directory whose recorded answers are replayed (--replay)"})
+    replay_missing: ReplayMissing = field(default="stop", metadata={
+        "description": "a request with no recorded answer: stop the run, or ask the live "
+                       "endpoint (--replay-missing)"})
 
     @classmethod
     def resolve(cls, settings: dict[str, Any] | None = None) -> LLMSettings:
@@ -71,7 +100,9 @@ class LLMSettings:
         base_url = s.get("base_url") or env.get("OPENAI_BASE_URL") or None
         key = s.get("api_key") or env.get("OPENAI_API_KEY") or ""
         if not key:
-            if base_url is None or "api.openai.com" in base_url:
+            if s.get("replay") and s.get("replay_missing", "stop") == "stop":
+                key = LOCAL_KEY  # answered from the recording: no endpoint is asked
+            elif base_url is None or "api.openai.com" in base_url:
                 raise InputError("no API key for api.openai.com: set OPENAI_API_KEY (or point "
                                  "--base-url at a local server)", field="api_key")
             key = LOCAL_KEY
@@ -88,6 +119,24 @@ class LLMSettings:
                 v = _env_float(env_name)
             return default if v is None else conv(v)
 
+        cap = s.get("max_tokens_param") or env.get("KERNELCREW_LLM_MAX_TOKENS_PARAM") or "both"
+        if cap not in CAP_PARAMS:
+            raise InputError(f"max tokens parameter {cap!r} is not one of {', '.join(CAP_PARAMS)}",
+                             field="max_tokens_param")
+        chain = s.get("methods") or env.get("KERNELCREW_LLM_METHODS") or METHODS
+        if isinstance(chain, str):
+            chain = tuple(m.strip() for m in chain.split(",") if m.strip())
+        bad = [m for m in chain if m not in METHODS]
+        if bad or not chain:
+            raise InputError(f"structured output methods {bad or chain!r}: use some of "
+                             f"{', '.join(METHODS)}", field="methods")
+        if method not in chain:
+            chain = (method, *chain)
+        missing = s.get("replay_missing") or "stop"
+        if missing not in ("stop", "live"):
+            raise InputError(f"replay_missing {missing!r}: use stop or live",
+                             field="replay_missing")
+        probe_env = env.get("KERNELCREW_LLM_PROBE", "1").strip().lower()
         out = cls(
             model=model, base_url=base_url, api_key=key,
             temperature=pick("temperature", "KERNELCREW_LLM_TEMPERATURE", None),
@@ -99,7 +148,16 @@ class LLMSettings:
             max_tokens=pick("max_tokens", "KERNELCREW_LLM_MAX_TOKENS", None, int),
             price_input=pick("price_input", "KERNELCREW_LLM_PRICE_IN", price.get("input")),
             price_output=pick("price_output", "KERNELCREW_LLM_PRICE_OUT", price.get("output")),
+            max_tokens_param=cap, methods=tuple(chain),
+            concurrency=pick("concurrency", "KERNELCREW_LLM_CONCURRENCY", None, int),
+            context_window=pick("context_window", "KERNELCREW_LLM_CONTEXT_WINDOW", None, int),
+            probe=bool(s.get("probe", probe_env not in ("0", "false", "no", "off"))),
+            replay=s.get("replay"), replay_missing=missing,
         )
+        for name in ("concurrency", "context_window", "max_tokens"):
+            v = getattr(out, name)
+            if v is not None and v < 1:
+                raise InputError(f"LLM setting {name}={v} must be at least 1", field=name)
         if out.base_url and not urlparse(out.base_url).scheme.startswith("http"):
             raise InputError(f"base URL {out.base_url!r} must start with http:// or https://",
                              field="base_url")
@@ -112,6 +170,20 @@ class LLMSettings:
     @property
     def endpoint(self) -> str:
         return self.base_url or "https://api.openai.com/v1"
+
+    def cap_kwargs(self, n: int | None, param: CapParam | None = None) -> dict[str, Any]:
+        """`ChatOpenAI` arguments that send an output cap of `n` tokens in the form the
+        server reads: langchain-openai sends `max_tokens` as `max_completion_tokens`, which
+        llama-cpp-python ignores; `max_tokens` itself travels in the request body."""
+        if not n:
+            return {}
+        param = param or self.max_tokens_param
+        out: dict[str, Any] = {}
+        if param in ("both", "max_completion_tokens"):
+            out["max_tokens"] = n
+        if param in ("both", "max_tokens"):
+            out["extra_body"] = {"max_tokens": n}
+        return out
 
     def cost_usd(self, usage: dict[str, int]) -> float | None:
         """Money for a usage dict, when a price table is set."""

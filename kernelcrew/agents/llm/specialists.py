@@ -23,7 +23,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
 from kernelcrew.agents.context import AgentContext
-from kernelcrew.agents.llm.client import LLMClient, new_usage
+from kernelcrew.agents.llm.client import LLMClient, PromptTooLarge, new_usage
 from kernelcrew.agents.llm.focus import FocusedContext, build_context
 from kernelcrew.agents.llm.prompts import has_prompt, render
 from kernelcrew.agents.llm.settings import LLMSettings
@@ -32,6 +32,7 @@ from kernelcrew.agents.transforms import changed_regions
 from kernelcrew.errors import InputError
 from kernelcrew.kernels.kernelfile import KernelFile, parse_kernel_text
 from kernelcrew.kernels.policy import CPU_INCLUDES, CUDA_INCLUDES
+from kernelcrew.kernels.signature import check_entry, declaration
 
 FIELDS: dict[str, str] = {  # specialist name -> field (its prompt file is <field>.md)
     "memory_access": "memory_access",
@@ -42,6 +43,7 @@ FIELD_WORDS = {"memory_access": "memory traffic and access patterns (LLM)",
                "loop": "loops, parallelism and occupancy (LLM)",
                "compiler_flags": "compiler flags, knobs and vectorization (LLM)"}
 MAX_COMPILE_TRIES = 3
+MIN_CONTEXT_TOKENS = 150
 MAX_GAIN = 10.0
 REPLAN_MARK = "revise your plan"
 
@@ -71,6 +73,21 @@ class KernelAnswer(BaseModel):
     confidence: float = Field(default=0.5, description="0 to 1")
 
 
+class ExplainAnswer(BaseModel):
+    """Where a wrong result comes from, before any code is changed."""
+
+    cause: str = Field(description="the source of the error in the kernel, citing the failing "
+                                   "cases and values")
+    fix: str = Field(description="what will be changed to remove it")
+
+
+def _check_explain(a: BaseModel) -> str | None:
+    assert isinstance(a, ExplainAnswer)
+    if not a.cause.strip() or not a.fix.strip():
+        return "the cause and the fix must not be empty"
+    return None
+
+
 _FENCE = re.compile(r"\A\s*```[\w+-]*[ \t]*\n(?P<body>.*?)\n?```\s*\Z", re.DOTALL)
 _LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\([^)]*\)")
 _GLOBAL_FN = re.compile(r"__global__\s+(?:static\s+|inline\s+)*void\s+(\w+)\s*\(")
@@ -93,36 +110,48 @@ def _parse(text: str, backend: str) -> KernelFile | None:
 
 def check_kernel(text: str, ctx: AgentContext) -> str | None:
     """Why a kernel file written by the model cannot be used as it is, or None."""
+    verdict = kernel_verdict(text, ctx)
+    return verdict[1] if verdict else None
+
+
+def kernel_verdict(text: str, ctx: AgentContext) -> tuple[str, str] | None:
+    """(kind, why) when a kernel file written by the model cannot be used, else None; kind
+    is wrong_signature (another entry name or parameter list) or invalid."""
     backend = "cuda" if ctx.backend == "cuda" else "cpu"
     try:
         kf = parse_kernel_text(text, backend)
     except InputError as e:
-        return f"the kernel file is not usable: {e}"
+        return "invalid", f"the kernel file is not usable: {e}"
     body = kf.body
     if body.count("{") != body.count("}") or body.count("(") != body.count(")"):
-        return ("the kernel file looks incomplete (unbalanced braces or parentheses): send the "
-                "whole file")
+        return "invalid", ("the kernel file looks incomplete (unbalanced braces or "
+                           "parentheses): send the whole file")
     base = _parse(ctx.kernel, backend)
     if backend == "cpu":
         entry = kf.meta.entry or ""
         if base is not None and base.meta.entry and entry != base.meta.entry:
-            return (f"the entry must stay `{base.meta.entry}` (the front matter says "
-                    f"`{entry}`): the operator's interface cannot change")
-        if not re.search(rf"\b{re.escape(entry)}\s*\(", body):
-            return f"the source does not define the entry function `{entry}`"
+            return "wrong_signature", (f"the entry must stay `{base.meta.entry}` (the front "
+                                       f"matter says `{entry}`): the operator's interface "
+                                       "cannot change")
+        if ctx.entry_params:
+            why = check_entry(body, entry, ctx.entry_params)
+            if why:
+                return "wrong_signature", why
+        elif not re.search(rf"\b{re.escape(entry)}\s*\(", body):
+            return "wrong_signature", f"the source does not define the entry function `{entry}`"
     else:
         declared = {ln.kernel for ln in kf.meta.launch}
         defined = set(_GLOBAL_FN.findall(_LAUNCH_BOUNDS.sub("", body)))
         extra = sorted(defined - declared)
         if extra:
-            return (f"kernel(s) {', '.join(extra)} are defined but not in the launch plan; "
+            return "invalid", (f"kernel(s) {', '.join(extra)} are defined but not in the launch plan; "
                     "every __global__ function must be launched by the front matter")
         missing = sorted(declared - defined)
         if missing:
-            return (f"the launch plan names kernel(s) {', '.join(missing)} that the source "
+            return "wrong_signature", (f"the launch plan names kernel(s) {', '.join(missing)} that the source "
                     "does not define")
     if text.strip() == ctx.kernel.strip():
-        return "the kernel is identical to the current best: carry out the plan's change"
+        return "invalid", "the kernel is identical to the current best: carry out the plan's change"
     return None
 
 
@@ -165,6 +194,8 @@ class LLMSpecialist:
         self.last_context: dict[str, Any] | None = None
         self.last_plan: dict[str, Any] | None = None
         self.last_error: str | None = None
+        self.last_answers: list[dict[str, Any]] = []
+        self.last_explanation: dict[str, str] | None = None
 
     def __repr__(self) -> str:
         return f"LLMSpecialist({self.name!r}, focus={self.focus!r})"
@@ -208,6 +239,7 @@ class LLMSpecialist:
         self.last_prompt_files = list(client.files)
         self.last_prompt_file = client.files[-1] if client.files else None
         self.last_error = client.last_error or self.last_error
+        self.last_answers = list(client.answers)
 
     # -- prompts ---------------------------------------------------------------------------
     def system_prompt(self, ctx: AgentContext) -> str:
@@ -222,7 +254,10 @@ class LLMSpecialist:
             "`launch:` plan, and every launch there must be defined in the file."
             if cuda else
             f"On the CPU keep exactly one exported `extern \"C\"` function, the entry "
-            f"`{entry_name}`; helpers must be `static` or `inline`.")
+            f"`{entry_name}`; helpers must be `static` or `inline`."
+            + (f" The entry's parameters, in order, are fixed: "
+               f"`{declaration(ctx.entry_params, entry_name)}` (names may differ, types and "
+               "order may not)." if ctx.entry_params else ""))
         rules = render("rules.md", signature=ctx.signature, tolerance=ctx.tolerance,
                        launch_rule=launch_rule,
                        headers=", ".join(sorted(CUDA_INCLUDES if cuda else CPU_INCLUDES)),
@@ -232,17 +267,55 @@ class LLMSpecialist:
     def _messages(self, system: str, built: FocusedContext, step: str) -> list[BaseMessage]:
         return [SystemMessage(system), HumanMessage(f"{built.text}\n\n{step}")]
 
-    def _context(self, ctx: AgentContext, failed: Proposal | None = None) -> FocusedContext:
-        built = build_context(ctx, self.focus, budget=self.settings.context_budget,
+    def _context(self, ctx: AgentContext, failed: Proposal | None = None,
+                 budget: int | None = None) -> FocusedContext:
+        built = build_context(ctx, self.focus, budget=budget or self.settings.context_budget,
                               failed=failed)
         self.last_context = built.report()
         return built
 
+    def _ask(self, client: LLMClient, system: str, built: FocusedContext, ctx: AgentContext,
+             step_text: str, schema: type[BaseModel], step: str, validate: Any,
+             failed: Proposal | None = None) -> tuple[BaseModel | None, FocusedContext]:
+        """`client.ask` with a context that fits the model's: when the prompt (counted, or
+        refused by the server) is too large, the context is trimmed to fit and the request
+        made again; when even the smallest context cannot fit, `PromptTooLarge` (one line,
+        both sizes) stops the agent before anything more is sent."""
+        for _ in range(6):
+            messages = self._messages(system, built, step_text)
+            try:
+                client.check_fit(messages, schema, step)
+            except PromptTooLarge as e:
+                built = self._shrunk(ctx, built, e.overflow, failed, error=e)
+                continue
+            try:
+                return client.ask(messages, schema, step=step, iteration=ctx.iteration,
+                                  validate=validate), built
+            except PromptTooLarge as e:  # the server's 400 said so: it knows better
+                built = self._shrunk(ctx, built, e.overflow, failed, error=e)
+        raise PromptTooLarge(f"the {self.name} {step} prompt does not fit the model's context "
+                             "after trimming its context six times", prompt_tokens=0,
+                             context=0, reserve=0)
+
+    def _shrunk(self, ctx: AgentContext, built: FocusedContext, overflow: int,
+                failed: Proposal | None, error: PromptTooLarge | None = None
+                ) -> FocusedContext:
+        budget = max(MIN_CONTEXT_TOKENS, built.tokens - int(overflow * 1.4) - 32)
+        smaller = self._context(ctx, failed, budget=budget)
+        if smaller.tokens >= built.tokens:
+            # what is never trimmed (rules, operator, kernel, feedback) does not fit: stop
+            # with the client's line, which names the prompt's size and the context's
+            if error is not None:
+                raise error
+            raise PromptTooLarge(f"the {self.name} prompt does not fit the model's context "
+                                 "even with the shortest context", prompt_tokens=0,
+                                 context=0, reserve=0)
+        return smaller
+
     # -- the two calls ---------------------------------------------------------------------
     def _plan(self, client: LLMClient, system: str, built: FocusedContext, ctx: AgentContext,
               step: str) -> PlanAnswer | None:
-        ans = client.ask(self._messages(system, built, step), PlanAnswer, step="plan",
-                         iteration=ctx.iteration, validate=_check_plan)
+        ans, _ = self._ask(client, system, built, ctx, step, PlanAnswer, "plan", _check_plan)
         if isinstance(ans, PlanAnswer):
             self.last_plan = {**ans.model_dump(), "file": client.files[-1] if client.files
                               else None}
@@ -251,13 +324,12 @@ class LLMSpecialist:
 
     def _code(self, client: LLMClient, system: str, built: FocusedContext, ctx: AgentContext,
               plan: PlanAnswer, step: str) -> Proposal | None:
-        def usable(ans: BaseModel) -> str | None:
+        def usable(ans: BaseModel) -> tuple[str, str] | None:
             assert isinstance(ans, KernelAnswer)
             ans.kernel = clean_kernel(ans.kernel)
-            return check_kernel(ans.kernel, ctx)
+            return kernel_verdict(ans.kernel, ctx)
 
-        ans = client.ask(self._messages(system, built, step), KernelAnswer, step="code",
-                         iteration=ctx.iteration, validate=usable)
+        ans, _ = self._ask(client, system, built, ctx, step, KernelAnswer, "code", usable)
         if not isinstance(ans, KernelAnswer):
             return None
         return self._proposal(ctx, plan, ans)
@@ -335,6 +407,18 @@ class LLMSpecialist:
                 attempt >= MAX_COMPILE_TRIES or REPLAN_MARK in fb.message.lower())
             built = self._context(ctx, failed=failed)
             system = self.system_prompt(ctx)
+            if fb is not None and fb.kind == "incorrect":
+                plan = PlanAnswer(bottleneck=failed.bottleneck, plan=failed.plan,
+                                  kind=failed.change.kind, change_type=failed.change.type,
+                                  expected_gain=failed.expected_gain, risks=failed.risks,
+                                  confidence=failed.confidence)
+                why, _ = self._ask(client, system, built, ctx, render("step_explain.md"),
+                                   ExplainAnswer, "explain", _check_explain, failed)
+                if not isinstance(why, ExplainAnswer):
+                    return None
+                self.last_explanation = why.model_dump()
+                return self._code(client, system, built, ctx, plan, render(
+                    "step_fix_wrong.md", cause=why.cause, fix=why.fix, plan=_plan_text(plan)))
             if replan:
                 plan = self._plan(client, system, built, ctx, render(
                     "step_replan.md", attempt=max(attempt, MAX_COMPILE_TRIES),

@@ -53,3 +53,25 @@ def budget_spent(state: dict, ctx: RunContext) -> str:
 def baseline_digest(state: dict, tools: Any) -> str:
     path = Path(state["baseline"]["path"])
     return tools.parse(path.read_text(), path=path).digest()
+
+
+def record_answers(run_dir: str, agent_obj: Any, iteration: int, node: str) -> list[dict]:
+    """One trace event per LLM answer an agent got in its last call (usable or not: the
+    kind, the step and a short reason), and their compact form for the state."""
+    from kernelcrew.trace import append_event, now_iso
+
+    out = []
+    for a in getattr(agent_obj, "last_answers", None) or []:
+        usage = a.get("usage") or {}
+        append_event(run_dir, {
+            "time": now_iso(), "duration_s": a.get("seconds") or 0.0, "iteration": iteration,
+            "node": "answer", "agent": a.get("agent"), "step": a.get("step"),
+            "kind": a.get("kind"), "repair": a.get("repair", False),
+            "summary": f"{a.get('agent')} {a.get('step')}: {a.get('kind')}"
+                       + (f": {a['reason']}" if a.get("reason") else ""),
+            "reason": a.get("reason", ""), "refs": {"record": a["file"]} if a.get("file") else {},
+            "tokens": {}, "answer_tokens": usage, "replayed": a.get("replayed", False),
+            "via": node})
+        out.append({"agent": a.get("agent"), "step": a.get("step"), "kind": a.get("kind"),
+                    "iteration": iteration, "reason": (a.get("reason") or "")[:200]})
+    return out

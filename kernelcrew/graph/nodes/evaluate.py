@@ -8,9 +8,10 @@ import math
 import shutil
 import time
 from pathlib import Path
+from typing import Literal
 
 from langgraph.runtime import Runtime
-from langgraph.types import interrupt
+from langgraph.types import Command, interrupt
 
 from kernelcrew.graph.context import RunContext
 from kernelcrew.graph.nodes.common import (
@@ -56,8 +57,27 @@ def _out_of_budget(state: CrewState, ctx: RunContext, c: dict, it: int, out: lis
     return True
 
 
-def verify(state: CrewState, runtime: Runtime[RunContext]) -> dict:
-    """Every candidate's check is sent at once (in parallel on a cluster)."""
+MAX_WRONG_CASES = 5  # failing cases quoted back to the author
+
+
+def wrong_result_feedback(rows: list[dict], failure: str, tolerance: str) -> str:
+    """The worst elements of a wrong candidate, per failing case: where (group, case,
+    index), what it wrote, what the reference says, and the tolerance."""
+    lines = [f"Tolerance: {tolerance} (|got - want| <= atol + rtol*|want|)."]
+    bad = [r for r in rows if r.get("status") == "fail"]
+    for r in bad[:MAX_WRONG_CASES]:
+        err = f"max abs err {r['max_abs_err']:.3g}" if r.get("max_abs_err") is not None else ""
+        lines.append(f"- {r['group']} case {r['case']}: {r.get('detail') or 'wrong'}"
+                     + (f" ({err})" if err else ""))
+    if not bad:
+        lines.append(f"- {failure}")
+    elif len(bad) > MAX_WRONG_CASES:
+        lines.append(f"- ... and {len(bad) - MAX_WRONG_CASES} more failing case(s)")
+    return "\n".join(lines)
+
+
+def verify(state: CrewState, runtime: Runtime[RunContext]
+           ) -> Command[Literal["revise", "benchmark"]]:
     ctx = ctx_of(runtime)
     it = state["iteration"]
     tools = tools_for(state, ctx)
@@ -116,14 +136,27 @@ def verify(state: CrewState, runtime: Runtime[RunContext]) -> dict:
             evaluations.append(_record(c, it, "infra-error", cached["infra_error"]))
         elif cached["correct"]:
             c["status"] = "verified"
-        else:
-            c["status"] = "rejected"
-            evaluations.append(_record(c, it, "rejected", cached["failure"],
-                                       ran_on=cached.get("ran_on")))
-    return {"candidates": candidates, "evaluations": evaluations}
+            continue
+        author = c["author"].split("+")[0]
+        wrong = any(r.get("status") == "fail" for r in cached["rows"])
+        if wrong and not c.get("fixed_once") and ctx.policy_for(author) == "llm":
+            # a wrong result goes back to its author once: the worst elements, and the
+            # request to explain where the error comes from before fixing the code
+            fb = Path(c["path"]).with_suffix(".wrong.txt")
+            fb.write_text(wrong_result_feedback(cached["rows"], cached["failure"],
+                                                f"rtol={tools.spec.tolerance.rtol:g}, "
+                                                f"atol={tools.spec.tolerance.atol:g}"))
+            c.update(status="incorrect", feedback=str(fb), fixed_once=True,
+                     wrong=cached["failure"][:200])
+            continue
+        c["status"] = "rejected"
+        evaluations.append(_record(c, it, "rejected", cached["failure"],
+                                   ran_on=cached.get("ran_on")))
+    goto = "revise" if any(c["status"] == "incorrect" for c in candidates) else "benchmark"
+    return Command(goto=goto, update={"candidates": candidates, "evaluations": evaluations})
 
 
-def _compile_only(state: CrewState, tools, candidates: list[dict], it: int) -> dict:
+def _compile_only(state: CrewState, tools, candidates: list[dict], it: int) -> Command:
     """No device: each compiled candidate is recorded as `not-run` with what the compiler
     says about it (ptxas registers, spills, shared memory; SASS instruction counts;
     theoretical occupancy), next to the same for the current best. No timing, no verdict."""
@@ -145,7 +178,8 @@ def _compile_only(state: CrewState, tools, candidates: list[dict], it: int) -> d
         emit(state["run_dir"], "verify", f"{Path(c['path']).name}: not run, static evidence: "
              f"{after['text'][:300]}", t0=t0, iteration=it, agent=c["author"],
              refs={"kernel": c["path"]}, correct=None, static=after, best_static=before)
-    return {"candidates": candidates, "evaluations": evaluations}
+    return Command(goto="benchmark", update={"candidates": candidates,
+                                             "evaluations": evaluations})
 
 
 def benchmark(state: CrewState, runtime: Runtime[RunContext]) -> dict:

@@ -12,13 +12,14 @@ from langgraph.types import Command
 from kernelcrew.agents.context import AgentContext, Feedback
 from kernelcrew.agents.proposal import Proposal
 from kernelcrew.agents.specialist import get_specialist
-from kernelcrew.errors import AgentUnavailable
+from kernelcrew.errors import AgentUnavailable, InputError
 from kernelcrew.graph.context import RunContext
-from kernelcrew.graph.nodes.common import ctx_of
+from kernelcrew.graph.nodes.common import ctx_of, record_answers
 from kernelcrew.graph.nodes.plan import agent_context
 from kernelcrew.graph.services import tools_for
 from kernelcrew.graph.state import CrewState
-from kernelcrew.kernels.kernelfile import text_digest
+from kernelcrew.kernels.kernelfile import text_digest, validate_against
+from kernelcrew.kernels.signature import check_entry, entry_params
 from kernelcrew.results import CompileResult
 from kernelcrew.tools.executor import EvalResult, Evaluation
 from kernelcrew.trace import emit
@@ -26,7 +27,19 @@ from kernelcrew.trace import emit
 
 def compile_candidate(state: CrewState, ctx: RunContext, text: str, path: str) -> CompileResult:
     """Front matter and policy problems are compile errors the author can read."""
-    return tools_for(state, ctx).bench.compile_text(text, path)
+    tools = tools_for(state, ctx)
+    try:
+        kf = tools.parse(text, path=Path(path))
+        validate_against(kf, tools.spec)
+    except InputError as e:
+        return CompileResult(ok=False, reason=f"invalid kernel file: {e}")
+    if state["backend"] != "cuda" and kf.meta.entry:
+        # the harness calls the entry with op.yaml's arguments: another list would read
+        # garbage, so it is an error the author can read, before any compiler runs
+        why = check_entry(kf.body, kf.meta.entry, entry_params(tools.spec))
+        if why:
+            return CompileResult(ok=False, reason=f"wrong entry signature: {why}")
+    return tools.bench.compile_text(text, path)
 
 
 def execute(state: CrewState, runtime: Runtime[RunContext]
@@ -83,11 +96,13 @@ def execute(state: CrewState, runtime: Runtime[RunContext]
     for c in candidates:
         if c["status"] == "abandoned" and not c.get("recorded"):
             c["recorded"] = True
+            wrong = c.get("wrong")  # a wrong result whose fix was given up
             evaluations.append({"iteration": it, "author": c["author"], "kind": c["kind"],
                                 "path": c["path"], "digest": c["digest"],
-                                "outcome": "compile-error", "speedup": None, "vs_best": None,
-                                "detail": Path(c["feedback"]).read_text().splitlines()[0][:200],
-                                "compile_tries": c["tries"]})
+                                "outcome": "rejected" if wrong else "compile-error",
+                                "speedup": None, "vs_best": None,
+                                "detail": wrong or Path(c["feedback"]).read_text().splitlines(
+                                )[0][:200], "compile_tries": c["tries"]})
         if c["status"] == "infra-error" and not c.get("recorded"):
             c["recorded"] = True  # the cluster lost it: an infrastructure error, no verdict
             evaluations.append({"iteration": it, "author": c["author"], "kind": c["kind"],
@@ -107,15 +122,20 @@ def revise(state: CrewState, runtime: Runtime[RunContext]) -> dict:
     it = state["iteration"]
     candidates = [dict(c) for c in state["candidates"]]
     halts: list[str] = []
+    answers: list[dict] = []
     for c in candidates:
-        if c["status"] != "compile-error":
+        if c["status"] not in ("compile-error", "incorrect"):
             continue
         t0 = time.monotonic()
         failed = Proposal.model_validate_json(Path(c["proposal"]).read_text())
         actx = agent_context(state, ctx)
-        actx.feedback = Feedback(kind="compile-error", message=Path(c["feedback"]).read_text(),
-                                 attempt=c["tries"])
-        if state.get("plan_first") or state.get("compile_failures", 0) >= ctx.max_compile_tries:
+        wrong = c["status"] == "incorrect"
+        actx.feedback = Feedback(kind="incorrect" if wrong else "compile-error",
+                                 message=Path(c["feedback"]).read_text(),
+                                 attempt=1 if wrong else c["tries"])
+        if wrong:
+            pass
+        elif state.get("plan_first") or state.get("compile_failures", 0) >= ctx.max_compile_tries:
             actx.feedback.message = ("Three compile failures in a row: revise your PLAN first, "
                                      "then write the code.\n" + actx.feedback.message)
         author = c["author"].split("+")[0]
@@ -124,18 +144,25 @@ def revise(state: CrewState, runtime: Runtime[RunContext]) -> dict:
             agent.configure(ctx.llm)
         if "run_dir" in AgentContext.model_fields:
             actx.run_dir = state["run_dir"]
+        halted = False
         try:
             new = agent.revise(actx, failed)
         except AgentUnavailable as e:
-            new = None
+            new, halted = None, True
             halts.append(f"{author}: {e}")
             emit(state["run_dir"], "revise", f"{author} cannot continue: {e}", t0=t0,
                  iteration=it, agent=author, halted=True,
                  tokens=getattr(agent, "last_usage", None) or {})
+        answers += record_answers(state["run_dir"], agent, it, "revise")
         if new is None:
             c["status"] = "abandoned"
-            emit(state["run_dir"], "revise", f"{author} gives up on {c['kind']} after "
-                 f"{c['tries']} compile error(s)", t0=t0, iteration=it, agent=author)
+            if not halted:
+                why = getattr(agent, "last_error", None)
+                what = "a wrong result" if wrong else f"{c['tries']} compile error(s)"
+                emit(state["run_dir"], "revise", f"{author} gives up on {c['kind']} after "
+                     f"{what}" + (f": {why}" if why else ""), t0=t0,
+                     iteration=it, agent=author, tokens=getattr(agent, "last_usage", None) or {},
+                     prompt_file=getattr(agent, "last_prompt_file", None))
             continue
         digest = text_digest(new.change.kernel)
         others = {o["digest"] for o in candidates if o is not c and o["status"] != "abandoned"}
@@ -150,15 +177,18 @@ def revise(state: CrewState, runtime: Runtime[RunContext]) -> dict:
             continue
         tries = c["tries"]
         path = Path(c["path"])
-        new_path = path.with_name(f"{path.stem.split('.r')[0]}.r{tries}{path.suffix}")
+        new_path = path.with_name(f"{path.stem.split('.r')[0]}.fix{path.suffix}") if wrong \
+            else path.with_name(f"{path.stem.split('.r')[0]}.r{tries}{path.suffix}")
         new_path.write_text(new.change.kernel)
         Path(c["proposal"]).write_text(new.model_dump_json(indent=1))
-        c.update(path=str(new_path), status="pending", kind=new.change.kind, digest=digest)
-        emit(state["run_dir"], "revise", f"{author} revised after the compile error: "
-             f"{new.plan[:160]}", t0=t0, iteration=it, agent=author,
+        c.update(path=str(new_path), status="pending", kind=new.change.kind, digest=digest,
+                 wrong=None)
+        emit(state["run_dir"], "revise", f"{author} revised after "
+             f"{'the wrong result' if wrong else 'the compile error'}: {new.plan[:160]}", t0=t0, iteration=it, agent=author,
              refs={"kernel": str(new_path), "feedback": c["feedback"]},
              feedback=Path(c["feedback"]).read_text()[:2000],
              tokens=getattr(agent, "last_usage", None) or {},
              prompt_file=getattr(agent, "last_prompt_file", None),
-             context=getattr(agent, "last_context", None))
-    return {"candidates": candidates, "halts": halts}
+             context=getattr(agent, "last_context", None),
+             explanation=getattr(agent, "last_explanation", None) if wrong else None)
+    return {"candidates": candidates, "halts": halts, "answers": answers}

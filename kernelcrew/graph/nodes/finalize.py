@@ -70,6 +70,7 @@ def finalize(state: CrewState, runtime: Runtime[RunContext]) -> dict:
         "table": final["rows"], "group_speedups": final["groups"], "noise_band": final["band"],
         "tokens": _tokens(run_dir),
         "ran": not state.get("compile_only"),
+        **accounting(run_dir),
     }
     if state["baseline"].get("written"):
         result["baseline_written_by"] = "writer"
@@ -150,3 +151,68 @@ def _vs_reference(reference_ms: dict[str, float], cases: list, rows: list[dict])
     gm = math.exp(sum(math.log(p["speedup"]) for p in per) / len(per)) if per else None
     return {"speedup": gm, "cases": per,
             "what": "the op's reference.py (float64, NumPy) timed in the parent process"}
+
+
+ANSWER_KINDS = ("usable", "malformed", "truncated", "schema", "wrong_signature", "invalid",
+                "filtered")
+CANDIDATE_KINDS = ("compile_error", "wrong_signature", "wrong_result", "not_faster",
+                   "accepted")
+
+
+def accounting(run_dir: Path) -> dict:
+    """Every LLM answer by kind, every candidate's fate, and tokens and cost per agent and
+    per iteration, from the trace (so a resumed run counts what it did before too)."""
+    answers = dict.fromkeys(ANSWER_KINDS, 0)
+    cands = dict.fromkeys(CANDIDATE_KINDS, 0)
+    by_agent: dict[str, dict] = {}
+    per_agent: dict[str, dict] = {}
+    per_iter: dict[str, dict] = {}
+    seconds: list[float] = []
+
+    def bump(agent: str | None, group: str, kind: str) -> None:
+        a = by_agent.setdefault(agent or "?", {"answers": {}, "candidates": {}})
+        a[group][kind] = a[group].get(kind, 0) + 1
+
+    for e in read_trace(run_dir):
+        node, agent = e.get("node"), e.get("agent")
+        if node == "answer":
+            kind = e.get("kind") or "invalid"
+            answers[kind] = answers.get(kind, 0) + 1
+            bump(agent, "answers", kind)
+            if e.get("duration_s") and not e.get("replayed"):
+                seconds.append(float(e["duration_s"]))
+            continue
+        kind = None
+        if node == "execute" and e.get("ok") is False:
+            kind = "wrong_signature" if "wrong entry signature" in (e.get("summary") or "") \
+                else "compile_error"
+        elif node == "verify" and e.get("correct") is False:
+            kind = "wrong_result"
+        elif node == "benchmark" and e.get("verdict") in ("same", "slower"):
+            kind = "not_faster"
+        elif node == "gate" and e.get("accepted"):
+            kind = "accepted"
+        if kind:
+            cands[kind] += 1
+            for who in (agent or "?").split("+"):
+                bump(who, "candidates", kind)
+        t = e.get("tokens") or {}
+        if t.get("total_tokens") or t.get("calls"):
+            cost = (t.get("cost_microusd") or 0) / 1e6
+            for key, table in ((agent or node or "?", per_agent),
+                               (str(e.get("iteration", 0)), per_iter)):
+                row = table.setdefault(key, {"input_tokens": 0, "output_tokens": 0,
+                                             "total_tokens": 0, "calls": 0, "cost_usd": 0.0})
+                for k in ("input_tokens", "output_tokens", "total_tokens", "calls"):
+                    row[k] += int(t.get(k, 0) or 0)
+                row["cost_usd"] = round(row["cost_usd"] + cost, 6)
+    total_answers = sum(answers.values())
+    return {
+        "answers": {"total": total_answers, **answers,
+                    "seconds_per_call": round(sum(seconds) / len(seconds), 2) if seconds
+                    else None},
+        "candidates": cands, "answers_by_agent": by_agent,
+        "usage_by_agent": per_agent, "usage_by_iteration": per_iter,
+        "cost_usd": round(sum(r["cost_usd"] for r in per_agent.values()), 6)
+        if per_agent else None,
+    }

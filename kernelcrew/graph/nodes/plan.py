@@ -17,11 +17,12 @@ from kernelcrew.agents.specialist import get_specialist, specialist_names
 from kernelcrew.agents.transforms import apply_change
 from kernelcrew.errors import AgentUnavailable
 from kernelcrew.graph.context import RunContext
-from kernelcrew.graph.nodes.common import ctx_of, kernel_suffix
+from kernelcrew.graph.nodes.common import ctx_of, kernel_suffix, record_answers
 from kernelcrew.graph.nodes.observe import fold_history
 from kernelcrew.graph.services import tools_for
 from kernelcrew.graph.state import CrewState, SpecialistInput
 from kernelcrew.kernels.kernelfile import text_digest
+from kernelcrew.kernels.signature import entry_params
 from kernelcrew.results import ProfileResult
 from kernelcrew.trace import emit
 
@@ -39,7 +40,9 @@ def agent_context(state: CrewState, ctx: RunContext) -> AgentContext:
         kernel=best_text, kernel_is_baseline=state["best"]["author"] == "baseline",
         profile=ProfileResult.model_validate(state["profile"]) if state.get("profile") else None,
         recent=recent, tried=tried, reflections=state.get("reflections", []),
-        change_stats=state.get("change_stats", {}), iteration=state["iteration"])
+        change_stats=state.get("change_stats", {}), iteration=state["iteration"],
+        entry_params=entry_params(spec) if state["backend"] != "cuda" else [],
+        compile_report=(state.get("profile") or {}).get("compile_report", ""))
 
 
 def fan_out(state: CrewState, runtime: Runtime[RunContext]) -> list[Send]:
@@ -68,10 +71,12 @@ def specialist(payload: SpecialistInput, runtime: Runtime[RunContext]) -> dict:
                  f"{plan_note[:200]}", t0=t0, iteration=it, agent=name)
         proposals = agent.propose(actx)
     except AgentUnavailable as e:
+        answers = record_answers(payload["run_dir"], agent, it, "specialist")
         emit(payload["run_dir"], "specialist", f"{name} cannot continue: {e}", t0=t0,
              iteration=it, agent=name, tokens=getattr(agent, "last_usage", None) or {},
              prompt_file=getattr(agent, "last_prompt_file", None), halted=True)
-        return {"proposals": [], "halts": [f"{name}: {e}"]}
+        return {"proposals": [], "halts": [f"{name}: {e}"], "answers": answers}
+    answers = record_answers(payload["run_dir"], agent, it, "specialist")
     out_dir = Path(payload["run_dir"]) / "proposals"
     out_dir.mkdir(exist_ok=True)
     records = []
@@ -82,13 +87,31 @@ def specialist(payload: SpecialistInput, runtime: Runtime[RunContext]) -> dict:
                         "expected_gain": p.expected_gain, "confidence": p.confidence})
     tokens = getattr(agent, "last_usage", None) or {}
     summary = "; ".join(f"{p.change.kind} (x{p.expected_gain:.2f}, conf {p.confidence:.1f}): "
-                        f"{p.plan[:80]}" for p in proposals) or "nothing to propose"
+                        f"{p.plan[:80]}" for p in proposals) or _nothing(answers, agent)
     emit(payload["run_dir"], "specialist", summary, t0=t0, iteration=it, agent=name,
          refs={f"proposal{k}": r["file"] for k, r in enumerate(records)}, tokens=tokens,
          prompt_file=getattr(agent, "last_prompt_file", None),
          prompt_files=getattr(agent, "last_prompt_files", None),
-         context=getattr(agent, "last_context", None))
-    return {"proposals": records}
+         context=getattr(agent, "last_context", None),
+         answers=_count(answers))
+    return {"proposals": records, "answers": answers}
+
+
+def _count(answers: list[dict]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for a in answers:
+        out[a["kind"]] = out.get(a["kind"], 0) + 1
+    return out
+
+
+def _nothing(answers: list[dict], agent: object) -> str:
+    """Why a specialist has no proposal: its answers were unusable, or it had none."""
+    bad = [a for a in answers if a["kind"] != "usable"]
+    if not bad:
+        return "nothing to propose"
+    counts = ", ".join(f"{n} {k}" for k, n in _count(bad).items())
+    last = bad[-1]
+    return (f"no usable answer ({counts}); last, at {last['step']}: {last['reason']}")
 
 
 def coordinator(state: CrewState, runtime: Runtime[RunContext]) -> dict:
@@ -121,6 +144,14 @@ def coordinator(state: CrewState, runtime: Runtime[RunContext]) -> dict:
             decision = coordinate([], base_text, **kw)
     else:
         decision = coordinate(props, base_text, **kw)
+    answers = record_answers(state["run_dir"], agent, it, "coordinator") if agent else []
+    if not props:
+        bad = [a for a in state.get("answers", []) if a["iteration"] == it
+               and a["kind"] != "usable"]
+        if bad:
+            who = sorted({a["agent"] for a in bad})
+            decision.reason = (f"no proposals: the specialists' answers were unusable "
+                               f"({len(bad)} unusable answer(s) from {', '.join(who)})")
     cand_dir = Path(state["run_dir"]) / "candidates"
     stamp = datetime.now().strftime("%H%M%S")
     suffix = kernel_suffix(state["backend"])
@@ -142,4 +173,4 @@ def coordinator(state: CrewState, runtime: Runtime[RunContext]) -> dict:
          prompt_file=getattr(agent, "last_prompt_file", None))
     return {"decision": {"reason": decision.reason, "rejected": decision.rejected,
                          "merged_from": decision.merged_from}, "candidates": candidates,
-            "halts": halts}
+            "halts": halts, "answers": answers}

@@ -8,16 +8,18 @@ from typing import Literal
 
 from langgraph.runtime import Runtime
 
+from kernelcrew.agents.llm.reflector import LLMReflector, numbers
 from kernelcrew.agents.proposal import Proposal
 from kernelcrew.agents.reflector import reflect as write_reflection
 from kernelcrew.agents.transforms import TRANSFORMS
 from kernelcrew.agents.transforms.catalogue import SETTINGS, not_applicable
+from kernelcrew.errors import AgentUnavailable
 from kernelcrew.graph.context import RunContext
 from kernelcrew.graph.memory import memory_for
-from kernelcrew.graph.nodes.common import budget_spent, ctx_of
+from kernelcrew.graph.nodes.common import budget_spent, ctx_of, record_answers
 from kernelcrew.graph.state import CrewState
 from kernelcrew.memory.reflection import Reflection
-from kernelcrew.trace import emit
+from kernelcrew.trace import emit, read_trace
 
 _BOTTLENECKS = {"memory-bound", "compute-bound", "latency-bound", "launch-bound"}
 
@@ -30,6 +32,11 @@ def reflect(state: CrewState, runtime: Runtime[RunContext]) -> dict:
     bottleneck = (prof.get("bottleneck") or {}).get("kind", "unknown")
     evidence = (prof.get("bottleneck") or {}).get("evidence", "")
     device = prof.get("metrics", {}).get("device", {}).get("reason", "") if prof else ""
+    llm = None
+    halts_seen: list[str] = []  # the endpoint failed once: no more calls this iteration
+    answers: list[dict] = []
+    if ctx.policy_for("reflector") == "llm":
+        llm = LLMReflector(ctx.llm, run_dir=state["run_dir"])
     for e in [e for e in state.get("evaluations", []) if e["iteration"] == it]:
         if e["outcome"] in ("infra-error", "not-run"):
             continue  # the cluster lost it, or nothing was run: no lesson about the kernel
@@ -45,6 +52,23 @@ def reflect(state: CrewState, runtime: Runtime[RunContext]) -> dict:
                                 evidence=evidence, author=e["author"], kind=e["kind"], plan=plan,
                                 outcome=e["outcome"], speedup=e.get("speedup"),
                                 vs_best=e.get("vs_best"), detail=e.get("detail", ""))
+        by, called = "heuristic", False
+        if llm is not None and not halts_seen:
+            called = True
+            facts, measured = reflection_facts(state, e, plan, bottleneck, evidence)
+            try:
+                said = llm.explain(facts=facts, measured=measured, iteration=it)
+            except AgentUnavailable as err:  # the heuristic reflection stands; the run goes on
+                said = None
+                llm.last_error = str(err)
+                halts_seen.append(str(err))
+            answers += record_answers(state["run_dir"], llm, it, "reflect")
+            if said:
+                text = (f"{e['author']} tried {e['kind']} on {state['op_name']}: "
+                        f"{e['outcome']}. {said}")
+                by = "llm"
+            else:
+                text += f" (LLM reflection unusable: {llm.last_error or 'no answer'})"
         memory.add(Reflection(
             text=text, operator=state["op_name"], family=state["family"],
             backend=state["backend"], device=device or state["backend"], node=node,
@@ -54,14 +78,72 @@ def reflect(state: CrewState, runtime: Runtime[RunContext]) -> dict:
             speedup=float(e.get("speedup") or 0.0), run_id=state["run_id"], iteration=it))
         emit(state["run_dir"], "reflect", text, t0=t0, iteration=it, agent="reflector",
              about=e["path"], outcome=e["outcome"], text=text, speedup=e.get("speedup"),
-             vs_best=e.get("vs_best"), kind=e["kind"], author=e["author"], ran_on=ran_on)
-    return {"iteration": it + 1}
+             vs_best=e.get("vs_best"), kind=e["kind"], author=e["author"], ran_on=ran_on, by=by,
+             tokens=llm.last_usage if llm is not None and called else {},
+             prompt_file=llm.last_prompt_file if llm is not None and called else None)
+    return {"iteration": it + 1, "answers": answers}
+
+
+def reflection_facts(state: CrewState, e: dict, plan: str, bottleneck: str, evidence: str
+                     ) -> tuple[list[str], list[float]]:
+    """What the LLM reflector is told, and the measured numbers it must cite."""
+    facts = [f"Operator: {state['op_name']} ({state['family']}, {state['backend']}).",
+             f"Profile of the kernel it started from: {bottleneck}; {evidence[:300]}",
+             f"Change: {e['author']} tried {e['kind']}: {plan[:400]}",
+             f"Outcome: {e['outcome']}."]
+    measured: list[float] = []
+    if e.get("vs_best"):
+        facts.append(f"Measured: {e['vs_best']:.3f}x vs the best it raced, side by side.")
+        measured.append(round(e["vs_best"], 3))
+    if e.get("speedup"):
+        facts.append(f"Measured: {e['speedup']:.3f}x over the baseline.")
+        measured.append(round(e["speedup"], 3))
+    if e.get("detail"):
+        facts.append(f"The judge said: {e['detail'][:300]}")
+        measured += [x for x in numbers(e["detail"]) if x not in (0.0, 1.0)][:8]
+    return facts, measured
 
 
 def route(state: CrewState, runtime: Runtime[RunContext]) -> Literal["observe", "finalize"]:
     """Continue or stop: the guardrails, in order."""
     reason = stop_reason(state, ctx_of(runtime))
     return "finalize" if reason else "observe"
+
+
+def unusable_line(answers: list[dict], iteration: int) -> str:
+    """'memory_access: 2 malformed, 1 truncated; loop: 2 schema' for one iteration's
+    unusable answers ("" when every answer was usable)."""
+    per: dict[str, dict[str, int]] = {}
+    for a in answers:
+        if a.get("iteration") == iteration and a.get("kind") != "usable":
+            k = per.setdefault(a.get("agent") or "?", {})
+            k[a["kind"]] = k.get(a["kind"], 0) + 1
+    return "; ".join(f"{agent}: " + ", ".join(f"{n} {kind}" for kind, n in kinds.items())
+                     for agent, kinds in sorted(per.items()))
+
+
+def spent(run_dir: str) -> dict[str, float]:
+    """Tokens and money spent so far, from the trace (every agent's calls)."""
+    out = {"total_tokens": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
+    for e in read_trace(run_dir):
+        t = e.get("tokens") or {}
+        for k in ("total_tokens", "input_tokens", "output_tokens"):
+            out[k] += int(t.get(k, 0) or 0)
+        out["cost_usd"] += (t.get("cost_microusd") or 0) / 1e6
+    return out
+
+
+def budget_reason(state: CrewState, ctx: RunContext) -> str:
+    if ctx.token_budget is None and ctx.cost_budget is None:
+        return ""
+    s = spent(state["run_dir"])
+    if ctx.token_budget is not None and s["total_tokens"] >= ctx.token_budget:
+        return (f"token budget of {ctx.token_budget} spent ({s['total_tokens']} tokens used "
+                f"by iteration {state['iteration'] - 1})")
+    if ctx.cost_budget is not None and s["cost_usd"] >= ctx.cost_budget:
+        return (f"cost budget of ${ctx.cost_budget:g} spent (${s['cost_usd']:.4f} used by "
+                f"iteration {state['iteration'] - 1})")
+    return ""
 
 
 def stop_reason(state: CrewState, ctx: RunContext) -> str:
@@ -72,6 +154,14 @@ def stop_reason(state: CrewState, ctx: RunContext) -> str:
         # nothing is accepted without a run: one round of proposals, compiled and described
         return f"no device ({state['compile_only']}): candidates compiled, not run"
     last = [e for e in state.get("evaluations", []) if e["iteration"] == done]
+    if not last and not state.get("candidates"):
+        bad = unusable_line(state.get("answers", []), done)
+        if bad:
+            return (f"the agents produced nothing usable in iteration {done}: every answer was "
+                    f"unusable ({bad}); see the trace's answer events")
+    budget = budget_reason(state, ctx)
+    if budget:
+        return budget
     if done >= ctx.max_iters:
         return f"max iterations ({ctx.max_iters})"
     if state.get("since_improvement", 0) >= ctx.patience:

@@ -247,7 +247,17 @@ def profile_cpu(spec: OpSpec, kf: KernelFile, case: Case, *, bench: BenchSetting
     return ProfileResult(op=spec.name, kernel=str(kf.path or "<memory>"), backend="cpu",
                          case=f"{case.group}[{case.index}] {case.label}", source="cpu",
                          summary=render_summary(fields), metrics=m, bottleneck=diag,
-                         roofline=roof, hot_regions=hot)
+                         roofline=roof, hot_regions=hot,
+                         compile_report=_vec_lines(loops, vec_reason))
+
+
+def _vec_lines(loops: list[Loop], why_none: str) -> str:
+    """The vectorization report per loop, as the compiler-flags specialist reads it."""
+    lines = [f"line {lp.line} `{lp.header[:80]}`: {lp.vec_text()}" for lp in loops
+             if lp.vectorized is not None]
+    if not lines:
+        return f"g++ vectorization report: no loop lines ({why_none or 'none reported'})"
+    return "g++ -fopt-info-vec report:\n" + "\n".join(lines[:20])
 
 
 def _k(case: Case) -> str:

@@ -129,6 +129,7 @@ def profile_cuda(spec: OpSpec, kf: KernelFile, case: Case, *, bench: BenchSettin
         prof = _compile_only(spec, kf, case, be, launches, main, arch, why)
     else:
         prof = _on_device(spec, kf, case, be, comp, launches, main, arch, bench, limits, say)
+    prof.compile_report = ptxas_lines(comp)
     _register_pressure(prof, spec, kf, be, main, say)
     return prof
 
@@ -213,6 +214,16 @@ def _resource_metrics(m: dict[str, Metric], launches: list[LaunchInfo], main: La
 
 
 # -- no device ---------------------------------------------------------------------------
+def ptxas_lines(comp: CompileResult) -> str:
+    """ptxas resources per kernel, as the compiler-flags specialist reads them."""
+    if not comp.resources:
+        return "ptxas: no resource report"
+    return "ptxas resources:\n" + "\n".join(
+        f"{r.kernel}: {r.registers} registers, spill stores {r.spill_stores_bytes} B, spill "
+        f"loads {r.spill_loads_bytes} B, stack {r.stack_bytes} B, shared {r.shared_bytes} B"
+        for r in comp.resources)
+
+
 def _compile_only(spec, kf, case, be, launches, main, arch, why) -> ProfileResult:
     m: dict[str, Metric] = {"device": Metric(value=None, unit="", reason=be.describe())}
     _resource_metrics(m, launches, main, arch)
