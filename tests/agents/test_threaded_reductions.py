@@ -132,3 +132,20 @@ def test_a_reduction_into_a_reference_or_a_pointer_target_is_not_threaded():
     through = "void f(const float* x, float* s, int n) {\n" \
               "    for (int i = 0; i < n; i++) *s += x[i];\n}\n"
     assert omp_parallel_outer(through, "f", min_work=1) is None
+
+
+def test_a_threaded_reduction_loop_keeps_its_worksharing_pragma(tmp_path):
+    """Inside a parallel region, the loops with `omp for reduction` are the threads'
+    shares: accumulators (which rewrite a reduction loop into a block) must leave them be,
+    or every thread would sum the whole range into the shared total."""
+    from kernelcrew.agents.transforms import accumulators
+
+    threaded = omp_parallel_outer(UNROLLED, "f", min_work=1)
+    assert pragmas(threaded)[:2] == ["omp parallel",
+                                     "omp for reduction(+ : dtemp) schedule(static)"]
+    out = accumulators(threaded, "f", 4)
+    if out is not None:  # only the serial copy's loop may take them
+        assert pragmas(out).count("omp for reduction(+ : dtemp) schedule(static)") == 2
+    final = out or threaded
+    assert run(final, "f(x, y, 3001)", tmp_path, "-fopenmp") == run(UNROLLED, "f(x, y, 3001)",
+                                                                     tmp_path)
