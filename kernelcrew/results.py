@@ -85,7 +85,11 @@ class CheckResult(BaseModel):
     verdict: Verdict
     speedup: float | None
     reason: str
-    noise_band: float | None = None
+    noise_band: float | None = None  # the band the gate used: max(min_speedup, measured_noise)
+    measured_noise: float | None = None  # the spread of the speedup this run measured
+    min_speedup: float | None = None  # the minimum threshold (--min-speedup)
+    rounds: int | None = None  # alternating rounds the noise was measured over
+    cache: dict[str, str] = Field(default_factory=dict)  # case -> cold | warm
     ran: bool = True  # False when the backend could only compile (no device)
     rows: list[CaseRow] = Field(default_factory=list)
     compile: CompileResult | None = None
@@ -141,6 +145,7 @@ class ProfileResult(BaseModel):
     kernel: str
     backend: str
     case: str  # the shape case profiled
+    cache: str = ""  # cold | warm: the cache state the timings (and shares) are for
     source: str  # "cpu", "ncu", "cuda-fallback", "compile-only"
     summary: str  # fixed template, at most 600 characters
     metrics: dict[str, Metric] = Field(default_factory=dict)

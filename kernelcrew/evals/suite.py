@@ -57,6 +57,7 @@ class EvalSettings:
     reps: int = 10  # timed runs per case and kernel
     memory: str = "off"  # off: no memory | fresh: an empty store per op | shared: memory_dir
     memory_dir: str | None = None  # the store for memory=shared (and the root for fresh)
+    memory_embedding: str = "auto"  # auto (the store's own; new: minilm, else hashed) | ...
     runs_dir: str | None = None  # default: a new temporary folder
     seed: int | None = 0  # inputs seed, the same for every op (None: fresh)
     wall_budget_s: float | None = None  # per operator; None: the crew's default
@@ -288,7 +289,8 @@ def run_context(settings: EvalSettings, run_dir: Path, memory_dir: str | None) -
     ctx = RunContext(backend=settings.backend, agents=settings.agents,
                      max_iters=settings.budget, reps=settings.reps, run_dir=str(run_dir),
                      use_memory=settings.memory != "off", memory_dir=memory_dir,
-                     seed=settings.seed, specialists=settings.specialists,
+                     memory_embedding=settings.memory_embedding, seed=settings.seed,
+                     specialists=settings.specialists,
                      executor=settings.executor, ray_address=settings.ray_address)
     if settings.wall_budget_s:
         ctx.wall_budget_s = settings.wall_budget_s

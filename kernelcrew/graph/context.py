@@ -32,6 +32,8 @@ class RunContext:
         "description": "how many candidates the coordinator may send to evaluation at once"})
     min_speedup: float = field(default=0.10, metadata={
         "description": "a win must clear this relative threshold as well as the noise band"})
+    cache: str = field(default_factory=lambda: os.environ.get("KERNELCREW_CACHE", ""), metadata={
+        "description": "cache state of timed runs: cold | warm | auto; empty: each op's cache:"})
     reps: int = field(default_factory=lambda: int(os.environ.get("KERNELCREW_REPS", "20")),
                       metadata={"description": "timed runs per case and kernel"})
     timeout_s: float = field(default=30.0, metadata={"description": "seconds per worker"})
@@ -46,6 +48,10 @@ class RunContext:
     run_dir: str | None = field(default=None, metadata={"description": "this run's folder"})
     memory_dir: str | None = field(default=None, metadata={"description": "local memory store"})
     memory_url: str | None = field(default=None, metadata={"description": "Chroma server URL"})
+    memory_embedding: str = field(default="auto", metadata={
+        "description": "embedding of the memory store: auto (the store's own; for a new store "
+                       "minilm where its model package is installed, else hashed), hashed or "
+                       "minilm"})
     use_memory: bool = field(default=True, metadata={"description": "read/write reflections"})
     seed: int | None = field(default=None, metadata={"description": "input seed"})
     executor: str = field(default="local", metadata={

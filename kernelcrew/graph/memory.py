@@ -47,8 +47,9 @@ _OPEN: dict[tuple, SafeMemory] = {}
 def memory_for(ctx: RunContext) -> SafeMemory:
     if not ctx.use_memory:
         return SafeMemory(NullMemory("memory disabled for this run (--no-memory)"))
-    key = (ctx.memory_dir, ctx.memory_url)
+    key = (ctx.memory_dir, ctx.memory_url, ctx.memory_embedding)
     if key not in _OPEN:
         _OPEN[key] = SafeMemory(MemoryStore.open_or_none(
-            path=ctx.memory_dir if not ctx.memory_url else None, url=ctx.memory_url))
+            path=ctx.memory_dir if not ctx.memory_url else None, url=ctx.memory_url,
+            embedding=ctx.memory_embedding))
     return _OPEN[key]

@@ -43,7 +43,7 @@ def tools_for(state: dict, ctx: RunContext) -> RunTools:
     if run_dir not in _TOOLS:
         spec = load_op(state["op_path"])
         backend = get_backend(state["backend"])
-        bench = BenchSettings(reps=ctx.reps, min_speedup=ctx.min_speedup)
+        bench = BenchSettings(reps=ctx.reps, min_speedup=ctx.min_speedup, cache=ctx.cache)
         harness = Harness(spec, backend, seed=state["seed"], limits=Limits(timeout_s=ctx.timeout_s),
                           bench=bench)
         bench = Workbench(spec, backend, harness)

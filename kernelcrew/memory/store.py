@@ -22,11 +22,20 @@ from chromadb.api.models.Collection import Collection
 from chromadb.api.shared_system_client import SharedSystemClient
 from chromadb.api.types import Documents, Embeddable, EmbeddingFunction
 from chromadb.config import Settings
-from chromadb.errors import ChromaError
+from chromadb.errors import ChromaError, NotFoundError
 from filelock import FileLock
 from filelock import Timeout as LockTimeout
 
-from .embedding import default_embedding, embedding_spec, situation_text
+from .embedding import (
+    EmbeddingUnavailable,
+    default_embedding,
+    describe_spec,
+    embedding_by_name,
+    embedding_from_spec,
+    embedding_spec,
+    option_name,
+    situation_text,
+)
 from .reflection import FAILED_OUTCOMES, HELPED_OUTCOMES, Reflection
 
 COLLECTION = "reflections"
@@ -55,7 +64,8 @@ class MemoryUnavailable(RuntimeError):
 
 
 class MemoryConfigError(MemoryUnavailable):
-    """The store was built with a different embedding function than the one requested."""
+    """The store was built with a different embedding function than the one requested, or
+    the requested (or recorded) one cannot be used here."""
 
 
 class MemoryUnavailableWarning(RuntimeWarning):
@@ -137,6 +147,16 @@ def _forget_unstarted_system(path: Path) -> None:
         systems.pop(str(path), None)
 
 
+def _stored_spec(collection: Collection) -> str:
+    """The `embedding_spec` a collection was built with (metadata, else Chroma's config)."""
+    stored = (collection.metadata or {}).get(EMBEDDING_META_KEY)
+    if isinstance(stored, str):
+        return stored
+    persisted = collection.configuration_json.get("embedding_function") or {}
+    return json.dumps({"name": persisted.get("name"), "config": persisted.get("config")},
+                      sort_keys=True)
+
+
 def _where(filters: Mapping[str, Any]) -> dict[str, Any] | None:
     # Chroma's `where` takes one top-level key: several conditions go under "$and".
     clauses = [{key: value} for key, value in filters.items() if value is not None]
@@ -175,14 +195,15 @@ class MemoryStore:
     def __init__(
         self,
         *,
-        embedding: EmbeddingFunction[Documents],
+        embedding: EmbeddingFunction[Documents] | None,
         path: Path | None = None,
         client: ClientAPI | None = None,
         location: str,
     ) -> None:
-        """Use `MemoryStore.open`; this only stores what it is given."""
+        """Use `MemoryStore.open`; this only stores what it is given (None: the store's
+        own embedding, chosen when it is first opened)."""
         # chromadb types collections over Embeddable (text or images); ours embed text.
-        self._embedding = cast("EmbeddingFunction[Embeddable]", embedding)
+        self._embedding = cast("EmbeddingFunction[Embeddable] | None", embedding)
         self._path = path
         self._http = client
         self.location = location
@@ -196,15 +217,23 @@ class MemoryStore:
         cls,
         path: str | Path | None = None,
         url: str | None = None,
-        embedding: EmbeddingFunction[Documents] | None = None,
+        embedding: EmbeddingFunction[Documents] | str | None = None,
     ) -> MemoryStore:
         """Open (creating if needed) the store at `path` or on the Chroma server at `url`.
 
+        `embedding` is a function, a name (`hashed`, `minilm`) or None / `auto`: the one
+        the store was built with, and for a new store `default_embedding()`.
         Raises `MemoryUnavailable` (one-line reason) or `MemoryConfigError`.
         """
         if path is not None and url is not None:
             raise ValueError("MemoryStore.open: give either path or url, not both")
-        embedding = embedding if embedding is not None else default_embedding()
+        if embedding == "auto":
+            embedding = None
+        elif isinstance(embedding, str):
+            try:
+                embedding = embedding_by_name(embedding)
+            except EmbeddingUnavailable as exc:
+                raise MemoryConfigError(str(exc)) from None
         if url is not None:
             store = cls(embedding=embedding, client=_http_client(url), location=url)
         else:
@@ -225,7 +254,7 @@ class MemoryStore:
         cls,
         path: str | Path | None = None,
         url: str | None = None,
-        embedding: EmbeddingFunction[Documents] | None = None,
+        embedding: EmbeddingFunction[Documents] | str | None = None,
     ) -> MemoryStore | NullMemory:
         """Like `open`, but on failure warn and return a `NullMemory` (never raises)."""
         try:
@@ -276,6 +305,8 @@ class MemoryStore:
             yield
         except MemoryUnavailable:
             raise
+        except EmbeddingUnavailable as exc:
+            raise MemoryConfigError(f"memory store at {self.location}: {exc}") from None
         except _STORE_ERRORS as exc:
             raise MemoryUnavailable(
                 f"memory store at {self.location} unusable: {_reason(exc)}"
@@ -289,7 +320,24 @@ class MemoryStore:
                 f"memory store at {self.location} unusable: {_reason(exc)}"
             ) from exc
 
+    @property
+    def embedding(self) -> EmbeddingFunction[Embeddable]:
+        """The embedding this store is opened with (known once `open` returned)."""
+        assert self._embedding is not None, "use MemoryStore.open"
+        return self._embedding
+
+    def _own_embedding(self, client: ClientAPI) -> EmbeddingFunction[Embeddable]:
+        """The embedding the existing collection records, else the default for a new one."""
+        try:
+            existing = client.get_collection(COLLECTION, embedding_function=None)
+        except NotFoundError:
+            existing = None
+        found = embedding_from_spec(_stored_spec(existing)) if existing is not None else None
+        return cast("EmbeddingFunction[Embeddable]", found or default_embedding())
+
     def _get_collection(self, client: ClientAPI, *, check: bool) -> Collection:
+        if self._embedding is None:
+            self._embedding = self._own_embedding(client)
         spec = embedding_spec(self._embedding)
         if not check:
             return client.get_collection(COLLECTION, embedding_function=self._embedding)
@@ -301,19 +349,16 @@ class MemoryStore:
             configuration={"hnsw": {"space": "cosine"}, "embedding_function": self._embedding},
             metadata={EMBEDDING_META_KEY: spec},
         )
-        stored = (found.metadata or {}).get(EMBEDDING_META_KEY)
-        if stored is None:
-            persisted = found.configuration_json.get("embedding_function") or {}
-            stored = json.dumps(
-                {"name": persisted.get("name"), "config": persisted.get("config")},
-                sort_keys=True,
-            )
+        stored = _stored_spec(found)
         if json.loads(stored) != json.loads(spec):
+            built, wanted = describe_spec(stored), describe_spec(spec)
+            own = option_name(stored)  # what --memory-embedding calls the store's own
+            reopen = f"open it with --memory-embedding {own}, " if own else ""
             raise MemoryConfigError(
-                f"memory store at {self.location} was built with embedding {stored}, "
-                f"but {spec} was requested; vectors from different embeddings cannot be "
-                "compared. Fix: use a new --memory-dir, or run `kernelcrew memory export` "
-                "and recreate the store with the new embedding."
+                f"memory store at {self.location} was built with embedding {built}, "
+                f"but {wanted} was requested; vectors from different embeddings cannot be "
+                f"compared. Fix: {reopen}use a new --memory-dir, or run `kernelcrew memory "
+                "export` and recreate the store with the new embedding."
             )
         return client.get_collection(COLLECTION, embedding_function=self._embedding)
 

@@ -96,7 +96,8 @@ def assert_rejected(j: Judged, pattern: str) -> None:
 
 def assert_judged_normally(j: Judged) -> None:
     """A correct kernel gets a timing verdict (exit 0), not a rejection."""
-    context = f"rc={j.rc}\nstdout:\n{j.stdout[-3000:]}\nstderr:\n{j.stderr[-3000:]}"
+    context = (f"rc={j.rc} verdict={j.verdict} reason={j.reason!r}\n"
+               f"stdout:\n{j.stdout[-3000:]}\nstderr:\n{j.stderr[-3000:]}")
     assert j.rc == 0, context
     assert j.doc is not None and j.doc["correct"] is True, context
     assert j.verdict in ("faster", "same", "slower"), context

@@ -16,6 +16,8 @@ import numpy as np
 uint8 = np.uint8
 KERNELS: dict[str, Callable[..., None]] = {}  # name -> fn(grid, block, shared, *args)
 LAUNCHES: list[tuple[str, tuple, tuple, int]] = []
+# memsets and copies: (what, device pointer, bytes, kernel launches before it)
+TRANSFERS: list[tuple[str, int, int, int]] = []
 DEVICE_COUNT = 1
 # None: every event pair reads 0.125 ms; a number: the pair reads that many ms per launch
 # recorded between its two events (so repeated launches take proportionally longer)
@@ -105,6 +107,24 @@ def _memset_async(ptr: int, value: int, size: int, stream: int) -> None:
     a = _MEMORY[ptr]
     assert size == a.nbytes and 0 <= value < 256 and isinstance(stream, int)
     a.view(np.uint8).fill(value)
+    TRANSFERS.append(("memset", ptr, size, len(LAUNCHES)))
+
+
+_PINNED: dict[int, bytearray] = {}
+
+
+def _alloc_pinned_memory(size: int) -> types.SimpleNamespace:
+    buf = bytearray(size)
+    _PINNED[id(buf)] = buf
+    return types.SimpleNamespace(ptr=id(buf), size=size)
+
+
+def _memcpy_async(dst: int, src: int, size: int, kind: int, stream: int) -> None:
+    assert kind == 2 and isinstance(stream, int)  # device to host
+    a, host = _MEMORY[src], _PINNED[dst]
+    assert size <= a.nbytes and size <= len(host)
+    host[:size] = a.view(np.uint8).reshape(-1)[:size].tobytes()
+    TRANSFERS.append(("memcpy_d2h", src, size, len(LAUNCHES)))
 
 
 class _Stream:
@@ -146,5 +166,7 @@ cuda = types.SimpleNamespace(
     get_elapsed_time=lambda a, b: 0.125 if LAUNCH_MS is None else LAUNCH_MS * (b.at - a.at),
     runtime=types.SimpleNamespace(getDeviceCount=_device_count,
                                   getDeviceProperties=lambda i: dict(PROPS),
-                                  memsetAsync=_memset_async),
+                                  memsetAsync=_memset_async, memcpyAsync=_memcpy_async,
+                                  memcpyDeviceToHost=2),
+    alloc_pinned_memory=_alloc_pinned_memory,
 )

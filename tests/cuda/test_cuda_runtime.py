@@ -112,6 +112,34 @@ def test_worker_runs_a_launch_plan_with_temps_and_the_harness_judges_it(fake_cup
         h.close()
 
 
+@pytest.mark.parametrize("cache", ["cold", "warm"])
+def test_cold_runs_flush_l2_with_a_read_only_sweep(fake_cupy, tmp_path, monkeypatch,
+                                                    cache) -> None:
+    """Cold: before every timed launch, the flush buffer (twice the L2) is copied to the
+    host (read through L2, nothing written on the device) and never memset during the
+    timed runs; warm: no sweep at all. Verify calls are never flushed."""
+    monkeypatch.setenv("KERNELCREW_CACHE", cache)
+    fake_cupy.KERNELS["scale_shift_sum"] = lambda grid, block, shared, x, out, a, b, r, c: \
+        out.__setitem__(slice(None), (a * x.astype(np.float64) + b).sum(axis=1))
+    h, _rows, _done = _run_worker(fake_cupy, tmp_path, FIXTURES / "gpu" / "writes_nothing.cu",
+                                reps=4)
+    try:
+        l2 = fake_cupy.PROPS["l2CacheSize"]
+        sweeps = [t for t in fake_cupy.TRANSFERS if t[0] == "memcpy_d2h"]
+        flush_ptr = next(t[1] for t in fake_cupy.TRANSFERS if t[0] == "memset" and t[2] >= 2 * l2)
+        timed_launches = len(fake_cupy.LAUNCHES) - len(h.cases) * 2 - len(h.cases) * 1
+        if cache == "cold":
+            assert sweeps and all(t[1] == flush_ptr and t[2] >= 2 * l2 for t in sweeps)
+            assert len(sweeps) == 4 * len(h.cases) == timed_launches
+        else:
+            assert sweeps == []
+        # the flush buffer is written once, at start-up, never between timed runs
+        assert [t for t in fake_cupy.TRANSFERS if t[1] == flush_ptr and t[0] == "memset"] \
+            == [fake_cupy.TRANSFERS[0]]
+    finally:
+        h.close()
+
+
 def test_worker_outputs_are_poisoned_so_writing_nothing_fails(fake_cupy, tmp_path) -> None:
     fake_cupy.KERNELS["scale_shift_sum"] = lambda grid, block, shared, *args: None
     h, rows, _ = _run_worker(fake_cupy, tmp_path, FIXTURES / "gpu" / "writes_nothing.cu",

@@ -155,7 +155,7 @@ def test_a_killed_worker_is_retried_on_the_other_node(cluster, tmp_path: Path) -
                               args=(_raylet_pid(cluster.worker), found, stop), daemon=True)
     killer.start()
     try:
-        out = verify(state, Runtime(context=ctx))
+        out = verify(state, Runtime(context=ctx)).update  # a Command: goto + state update
     finally:
         stop.set()
         killer.join(5)
@@ -175,7 +175,7 @@ def test_a_killed_worker_is_retried_on_the_other_node(cluster, tmp_path: Path) -
     assert retried[0]["correct"] is True
 
     # the node runs again (a resumed run): the finished checks are not run twice
-    again = verify(state, Runtime(context=ctx))
+    again = verify(state, Runtime(context=ctx)).update
     assert [c["status"] for c in again["candidates"]] == ["verified", "verified"]
     assert len([e for e in read_trace(run_dir) if e["node"] == "verify"]) == 2
     release(str(run_dir))

@@ -19,10 +19,13 @@ from kernelcrew.graph.build import RECURSION_LIMIT
 from kernelcrew.trace import read_trace
 
 OP = Path(__file__).resolve().parent / "ops" / "vadd_slow"
-# A race worker runs every case (4 here) with 2 input sets, 3 warm-up and 5 timed calls
-# (reps 20 over 4 rounds): 40 calls. Observe's profile runs one case, 1 + 3 + 150 calls.
+# A race is a duel: one worker per kernel runs every case (4 here): 2 verify calls (one
+# per input set), 3 warm-ups, and 20 timed runs in RACE_ROUNDS batches, each batch of a
+# warm case after one more warm-up: 27 calls a case, 108 in all. Observe's profile runs
+# one case: 2 + 3 + 150 calls.
 PROFILE_REPS = 150  # timed calls when observe profiles the best (KERNELCREW_REPS)
-GOOD_CALLS = 100  # the flaky kernel is right for this many calls per process, then wrong
+RACE_ROUNDS = 2
+GOOD_CALLS = 130  # the flaky kernel is right for this many calls per process, then wrong
 
 PLAIN = """/* kernelcrew
 entry: vadd_slow
@@ -36,10 +39,10 @@ extern "C" void vadd_slow(const float* x, const float* z, float* y, int64_t n) {
 """
 
 # Right for its first GOOD_CALLS calls in a worker process, then off by one: it passes
-# verification (one call per input set) and every race round (a fresh worker, a few
-# timed calls each), and fails when observe profiles it (PROFILE_REPS timed calls, all
-# outputs of the last ones checked), as a kernel with a slow race or a counter overflow
-# that passed once would.
+# verification (one call per input set) and its race (a duel: all rounds in one worker),
+# and fails when observe profiles it (PROFILE_REPS timed calls, all outputs of the last
+# ones checked), as a kernel with a slow race or a counter overflow that passed once
+# would.
 FLAKY = f"""/* kernelcrew
 entry: vadd_slow
 flags: [-O2]
@@ -99,6 +102,7 @@ def run(run_dir: Path, names: list[str], **ctx) -> dict:
 def test_best_that_fails_its_re_profile_is_demoted_and_the_run_goes_on(
         tmp_path, specialist, monkeypatch):
     monkeypatch.setenv("KERNELCREW_REPS", str(PROFILE_REPS))  # observe's profile
+    monkeypatch.setenv("KERNELCREW_ROUNDS", str(RACE_ROUNDS))  # the race's calls, above
     name = specialist("flaky_after_calls", "flaky", FLAKY)
     out = run(tmp_path / "run", [name], max_iters=2, patience=5)
     res = out["result"]

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from kernelcrew.memory import MemoryStore, Reflection
+from kernelcrew.memory import MemoryStore, MiniLMSituationEmbedding, Reflection
+from kernelcrew.memory.minilm import INSTALL_HINT, model_installed
 
 DEFAULTS: dict[str, Any] = {
     "text": "Tried something; it helped a little.",
@@ -46,4 +47,14 @@ def store_path(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def store(store_path: Path) -> MemoryStore:
-    return MemoryStore.open(store_path)
+    # hashed: these tests are about the store, and their rankings assume its tag weights
+    return MemoryStore.open(store_path, embedding="hashed")
+
+
+@pytest.fixture(scope="session")
+def minilm() -> MiniLMSituationEmbedding:
+    """The sentence-model embedding, loaded once for the session (the model package is in
+    the dev install: `make venv`)."""
+    if not model_installed():
+        pytest.skip(f"the model package is not installed: {INSTALL_HINT}")
+    return MiniLMSituationEmbedding()

@@ -40,7 +40,8 @@ def test_three_processes_add_concurrently_without_losing_records(
     go = tmp_path / "go"
     # Opened, written and searched before the writers run (so any in-memory index is
     # loaded): it must still see and search everything they add.
-    store = MemoryStore.open(path)
+    # hashed keeps it quick; the writers open with auto and so follow the store's own.
+    store = MemoryStore.open(path, embedding="hashed")
     store.add(make_reflection(author="parent"))
     assert len(store.search({"family": "reduction"}, k=5)) == 1
     authors = ["agent-a", "agent-b", "agent-c"]

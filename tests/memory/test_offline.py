@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from kernelcrew.memory.minilm import model_installed
 from tests.conftest import OPS, ROOT
 
 # Runs the CLI with every name lookup and socket connection to anything but the loopback
@@ -62,18 +63,33 @@ def _model_files(home: Path) -> list[str]:
 
 
 def test_a_run_with_memory_and_the_memory_commands_download_nothing(tmp_path):
+    # The run uses the sentence model where it is installed (the dev install has it), and
+    # the memory commands then use both embeddings; one run keeps the test short.
+    embedding, other = ("minilm", "hashed") if model_installed() else ("hashed", "minilm")
     mem = tmp_path / "mem"
     run = _offline(tmp_path, "optimize", str(OPS / "vadd"), "--backend", "cpu",
                    "--max-iters", "1", "--reps", "3", "--memory-dir", str(mem),
-                   "--run-dir", str(tmp_path / "run"), "--json")
+                   "--memory-embedding", embedding, "--run-dir", str(tmp_path / "run"),
+                   "--json")
     assert run.returncode == 0, run.stderr[-2000:]
     result = json.loads(run.stdout)
+    # auto: the search opens the store with the embedding it was built with
     search = _offline(tmp_path, "memory", "search", "vectorized add, memory-bound",
                       "--memory-dir", str(mem), "--json")
     assert search.returncode == 0, search.stderr[-2000:]
     hits = json.loads(search.stdout)
     # the store was written and searched (with the offline embedding) ...
     assert hits and all(h["run_id"] == result["run_id"] for h in hits)
+    # ... it was built with the embedding asked for ...
+    refused = _offline(tmp_path, "memory", "list", "--memory-dir", str(mem),
+                       "--memory-embedding", other)
+    assert refused.returncode == 2 and f"built with embedding {embedding}" in refused.stderr
+    # ... the other embedding makes and searches a store of its own where it can
+    if model_installed():
+        mem2 = tmp_path / "mem2"
+        made = _offline(tmp_path, "memory", "search", "anything", "--memory-dir", str(mem2),
+                        "--memory-embedding", other, "--json")
+        assert made.returncode == 0 and json.loads(made.stdout) == [], made.stderr[-2000:]
     # ... and nothing tried to reach another machine or left a model behind
     log = tmp_path / "connections.log"
     assert not log.exists(), log.read_text()

@@ -178,7 +178,7 @@ def test_export_markdown_groups_by_family_then_bottleneck(
 def test_changed_embedding_raises_config_error_naming_the_fix(
     store_path: Path, make_reflection
 ) -> None:
-    MemoryStore.open(store_path).add(make_reflection())
+    MemoryStore.open(store_path, embedding="hashed").add(make_reflection())
     with pytest.raises(MemoryConfigError) as info:
         MemoryStore.open(store_path, embedding=HashedSituationEmbedding(dim=128))
     message = str(info.value)

@@ -186,3 +186,25 @@ def test_cli_a_kernel_that_fails_exits_1_with_one_line(tmp_path) -> None:
     assert proc.returncode == 1, (proc.stdout, proc.stderr)
     err = proc.stderr.strip().splitlines()
     assert len(err) == 1 and "not correct" in err[0], err
+
+
+@pytest.mark.parametrize("state", ["cold", "warm"])
+def test_profile_names_the_cache_state_and_uses_the_peak_measured_in_it(state: str) -> None:
+    """`--cache` decides how the runs are timed; the profile says which state its numbers
+    are for (JSON field, the summary's bandwidth field, the text output) and its
+    bandwidth share is taken against the machine's peak in that same state."""
+    from kernelcrew.tools.backends.peaks import cpu_peaks
+
+    args = ["profile", "scale_shift_sum", "--case", "unaligned[0]", "--reps", "3",
+            "--cache", state]
+    proc = cli(*args, "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["cache"] == state
+    assert f", {state})" in doc["summary"]  # "BW x of y GB/s (z%, cold)"
+    assert doc["roofline"]["peak_gbps"] == pytest.approx(cpu_peaks().peak_gbps_for(state))
+    warm_peak = state == "warm" and cpu_peaks().triad_warm_gbps
+    assert ("cache-resident" in doc["metrics"]["peak_bandwidth"]["reason"]) == bool(warm_peak)
+    text = cli(*args)
+    assert text.returncode == 0, text.stderr
+    assert f"cache state: {state} (" in text.stdout

@@ -4,12 +4,12 @@ same summary template."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
+from kernelcrew.tools.backends.cuda import nvcc_path
 from kernelcrew.tools.observe.profile import pick_case, profile
 from kernelcrew.tools.observe.summary import CUDA_LABELS, SUMMARY_MAX
 
@@ -19,11 +19,6 @@ FIXTURES = REPO / "tests" / "cuda" / "fixtures"
 
 def cuda_ready() -> str:
     """Why the CUDA compile path cannot be tested here ("" when it can)."""
-    for mod in ("cuda", "occupancy", "cuda_runtime"):
-        if importlib.util.find_spec(f"kernelcrew.tools.{mod}") is None:
-            return f"kernelcrew.tools.{mod} is not there yet"
-    from kernelcrew.tools.backends.cuda import nvcc_path
-
     return "" if nvcc_path() else "nvcc not installed"
 
 

@@ -238,6 +238,7 @@ def benchmark(state: CrewState, runtime: Runtime[RunContext]) -> dict:
                 continue
             race = r.race
             cached = {"verdict": race.verdict, "vs_best": race.speedup, "band": race.band,
+                      "measured_noise": race.measured_noise, "min_speedup": race.min_speedup,
                       "reason": race.reason, "groups": race.groups,
                       "rows": [x.model_dump(mode="json") for x in race.rows],
                       "ran_on": r.ran_on()}
@@ -245,7 +246,8 @@ def benchmark(state: CrewState, runtime: Runtime[RunContext]) -> dict:
             emit(state["run_dir"], "benchmark", f"{Path(c['path']).name}: {cached['verdict']} "
                  f"vs the best ({cached['reason']})", t0=t0, iteration=it, agent=c["author"],
                  refs={"kernel": c["path"]}, verdict=cached["verdict"],
-                 vs_best=cached["vs_best"], rows=cached["rows"], **_where(r))
+                 vs_best=cached["vs_best"], band=cached["band"],
+                 measured_noise=cached.get("measured_noise"), rows=cached["rows"], **_where(r))
         results.append((c, cached))
         pending.pop(0)
     t0 = time.monotonic()

@@ -68,6 +68,7 @@ def finalize(state: CrewState, runtime: Runtime[RunContext]) -> dict:
         "accepted": [e for e in evals if e["outcome"] == "accepted"],
         "demoted": [e for e in evals if e["outcome"] == "demoted"],
         "table": final["rows"], "group_speedups": final["groups"], "noise_band": final["band"],
+        "measured_noise": final.get("measured_noise"),
         "tokens": _tokens(run_dir),
         "ran": not state.get("compile_only"),
         **accounting(run_dir),
@@ -123,7 +124,8 @@ def _final_race(state: CrewState, tools, best: dict) -> dict:
             raise ExecutorError(f"the final race of the best kernel was lost: {r.infra_error}")
         race = r.race
         final = {"speedup": race.speedup, "verdict": race.verdict, "reason": race.reason,
-                 "band": race.band, "correct": not race.failure, "groups": race.groups,
+                 "band": race.band, "measured_noise": race.measured_noise,
+                 "min_speedup": race.min_speedup, "correct": not race.failure, "groups": race.groups,
                  "rows": [x.model_dump(mode="json") for x in race.rows], "ran_on": r.ran_on()}
         store_cached(state["run_dir"], key, final)
     return final

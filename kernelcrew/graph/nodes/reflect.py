@@ -192,7 +192,7 @@ def _roofline_share(state: CrewState) -> float | None:
     return max(shares) if shares else None
 
 
-ROOFLINE_TRUSTED = 1.1  # a share above this is measured against the wrong peak
+ROOFLINE_TRUSTED = 1.0  # above the peak, the peak is not the one this case runs against
 
 
 def considered(state: CrewState) -> str:

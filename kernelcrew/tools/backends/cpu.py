@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+from pathlib import Path
 
 from kernelcrew.errors import PolicyViolation
 from kernelcrew.kernels.kernelfile import KernelFile
@@ -24,6 +25,22 @@ def cpu_threads() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
+
+def llc_bytes() -> int | None:
+    """Size of the largest cache of cpu0, from sysfs."""
+    best = None
+    base = Path("/sys/devices/system/cpu/cpu0/cache")
+    for idx in base.glob("index*"):
+        try:
+            text = (idx / "size").read_text().strip()
+        except OSError:
+            continue
+        mult = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:].upper(), 1)
+        digits = text.rstrip("KkMmGg")
+        if digits.isdigit():
+            size = int(digits) * mult
+            best = max(best or 0, size)
+    return best
 
 
 class CpuBackend(Backend):
@@ -51,6 +68,10 @@ class CpuBackend(Backend):
             source_text=kf.text, source_name="kernel.cpp", argv_for=argv, artifact_name="kernel.so",
             key_parts=("cpu", flags, tool_version(CXX), machine_fingerprint()),
         )
+
+    def cache_bytes(self) -> int | None:
+        """The last-level cache a cold timed run is flushed from."""
+        return llc_bytes()
 
     def worker_env(self) -> dict[str, str]:
         n = str(cpu_threads())

@@ -341,6 +341,10 @@ class CudaBackend(Backend):
         dev = probe_device()
         return dev.ok, dev.reason
 
+    def cache_bytes(self) -> int | None:
+        """The device's L2 (what a cold timed run is flushed from); None without one."""
+        return probe_device().l2_bytes or None
+
     def target_arch(self) -> str:
         """KERNELCREW_CUDA_ARCH, else the device's compute capability, else sm_90."""
         env = os.environ.get("KERNELCREW_CUDA_ARCH", "").strip()

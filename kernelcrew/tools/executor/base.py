@@ -58,6 +58,9 @@ class RaceOutcome(BaseModel):
     verdict: str
     speedup: float | None = None  # incumbent / challenger, weighted over the groups
     band: float | None = None
+    measured_noise: float | None = None  # the gate's measured noise alone (None: too few rounds)
+    min_speedup: float = 0.0  # the settable floor of the band
+    rounds: int = 0  # rounds the noise was measured over
     reason: str = ""
     groups: dict[str, float] = Field(default_factory=dict)
     rows: list[CaseRow] = Field(default_factory=list)

@@ -76,8 +76,10 @@ class Workbench:
         inc = self._built(e.incumbent, e.incumbent_path or "incumbent")
         race = ev.race(self.harness, (comp, kf), inc, against=e.against)
         g = race.gate
-        out = RaceOutcome(verdict=g.verdict, speedup=g.speedup, band=g.band, reason=g.reason,
-                          groups=g.group_speedups, rows=race.rows, failure=race.failure)
+        out = RaceOutcome(verdict=g.verdict, speedup=g.speedup, band=g.band,
+                          measured_noise=g.measured_noise, min_speedup=g.min_speedup,
+                          rounds=g.rounds, reason=g.reason, groups=g.group_speedups,
+                          rows=race.rows, failure=race.failure)
         return EvalResult(key=e.key, stage=e.stage, compile=comp, race=out)
 
     def close(self) -> None:

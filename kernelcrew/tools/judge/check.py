@@ -13,7 +13,8 @@ from kernelcrew.tools.backends import peaks
 from kernelcrew.tools.backends.backend import Backend, get_backend
 from kernelcrew.tools.backends.cuda import probe_device
 from kernelcrew.tools.config import BenchSettings, Limits
-from kernelcrew.tools.judge.gate import decide, weighted_speedup
+from kernelcrew.tools.judge.duel import Duel, crosschecked_duel
+from kernelcrew.tools.judge.gate import GateDecision, decide, load_outliers, weighted_speedup
 from kernelcrew.tools.judge.harness import Harness, KernelRun, case_key
 from kernelcrew.tools.locks import bench_lock
 
@@ -28,16 +29,6 @@ def load_candidate(path: str | Path | KernelFile, spec: OpSpec, backend: str) ->
                          f"pass --backend {kf.backend}", path=kf.path)
     validate_against(kf, spec)
     return kf
-
-
-def merge_runs(runs: list[KernelRun]) -> KernelRun:
-    """Pool the timing samples of several rounds of one kernel (all must be correct)."""
-    first = runs[0]
-    samples: dict[str, list[float]] = {}
-    for r in runs:
-        for k, v in r.samples.items():
-            samples.setdefault(k, []).extend(v)
-    return KernelRun(first.outcome, first.rows, samples)
 
 
 def compare_rows(cand: KernelRun, base: KernelRun, harness: Harness) -> list[CaseRow]:
@@ -58,6 +49,37 @@ def compare_rows(cand: KernelRun, base: KernelRun, harness: Harness) -> list[Cas
             row.speedup = max(row.baseline_ms, floor) / max(row.median_ms, floor)
         rows.append(row)
     return rows
+
+
+def judge_duel(h: Harness, d: Duel, min_speedup: float, *, challenger: str = "a",
+               against: str = "the baseline") -> tuple[list[CaseRow], GateDecision]:
+    """Rows (challenger vs the other kernel) and the gate's decision for a finished duel
+    in which both kernels were correct. Rounds during which the machine was much busier
+    than in the others are left out (gate.load_outliers); the measured noise comes from
+    the per-round speedups of the rounds kept."""
+    other = "b" if challenger == "a" else "a"
+    drop = load_outliers(d.busy)
+    keep = [r for r in range(d.rounds) if r not in drop]
+    cr, orr = d.round_samples(challenger), d.round_samples(other)
+    crun, orun = (d.a, d.b) if challenger == "a" else (d.b, d.a)
+
+    def pooled(run: KernelRun, per_round: list[dict[str, list[float]]]) -> KernelRun:
+        samples: dict[str, list[float]] = {}
+        for r in keep:
+            for k, v in per_round[r].items():
+                samples.setdefault(k, []).extend(v)
+        return KernelRun(run.outcome, run.rows, samples)
+
+    weights = {g: s.weight for g, s in h.spec.shapes.items()}
+    rows = compare_rows(pooled(crun, cr), pooled(orun, orr), h)
+    per_round = [weighted_speedup(compare_rows(KernelRun(crun.outcome, crun.rows, cr[r]),
+                                               KernelRun(orun.outcome, orun.rows, orr[r]), h),
+                                  weights)[0] for r in keep]
+    gate = decide(rows, weights, min_speedup, against=against, round_speedups=per_round)
+    if drop:
+        gate = GateDecision(**{**gate.__dict__, "reason": gate.reason + (
+            f" ({len(drop)} round(s) left out: the machine was busier then)")})
+    return rows, gate
 
 
 def check(op: str | Path | OpSpec, kernel: str | Path | KernelFile, backend: str = "cpu", *,
@@ -104,36 +126,26 @@ def check(op: str | Path | OpSpec, kernel: str | Path | KernelFile, backend: str
         say("making inputs and float64 references")
         for c in h.cases:  # a broken reference is bad input: fail before any kernel runs
             h.data(c)
-        reps = max(3, bench.reps // bench.rounds)
-        cand_runs, base_runs = [], []
-        with bench_lock():
-            for rnd in range(bench.rounds):
-                # alternate who goes first, so neither kernel always runs on a cold machine
-                for who in (("cand", "base") if rnd % 2 == 0 else ("base", "cand")):
-                    if who == "cand":
-                        say(f"round {rnd + 1}/{bench.rounds}: candidate ({len(h.cases)} cases x "
-                            f"{reps} runs)")
-                        cr = h.run(comp, kf, reps=reps)
-                        if not cr.correct:
-                            return rejected(cr.first_failure(), comp, cr.rows)
-                        cand_runs.append(cr)
-                    else:
-                        say(f"round {rnd + 1}/{bench.rounds}: baseline")
-                        br = h.run(base_comp, base_kf, reps=reps)
-                        if not br.correct:
-                            raise InputError(f"the op's own baseline fails: {br.first_failure()}",
-                                             path=base_kf.path)
-                        base_runs.append(br)
-        cand, base = merge_runs(cand_runs), merge_runs(base_runs)
-        rows = compare_rows(cand, base, h)
-        weights = {g: s.weight for g, s in spec.shapes.items()}
-        per_round = [weighted_speedup(compare_rows(c, b, h), weights)[0]
-                     for c, b in zip(cand_runs, base_runs, strict=True)]
-        gate = decide(rows, base.samples, cand.samples, weights, bench.min_speedup,
-                      round_speedups=per_round)
+        say(f"timing: {len(h.cases)} cases x {bench.reps} runs per kernel, in "
+            f"{min(bench.rounds, bench.reps)} alternating rounds (candidate and baseline)")
+        with bench_lock():  # a report the parent's clock contradicts is timed once more
+            d, forged = crosschecked_duel(h, (comp, kf), (base_comp, base_kf), reps=bench.reps,
+                                          rounds=bench.rounds)
+        # a worker that failed ended the duel: only its kernel is judged by it
+        if d.failed != "b" and not d.a.correct:
+            return rejected(d.a.first_failure(), comp, d.a.rows)
+        if not d.b.correct:
+            raise InputError(f"the op's own baseline fails: {d.b.first_failure()}",
+                             path=base_kf.path)
+        if forged:
+            return rejected(forged, comp, d.a.rows)
+        rows, gate = judge_duel(h, d, bench.min_speedup)
         res = CheckResult(op=spec.name, kernel=name, backend=be.name, correct=True,
                           verdict=gate.verdict, speedup=gate.speedup, reason=gate.reason,
-                          noise_band=gate.band, rows=rows, compile=comp,
+                          noise_band=gate.band, measured_noise=gate.measured_noise,
+                          min_speedup=gate.min_speedup, rounds=gate.rounds,
+                          cache={case_key(c): h.cache_state(c) for c in h.cases},
+                          rows=rows, compile=comp,
                           group_speedups=gate.group_speedups, sandbox=Harness.sandbox())
         return roofline_quarantine(res, spec, be, bench)
 

@@ -6,8 +6,9 @@ from dataclasses import dataclass
 
 from kernelcrew.kernels.kernelfile import KernelFile
 from kernelcrew.results import CaseRow, CompileResult
-from kernelcrew.tools.judge.check import compare_rows, merge_runs
-from kernelcrew.tools.judge.gate import GateDecision, decide, weighted_speedup
+from kernelcrew.tools.judge.check import judge_duel
+from kernelcrew.tools.judge.duel import crosschecked_duel
+from kernelcrew.tools.judge.gate import GateDecision
 from kernelcrew.tools.judge.harness import Harness, KernelRun
 from kernelcrew.tools.locks import bench_lock
 
@@ -38,30 +39,23 @@ def verify(h: Harness, comp: CompileResult, kf: KernelFile) -> KernelRun:
 
 def race(h: Harness, challenger: tuple[CompileResult, KernelFile],
          incumbent: tuple[CompileResult, KernelFile], *, rounds: int | None = None,
-         against: str = "the baseline") -> Race:
-    rounds = rounds or h.bench.rounds
-    reps = max(3, h.bench.reps // rounds)
-    cr, ir = [], []
-    with bench_lock():
-        for rnd in range(rounds):
-            # alternate who goes first, so neither kernel always runs on a cold machine
-            for who in (("c", "i") if rnd % 2 == 0 else ("i", "c")):
-                if who == "c":
-                    c = h.run(*challenger, reps=reps)
-                    if not c.correct:  # timed outputs are checked again
-                        gate = GateDecision("rejected", 0.0, 0.0, {}, c.first_failure())
-                        return Race(c.rows, gate, c, c, failure=c.first_failure())
-                    cr.append(c)
-                else:
-                    i = h.run(*incumbent, reps=reps)
-                    if not i.correct:
-                        raise IncumbentFailed(i.first_failure())
-                    ir.append(i)
-    c, i = merge_runs(cr), merge_runs(ir)
-    rows = compare_rows(c, i, h)
-    weights = {g: s.weight for g, s in h.spec.shapes.items()}
-    per_round = [weighted_speedup(compare_rows(a, b, h), weights)[0]
-                 for a, b in zip(cr, ir, strict=True)]
-    gate = decide(rows, i.samples, c.samples, weights, h.bench.min_speedup, against=against,
-                  round_speedups=per_round)
-    return Race(rows, gate, c, i)
+         against: str = "the baseline", min_speedup: float | None = None) -> Race:
+    """Time the challenger against the incumbent in alternating rounds (a duel) and gate.
+
+    A challenger that fails (a wrong timed output, a crash, a timeout) or whose reported
+    times the parent's clock contradicts is `rejected`; an incumbent that fails a
+    re-check raises RuntimeError."""
+    with bench_lock():  # a report the parent's clock contradicts is timed once more
+        d, forged = crosschecked_duel(h, challenger, incumbent, reps=h.bench.reps,
+                                      rounds=rounds or h.bench.rounds)
+    if d.failed != "b" and not d.a.correct:  # timed outputs are checked again
+        why = d.a.first_failure()
+        return Race(d.a.rows, GateDecision("rejected", 0.0, 0.0, {}, why), d.a, d.a, failure=why)
+    if not d.b.correct:
+        raise IncumbentFailed(d.b.first_failure())
+    if forged:
+        return Race(d.a.rows, GateDecision("rejected", 0.0, 0.0, {}, forged), d.a, d.a,
+                    failure=forged)
+    rows, gate = judge_duel(h, d, h.bench.min_speedup if min_speedup is None else min_speedup,
+                            against=against)
+    return Race(rows, gate, d.a, d.b)

@@ -1,18 +1,19 @@
 """The regression gate: is a correct candidate faster than the baseline, beyond noise?
 
 Method (also in the README):
-- per case, speedup = baseline median / candidate median, both timed in the same
-  process in alternating rounds;
-- the noise band is the larger of the minimum threshold (default 10%) and twice
-  the relative standard error of the two medians, from the measured spreads
-  (SE(median) ~ 1.25 sigma / sqrt(N), sigma ~ (P90 - P10) / 2.56), averaged over
-  cases with the groups' weights, widened to twice the standard error of the
-  per-round overall speedups (each round runs in fresh workers, and worker-to-worker
-  variation is the largest noise on a shared machine);
+- the two kernels are timed in many short alternating rounds (kernelcrew.tools.judge.duel);
+  per case, speedup = baseline median / candidate median over all rounds;
 - medians under the backend's timing floor (CPU 20 us, CUDA 5 us: call overhead and
   timer resolution) are clamped to it before speedups are taken;
 - the overall speedup is the geometric mean of per-case speedups, averaged within
   each shape group and weighted across groups by op.yaml's weights;
+- the measured noise is the half-width of a distribution-free confidence interval
+  (at least 95%) for the median of the per-round overall speedups: order statistics
+  of the rounds, so one slow round (a neighbour's job) moves it by one rank, not by its
+  size. Rounds during which the machine was much busier than in the others are left
+  out first (see `load_outliers`);
+- the band is the larger of that measured noise and the minimum threshold (default
+  10%, `--min-speedup`): a win must clear both;
 - `faster` needs the overall speedup above 1 + band and no group below
   1 / (1 + band); `slower` is an overall speedup below 1 / (1 + band); anything
   else is `same`. Incorrect kernels are `rejected` before any timing counts.
@@ -36,27 +37,49 @@ class GateDecision:
     band: float
     group_speedups: dict[str, float]
     reason: str
+    measured_noise: float | None = None  # the CI half-width alone (None: too few rounds)
+    min_speedup: float = 0.0
+    rounds: int = 0  # rounds the noise was measured over (after load outliers)
 
 
-def relative_se(samples: list[float]) -> float:
-    """Relative standard error of the median of the samples."""
-    a = np.asarray(samples)
-    if len(a) < 3 or np.median(a) <= 0:
-        return 0.0
-    sigma = (np.percentile(a, 90) - np.percentile(a, 10)) / 2.56
-    return float(1.25 * sigma / np.sqrt(len(a)) / np.median(a))
+def median_ci_ranks(n: int, confidence: float = 0.95) -> tuple[int, int]:
+    """1-based ranks (lo, hi) of the order statistics bounding the median of n samples
+    with at least `confidence` (binomial, distribution-free); (1, n) when n is too
+    small for that confidence (then the coverage is 1 - 2^(1-n))."""
+    alpha = (1 - confidence) / 2
+    k, cdf = 0, 0.0
+    # largest k with P(Binomial(n, 1/2) <= k - 1) <= alpha
+    for j in range(n + 1):
+        cdf += math.comb(n, j) / 2**n
+        if cdf > alpha:
+            break
+        k = j + 1
+    k = max(1, k)
+    return k, n + 1 - k
 
 
-def noise_band(baseline: dict[str, list[float]], candidate: dict[str, list[float]],
-               weights: dict[str, float], min_speedup: float) -> float:
-    """max(min_speedup, 2 x combined relative SE of the medians, weighted over cases)."""
-    num = den = 0.0
-    for key, b in baseline.items():
-        c = candidate.get(key, [])
-        w = weights.get(key.split("[")[0], 1.0)
-        num += w * 2 * float(np.hypot(relative_se(b), relative_se(c)))
-        den += w
-    return max(min_speedup, num / den if den else 0.0)
+def measured_noise(round_speedups: list[float], confidence: float = 0.95) -> float | None:
+    """Relative half-width of the rank-based CI for the median per-round speedup, or None
+    with fewer than 3 rounds (no spread can be told from so few)."""
+    logs = sorted(math.log(r) for r in round_speedups if r and r > 0)
+    if len(logs) < 3:
+        return None
+    lo, hi = median_ci_ranks(len(logs), confidence)
+    return math.exp((logs[hi - 1] - logs[lo - 1]) / 2) - 1
+
+
+def load_outliers(busy: list[float], margin: float = 0.25, keep_at_least: int = 6) -> set[int]:
+    """Rounds during which the machine was much busier than usual: a busy share above
+    the rounds' median by more than `margin` (another job started). At least
+    `keep_at_least` rounds are kept (the least busy ones)."""
+    if len(busy) <= keep_at_least:
+        return set()
+    med = float(np.median(busy))
+    out = {i for i, b in enumerate(busy) if b > med + margin}
+    if len(busy) - len(out) < keep_at_least:
+        worst = sorted(out, key=lambda i: busy[i], reverse=True)
+        out = set(worst[: len(busy) - keep_at_least])
+    return out
 
 
 def weighted_speedup(rows: list[CaseRow], weights: dict[str, float]) -> tuple[float, dict]:
@@ -72,24 +95,18 @@ def weighted_speedup(rows: list[CaseRow], weights: dict[str, float]) -> tuple[fl
     return math.exp(total), groups
 
 
-def decide(rows: list[CaseRow], baseline_samples: dict[str, list[float]],
-           candidate_samples: dict[str, list[float]], weights: dict[str, float],
-           min_speedup: float, against: str = "the baseline",
+def decide(rows: list[CaseRow], weights: dict[str, float], min_speedup: float,
+           against: str = "the baseline",
            round_speedups: list[float] | None = None) -> GateDecision:
-    band = noise_band(baseline_samples, candidate_samples, weights, min_speedup)
-    s_all = weighted_speedup(rows, weights)[0]
-    rounds = [math.log(r) for r in (round_speedups or []) if r and r > 0]
-    if len(rounds) > 1 and s_all > 0:
-        # rounds that disagree widen the band: the spread between repeated measurements in
-        # fresh workers is noise the within-round spread does not see (2 x its SE)
-        se = float(np.std(rounds, ddof=1)) / math.sqrt(len(rounds))
-        band = max(band, math.exp(2 * se) - 1)
+    noise = measured_noise(round_speedups or [])
+    band = max(min_speedup, noise or 0.0)
     s, groups = weighted_speedup(rows, weights)
     hi, lo = 1 + band, 1 / (1 + band)
     regressing = {g: v for g, v in groups.items() if v < lo}
+    what = "the minimum speedup" if band == min_speedup else "the measured noise"
     if s >= hi and not regressing:
         verdict: Verdict = "faster"
-        reason = f"{s:.2f}x faster, beyond the noise band of ±{band:.0%}"
+        reason = f"{s:.2f}x faster, beyond the band of ±{band:.0%} ({what})"
     elif s >= hi:
         verdict = "same"
         worst = min(regressing, key=regressing.get)
@@ -100,5 +117,8 @@ def decide(rows: list[CaseRow], baseline_samples: dict[str, list[float]],
         reason = f"{1 / s:.2f}x slower than {against}"
     else:
         verdict = "same"
-        reason = f"{s:.2f}x is inside the noise band of ±{band:.0%}"
-    return GateDecision(verdict, s, band, groups, reason)
+        reason = f"{s:.2f}x is inside the band of ±{band:.0%} ({what})"
+    if noise is not None:
+        reason += f"; measured noise ±{noise:.1%} over {len(round_speedups or [])} rounds"
+    return GateDecision(verdict, s, band, groups, reason, measured_noise=noise,
+                        min_speedup=min_speedup, rounds=len(round_speedups or []))

@@ -32,7 +32,7 @@ from kernelcrew.tools.backends.backend import Backend
 from kernelcrew.tools.backends.buffers import checksum
 from kernelcrew.tools.config import BenchSettings, Limits, scratch_root
 from kernelcrew.tools.judge.verify import compare
-from kernelcrew.tools.sandbox import run_confined, sandbox_description
+from kernelcrew.tools.sandbox import SandboxRun, run_confined, sandbox_description
 
 PROBE_ELEMENTS = 8  # input elements a probe changes, per input
 
@@ -63,6 +63,9 @@ class KernelRun:
     rows: list[CaseRow]
     samples: dict[str, list[float]] = field(default_factory=dict)  # case key -> ms
     out_dir: Path | None = None  # the worker's scratch, when the caller asked to keep it
+    # case key -> runs of the plan behind each timing (CUDA times a short plan N times
+    # back to back and reports ms per run; 1 on the CPU)
+    repeats: dict[str, int] = field(default_factory=dict)
 
     @property
     def correct(self) -> bool:
@@ -97,6 +100,7 @@ class Harness:
         self.inputs_dir.mkdir(parents=True)
         self._data: dict[str, CaseData] = {}
         self._runs = 0
+        self.llc_bytes = backend.cache_bytes() if hasattr(backend, "cache_bytes") else None
 
     def __enter__(self) -> Self:
         return self
@@ -248,6 +252,7 @@ class Harness:
                 "probes": [{"set": p.set, "changes": p.changes} for p in d.probes],
                 "outputs": {n: {"shape": list(spec.shape(n, c.sizes)), "dtype": t.dtype}
                             for n, t in spec.outputs.items()},
+                "cache": self.cache_state(c),
             })
         return {
             "backend": self.backend.name, "artifact": comp.artifact, "entry": kf.meta.entry,
@@ -255,7 +260,21 @@ class Harness:
             "temps": {n: t.model_dump() for n, t in kf.meta.temps.items()},
             "knobs": kf.meta.knobs, "signature": sig, "cases": cases, "mode": mode,
             "reps": reps, "warmup": self.bench.warmup, "out_dir": str(out_dir),
+            "llc_bytes": self.llc_bytes,
         }
+
+    def cache_state(self, c: Case) -> str:
+        """`cold` or `warm`: how this case's timed runs find the caches (see README,
+        'Cache state'). The op's `cache:` (or --cache / KERNELCREW_CACHE) decides; `auto`
+        is warm when the rotating working set (input sets x the op's bytes per call) fits
+        in half the last-level cache, so the data would stay cache-resident between
+        calls, and cold otherwise."""
+        mode = self.bench.cache or self.spec.cache
+        if mode != "auto":
+            return mode
+        llc = self.llc_bytes
+        ws = self.bench.input_sets * self.spec.cost_bytes(c.sizes)
+        return "warm" if llc and ws * 2 <= llc else "cold"
 
     def run(self, comp: CompileResult, kf: KernelFile, *, mode: str = "bench",
             reps: int | None = None, wrap: Sequence[str] = (), keep: bool = False,
@@ -267,29 +286,50 @@ class Harness:
         wrote there) until the harness closes; `judge=False` (a profiler's re-run of a
         kernel already judged) skips comparing the outputs: rows stay `pending`.
         """
+        job, out_dir = self.job_dir(comp, kf, mode, reps)
+        run = self.confined(job, out_dir, wrap)
+        return self.collect(run, job, out_dir, kf, keep=keep, judge=judge)
+
+    def job_dir(self, comp: CompileResult, kf: KernelFile, mode: str, reps: int | None,
+                 **extra: object) -> tuple[dict, Path]:
         self._runs += 1
         out_dir = self.root / f"run{self._runs}"
         out_dir.mkdir()
         job = self.job(comp, kf, mode, reps if reps is not None else self.bench.reps, out_dir)
-        job_path = out_dir / "job.json"
-        job_path.write_text(json.dumps(job))
+        job.update(extra)
+        (out_dir / "job.json").write_text(json.dumps(job))
+        return job, out_dir
+
+    def confined(self, job: dict, out_dir: Path, wrap: Sequence[str] = (),
+                  timeout_s: float | None = None) -> SandboxRun:
         env = {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
                "PYTHONDONTWRITEBYTECODE": "1", **self.backend.worker_env()}
-        run = run_confined(
-            [*wrap, sys.executable, "-m", "kernelcrew.tools.judge.worker", str(job_path)],
-            scratch=out_dir, readonly=[self.inputs_dir], timeout_s=self.limits.timeout_s,
+        return run_confined(
+            [*wrap, sys.executable, "-m", "kernelcrew.tools.judge.worker", str(out_dir / "job.json")],
+            scratch=out_dir, readonly=[self.inputs_dir],
+            timeout_s=timeout_s if timeout_s is not None else self.limits.timeout_s,
             address_space_gib=getattr(self.backend, "worker_address_space_gib",
                                       self.limits.address_space_gib),
             devices=self.backend.worker_devices() if hasattr(self.backend, "worker_devices")
             else (),
             file_size_mib=self.limits.file_size_mib, processes=self.limits.processes,
             open_files=self.limits.open_files, env=env, log_name="worker")
+
+    def collect(self, run: SandboxRun, job: dict, out_dir: Path, kf: KernelFile, *,
+                 keep: bool = False, judge: bool = True, failure: str = "") -> KernelRun:
+        """Judge what a finished worker wrote; `failure` (from the parent's handshake)
+        overrides the reason the worker's exit would give."""
         events = _read_progress(out_dir / "progress.jsonl")
         done = {e["case"]: e for e in events if e.get("event") == "done"}
         finished = any(e.get("event") == "finished" for e in events)
-        ok = run.returncode == 0 and finished
+        ok = run.returncode == 0 and finished and not failure
         reason = ""
-        if not ok:
+        if failure:
+            started = [e["case"] for e in events if e.get("event") == "case"]
+            where = next((c for c in started if c not in done), None)
+            reason = failure + (f" in case {_case_label(job, where)}"
+                                if where and " in case " not in failure else "")
+        elif not ok:
             started = [e["case"] for e in events if e.get("event") == "case"]
             where = next((c for c in started if c not in done), None)
             # a CPU kernel runs inside the worker and controls what it prints: quoting its
@@ -304,7 +344,7 @@ class Harness:
                     what += _load_error_hint(run.stderr, kf)
             reason = f"kernel {what}" + (f" in case {_case_label(job, where)}" if where else "")
         outcome = WorkerOutcome(ok=ok, reason=reason, seconds=run.seconds, sandbox=run.sandbox)
-        rows, samples = [], {}
+        rows, samples, repeats = [], {}, {}
         for c, jc in zip(self.cases, job["cases"], strict=True):
             ev = done.get(jc["id"])
             if ev is None:
@@ -319,12 +359,17 @@ class Harness:
                 row.median_ms = float(np.median(t))
                 row.p10_ms = float(np.percentile(t, 10))
                 row.p90_ms = float(np.percentile(t, 90))
-                row.runs_per_timing = int(ev.get("runs_per_timing", 1))
+                # a CPU kernel runs inside the worker and could write this field: only the
+                # CUDA runtime times back-to-back runs, a CPU timing is always one run
+                if self.backend.name != "cpu":
+                    row.runs_per_timing = max(1, int(ev.get("runs_per_timing", 1)))
                 samples[case_key(c)] = list(map(float, t))
+                repeats[case_key(c)] = row.runs_per_timing
             rows.append(row)
         if not keep:
             shutil.rmtree(out_dir, ignore_errors=True)
-        return KernelRun(outcome, rows, samples, out_dir=out_dir if keep else None)
+        return KernelRun(outcome, rows, samples, out_dir=out_dir if keep else None,
+                         repeats=repeats)
 
     def _judge(self, c: Case, ev: dict) -> CaseRow:
         d = self.data(c)

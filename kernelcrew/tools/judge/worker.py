@@ -13,12 +13,18 @@ kernel that replays answers it cached per buffer (or per sampled values) is caug
 and it cannot know which timed call is checked. It judges nothing: the parent
 computes the reference and decides. Progress goes to `progress.jsonl` line by line,
 so a crash leaves the case it died on.
+
+In `duel` mode (two kernels raced side by side) the worker times its case in short
+batches, each one started and ended by a handshake with the parent (see `Link`), so
+the two kernels alternate many times within one pair of worker processes and the
+parent measures every batch with its own clock.
 """
 
 from __future__ import annotations
 
 import ctypes
 import json
+import os
 import random
 import sys
 import time
@@ -44,6 +50,7 @@ class CpuRuntime:
         self.fn = getattr(self.lib, job["entry"])
         self.fn.restype = None
         self.sig = job["signature"]
+        self.set_llc(int(job.get("llc_bytes") or 32 << 20))
 
     def prepare(self, case: dict, inputs: dict[str, np.ndarray]) -> dict:
         outs = {name: np.empty(spec["shape"], dtype=spec["dtype"])
@@ -65,6 +72,19 @@ class CpuRuntime:
     def poison(self, st: dict) -> None:
         for a in st["outputs"].values():
             poison(a)
+
+    def set_llc(self, nbytes: int) -> None:
+        # a read-only sweep over twice the last-level cache evicts what the previous
+        # call (and the NaN poisoning) left there; dirty lines are written back during
+        # the sweep, not during the timed call, and the sweep leaves only clean lines
+        self.flush_buf = np.ones(max(2 * nbytes, 1 << 20) // 8, dtype=np.uint64)
+
+    def flush(self) -> None:
+        self._sink = int(self.flush_buf.sum())
+
+    def settle(self) -> None:
+        """Wait until what was set up before a call has finished (nothing to wait for on
+        the CPU)."""
 
     def call(self, st: dict) -> float:
         t0 = time.perf_counter_ns()
@@ -107,10 +127,129 @@ def undo_changes(st: dict, undo: dict[str, dict]) -> None:
         a.reshape(-1)[_xp(a).asarray(ch["idx"], dtype=np.int64)] = ch["val"]
 
 
+def _pin(cpu: int) -> None:
+    """Run the calling (main) thread on one CPU; threads the kernel's runtime already
+    started keep theirs. Ignored where it cannot be set."""
+    try:
+        os.sched_setaffinity(0, {cpu})
+    except (AttributeError, OSError, ValueError):
+        pass
+
+
 def _runtime(job: dict):
     if job["backend"] == "cpu":
         return CpuRuntime(job)
     return CudaRuntime(job)  # needs CuPy and a device
+
+
+class Case:
+    """One shape case in a worker: its input sets, verified first calls, and timed runs.
+
+    The timed runs are numbered 0..reps-1 over the whole case, whether they run in one
+    go (`bench`) or in batches the parent asks for (`duel`); which runs are checked
+    (the last of every input set, one at random, the probe's) is decided up front."""
+
+    def __init__(self, rt: Any, case: dict, out_dir: Path, reps: int) -> None:
+        self.rt, self.case, self.out_dir, self.reps = rt, case, out_dir, reps
+        self.cid = case["id"]
+        sets = [{n: np.load(p) for n, p in s.items()} for s in case["input_sets"]]
+        self.states = [rt.prepare(case, s) for s in sets]
+        self.saved: dict[str, Any] = {"verify": [], "timed": []}
+        self.times: list[float] = []
+        self.snaps: dict[int, dict[str, np.ndarray]] = {}
+        self._undo: dict[str, dict] | None = None
+        nsets = len(self.states)
+        pick = random.SystemRandom()
+        self.probe_at: dict[int, int] = {}
+        for i, probe in enumerate(case.get("probes", [])):
+            runs = [r for r in range(reps) if r % nsets == probe["set"] and r not in self.probe_at]
+            if runs:
+                self.probe_at[pick.choice(runs)] = i
+        self.checked = set(range(max(0, reps - nsets), reps)) | set(self.probe_at)
+        self.checked |= set(pick.sample(range(reps), min(reps, EXTRA_CHECKED_RUNS)))
+
+    def verify(self) -> None:
+        for k, st in enumerate(self.states):
+            self.rt.poison(st)
+            self.rt.call(st)
+            self.saved["verify"].append(self._save(f"v{k}", self.rt.snapshot(st)))
+
+    def warmup(self, n: int) -> None:
+        for w in range(n):
+            st = self.states[w % len(self.states)]
+            self.rt.poison(st)
+            self.rt.call(st)
+
+    def timed(self, n: int) -> None:
+        """The next n timed runs (rotating over the input sets)."""
+        for _ in range(n):
+            if self.prepare():
+                self.run_prepared()
+
+    def prepare(self) -> bool:
+        """Set up the next timed run: its probe (if it has one), NaN-poisoned outputs, and
+        for a `cold` case the cache flush (after the poisoning, so the poisoned lines are
+        evicted too). False when all runs are done."""
+        r = len(self.times)
+        if r >= self.reps:
+            return False
+        k = r % len(self.states)
+        self._undo = apply_changes(self.states[k], self.case["probes"][self.probe_at[r]]["changes"]) \
+            if r in self.probe_at else None
+        self.rt.poison(self.states[k])
+        if self.case.get("cache", "cold") == "cold":
+            self.rt.flush()
+        self.rt.settle()
+        return True
+
+    def run_prepared(self) -> None:
+        r = len(self.times)
+        k = r % len(self.states)
+        self.times.append(self.rt.call(self.states[k]))
+        if r in self.checked:
+            self.snaps[r] = self.rt.snapshot(self.states[k])
+        if self._undo is not None:
+            undo_changes(self.states[k], self._undo)
+
+    def _save(self, tag: str, snap: dict[str, np.ndarray]) -> dict[str, str]:
+        files = {}
+        for name, arr in snap.items():
+            files[name] = str(self.out_dir / f"{self.cid}_{tag}_{name}.npy")
+            np.save(files[name], arr)
+        return files
+
+    def report(self) -> dict:
+        nsets = len(self.states)
+        for r, snap in sorted(self.snaps.items()):
+            self.saved["timed"].append({"set": r % nsets, "run": r, "probe": self.probe_at.get(r),
+                                        "files": self._save(f"t{r}", snap)})
+        # CUDA: runs of the plan per timing (a small plan is timed N times back to back)
+        repeats = [self.rt.repeats(st) for st in self.states] if hasattr(self.rt, "repeats") else []
+        return {"event": "done", "case": self.cid, "times_ms": self.times,
+                "outputs": self.saved,
+                "input_checksums": [self.rt.input_checksums(st) for st in self.states],
+                "runs_per_timing": max(repeats, default=1)}
+
+
+class Link:
+    """The parent's handshake (`duel` mode): two FIFOs in the scratch directory. The
+    worker says `ready CASE` when a case is verified and warm, then runs each batch the
+    parent asks for (`go CASE N`) and answers `done CASE`; `end CASE` saves the case.
+    The parent timestamps each batch from its side of the pipe, out of the kernel's
+    reach, and checks the times the worker reports against its own clock."""
+
+    def __init__(self, job: dict) -> None:
+        self.tx = open(job["fifo_reply"], "w", buffering=1)  # noqa: SIM115
+        self.rx = open(job["fifo_cmd"])  # noqa: SIM115
+
+    def say(self, *words: object) -> None:
+        self.tx.write(" ".join(map(str, words)) + "\n")
+
+    def hear(self) -> list[str]:
+        line = self.rx.readline()
+        if not line:
+            raise SystemExit(0)  # the parent went away: nothing left to do
+        return line.split()
 
 
 def main(job_path: str) -> int:
@@ -125,60 +264,42 @@ def main(job_path: str) -> int:
 
     rt = _runtime(job)
     note(event="loaded")
-    for case in job["cases"]:
-        cid = case["id"]
-        note(event="case", case=cid)
-        sets = [{n: np.load(p) for n, p in s.items()} for s in case["input_sets"]]
-        states = [rt.prepare(case, s) for s in sets]
-        saved: dict[str, Any] = {"verify": [], "timed": []}
-        for k, st in enumerate(states):
-            rt.poison(st)
-            rt.call(st)
-            snap = rt.snapshot(st)
-            files = {}
-            for name, arr in snap.items():
-                files[name] = str(out_dir / f"{cid}_v{k}_{name}.npy")
-                np.save(files[name], arr)
-            saved["verify"].append(files)
-        times: list[float] = []
+    duel = job["mode"] == "duel"
+    link = Link(job) if duel else None
+    if link is not None:
+        link.say("loaded")
+    for spec in job["cases"]:
+        note(event="case", case=spec["id"])
+        case = Case(rt, spec, out_dir, job["reps"] if job["mode"] != "verify" else 0)
+        case.verify()
         if job["mode"] == "bench":
-            for w in range(job["warmup"]):
-                rt.call(states[w % len(states)])
-            reps, nsets = job["reps"], len(states)
-            # which timed runs are checked is decided here, at random, after the kernel
-            # is loaded: the kernel cannot tell a checked call from another
-            pick = random.SystemRandom()
-            probe_at: dict[int, int] = {}
-            for i, probe in enumerate(case.get("probes", [])):
-                runs = [r for r in range(reps) if r % nsets == probe["set"] and r not in probe_at]
-                if runs:
-                    probe_at[pick.choice(runs)] = i
-            checked = set(range(max(0, reps - nsets), reps)) | set(probe_at)
-            checked |= set(pick.sample(range(reps), min(reps, EXTRA_CHECKED_RUNS)))
-            snaps: dict[int, dict[str, np.ndarray]] = {}
-            for r in range(reps):
-                k = r % nsets
-                undo = apply_changes(states[k], case["probes"][probe_at[r]]["changes"]) \
-                    if r in probe_at else None
-                rt.poison(states[k])
-                times.append(rt.call(states[k]))
-                if r in checked:
-                    snaps[r] = rt.snapshot(states[k])
-                if undo is not None:
-                    undo_changes(states[k], undo)
-            for r, snap in sorted(snaps.items()):
-                files = {}
-                for name, arr in snap.items():
-                    files[name] = str(out_dir / f"{cid}_t{r}_{name}.npy")
-                    np.save(files[name], arr)
-                saved["timed"].append({"set": r % nsets, "run": r, "probe": probe_at.get(r),
-                                       "files": files})
-        repeats = [rt.repeats(st) for st in states] if hasattr(rt, "repeats") else []
-        note(event="done", case=cid, times_ms=times, outputs=saved,
-             input_checksums=[rt.input_checksums(st) for st in states],
-             runs_per_timing=max(repeats, default=1))
-        del states, sets
+            case.warmup(job["warmup"])
+            case.timed(job["reps"])
+        elif link is not None:
+            case.warmup(job["warmup"])
+            link.say("ready", case.cid)
+            while (cmd := link.hear())[0] == "go":
+                # a batch starts warm in warm mode (the other kernel ran in between); its
+                # first run is set up (poisoned, flushed when cold) before the parent's
+                # clock starts, so with batches of one run the parent times the call alone
+                if len(cmd) > 4:  # the parent's choice: both kernels on one CPU per round
+                    _pin(int(cmd[4]))
+                case.warmup(int(cmd[3]) if len(cmd) > 3 else 0)
+                ready = case.prepare()
+                link.say("warm", case.cid)
+                if link.hear()[0] != "time":
+                    return 3
+                for i in range(int(cmd[2]) if ready else 0):
+                    if i == 0 or case.prepare():
+                        case.run_prepared()
+                link.say("done", case.cid)
+        note(**case.report())
+        if link is not None:
+            link.say("saved", case.cid)
+        del case
     note(event="finished")
+    if link is not None:
+        link.say("bye")
     return 0
 
 

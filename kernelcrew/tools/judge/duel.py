@@ -1,0 +1,508 @@
+"""Two kernels raced side by side: many short alternating rounds in one pair of workers.
+
+Each kernel runs in its own sandboxed worker (`duel` mode), both alive at once; only one
+of them runs at any moment. For every case, the parent asks each worker in turn for a
+short batch of timed runs (who goes first alternates from round to round), so the two
+kernels see the same machine within milliseconds of each other, many times over, and
+the rounds give the gate an estimate of the spread of the speedup (see `gate`).
+
+The parent starts and ends every batch itself, over a pipe (a FIFO in the worker's
+scratch directory), and timestamps it with its own clock: the kernel runs in the worker
+and can change anything the worker reports, but not the parent's clock. `crosscheck`
+compares the times a worker reports with the parent's measurement of each batch, and a
+kernel whose numbers disagree is rejected.
+
+A worker that does not answer within the worker timeout is killed (found by its job
+file in /proc) and judged `timed out`, as a plain run is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kernelcrew.kernels.kernelfile import KernelFile
+from kernelcrew.results import CompileResult
+from kernelcrew.tools.judge.gate import median_ci_ranks
+from kernelcrew.tools.judge.harness import Harness, KernelRun, case_key
+from kernelcrew.tools.sandbox import SandboxRun
+
+
+@dataclass
+class Batch:
+    """One batch of timed runs of one kernel, as the parent saw it."""
+
+    round: int
+    start: int  # index of the first timed run of the batch within the case
+    n: int
+    outside_ms: float  # the parent's clock, from `time` sent to `done` received
+    # CPU time the worker's threads used in that window, read by the parent from
+    # /proc/PID/task/*/schedstat (None where it cannot be read): the main thread's, and
+    # the most any one thread used
+    cpu_main_ms: float | None = None
+    cpu_max_ms: float | None = None
+    # the main thread's wait on a run queue in that window (runnable, not running: the
+    # second schedstat field), the part of its wall time a busy machine took from it
+    wait_main_ms: float | None = None
+    # each run of the batch is started and ended by the parent on its own (the next
+    # run's preparation happens between two windows): per run, the parent's clock, the
+    # main thread's CPU and the most CPU of any one thread, in ms (empty: one window)
+    windows: list[tuple[float, float | None, float | None]] = field(default_factory=list)
+
+
+@dataclass
+class Duel:
+    a: KernelRun
+    b: KernelRun
+    rounds: int
+    batches: dict[str, dict[str, list[Batch]]] = field(default_factory=dict)  # "a"/"b" -> key
+    busy: list[float] = field(default_factory=list)  # machine busy share per round, 0..1
+    failed: str = ""  # "a" or "b": which kernel failed (its run says why)
+
+    def round_samples(self, who: str) -> list[dict[str, list[float]]]:
+        """Per round: case key -> the timed runs of that round's batch (ms)."""
+        run = self.a if who == "a" else self.b
+        out: list[dict[str, list[float]]] = [{} for _ in range(self.rounds)]
+        for key, batches in self.batches.get(who, {}).items():
+            times = run.samples.get(key, [])
+            for bt in batches:
+                out[bt.round][key] = times[bt.start: bt.start + bt.n]
+        return out
+
+
+class _Fail(Exception):
+    def __init__(self, who: str, why: str) -> None:
+        super().__init__(why)
+        self.who, self.why = who, why
+
+
+class _Worker:
+    def __init__(self, h: Harness, who: str, comp: CompileResult, kf: KernelFile, reps: int,
+                 cache: dict[str, str], wall_s: float) -> None:
+        self.who, self.kf, self.h = who, kf, h
+        self.job, self.out_dir = h.job_dir(comp, kf, "duel", reps, cache=cache)
+        self.cmd_path, self.reply_path = self.out_dir / "cmd.fifo", self.out_dir / "reply.fifo"
+        os.mkfifo(self.cmd_path, 0o600)
+        os.mkfifo(self.reply_path, 0o600)
+        self.job["fifo_cmd"], self.job["fifo_reply"] = str(self.cmd_path), str(self.reply_path)
+        (self.out_dir / "job.json").write_text(json.dumps(self.job))
+        # O_RDWR: neither open blocks, and the parent never reads EOF from its own pipe
+        self.tx = os.open(self.cmd_path, os.O_RDWR)
+        self.rx = os.open(self.reply_path, os.O_RDWR | os.O_NONBLOCK)
+        self.buf = b""
+        self.run: SandboxRun | None = None
+        self.pid: int | None = None
+        self.killed_after: float | None = None
+        self.thread = threading.Thread(target=self._main, args=(wall_s,), daemon=True)
+        self.thread.start()
+
+    def _main(self, wall_s: float) -> None:
+        self.run = self.h.confined(self.job, self.out_dir, timeout_s=wall_s)
+
+    def send(self, *words: object) -> None:
+        os.write(self.tx, (" ".join(map(str, words)) + "\n").encode())
+
+    def expect(self, *words: str, timeout_s: float) -> None:
+        line = self._line(timeout_s)
+        if line.split() != list(words):
+            raise _Fail(self.who, "kernel broke the worker's handshake with the parent "
+                                  f"(expected {' '.join(words)!r}, got {line[:40]!r})")
+
+    def _line(self, timeout_s: float) -> str:
+        t0 = time.monotonic()
+        while b"\n" not in self.buf:
+            if not self.thread.is_alive() and not self._readable(0):
+                raise _Fail(self.who, "")  # the worker ended: its exit says why
+            if time.monotonic() - t0 > timeout_s:
+                self.kill()
+                self.killed_after = time.monotonic() - t0
+                raise _Fail(self.who, f"kernel timed out after {self.killed_after:.1f} s "
+                                      "(killed)")
+            if self._readable(0.05):
+                try:
+                    chunk = os.read(self.rx, 4096)
+                except BlockingIOError:
+                    continue
+                self.buf += chunk
+                if len(self.buf) > 1 << 16:
+                    raise _Fail(self.who, "kernel flooded the worker's handshake with the "
+                                          "parent")
+        line, _, self.buf = self.buf.partition(b"\n")
+        return line.decode(errors="replace")
+
+    def _readable(self, timeout: float) -> bool:
+        return bool(select.select([self.rx], [], [], timeout)[0])
+
+    def find_pid(self) -> None:
+        """The worker's own process (not a sandbox wrapper around it), by its command line."""
+        want = [b"-m", b"kernelcrew.tools.judge.worker", str(self.out_dir / "job.json").encode()]
+        for d in Path("/proc").iterdir():
+            if d.name.isdigit():
+                try:
+                    argv = (d / "cmdline").read_bytes().split(b"\0")
+                except OSError:
+                    continue
+                if argv[1:4] == want:
+                    self.pid = int(d.name)
+                    return
+
+    def cpu_ns(self) -> dict[int, tuple[int, int]] | None:
+        """CPU time and run-queue wait so far of each of the worker's threads (ns), from
+        schedstat."""
+        if self.pid is None:
+            return None
+        out = {}
+        try:
+            for t in Path(f"/proc/{self.pid}/task").iterdir():
+                try:
+                    f = (t / "schedstat").read_text().split()
+                    out[int(t.name)] = (int(f[0]), int(f[1]))
+                except (OSError, ValueError, IndexError):
+                    continue
+        except OSError:
+            return None
+        return out or None
+
+    def kill(self) -> None:
+        """Kill the worker (and with it its sandbox): the process whose command line
+        names this job file."""
+        job = str(self.out_dir / "job.json").encode()
+        for d in Path("/proc").iterdir():
+            if not d.name.isdigit():
+                continue
+            try:
+                argv = (d / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if job in argv and b"kernelcrew.tools.judge.worker" in argv:
+                try:
+                    os.kill(int(d.name), signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+
+    def close(self) -> None:
+        for fd in (self.tx, self.rx):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _timed_batch(w: _Worker, cid: str, r: int, start: int, n: int, warm: int,
+                 cpu: int | None, step: float) -> Batch:
+    """Round r's batch of n timed runs of one kernel, one run per window: the worker sets
+    each run up (poisoned outputs, a probe, the flush when cold), says `warm`, and the
+    parent's clock and CPU readings cover only the call and the worker's reply."""
+    windows: list[tuple[float, float | None, float | None]] = []
+    per_thread: dict[int, int] = {}
+    wait: float | None = 0.0
+    for j in range(n):
+        w.send("go", cid, 1, warm if j == 0 else 0, *([cpu] if cpu is not None else []))
+        w.expect("warm", cid, timeout_s=step)
+        c0 = w.cpu_ns()
+        t0 = time.perf_counter_ns()
+        w.send("time")
+        w.expect("done", cid, timeout_s=step)
+        t1 = time.perf_counter_ns()
+        c1 = w.cpu_ns()
+        main = mx = None
+        if c0 is not None and c1 is not None:
+            deltas = {t: v[0] - c0.get(t, (0, 0))[0] for t, v in c1.items()}
+            for t, v in deltas.items():
+                per_thread[t] = per_thread.get(t, 0) + v
+            main = deltas.get(w.pid, 0) / 1e6
+            mx = max(deltas.values()) / 1e6
+            if wait is not None and w.pid in c0 and w.pid in c1:
+                wait += (c1[w.pid][1] - c0[w.pid][1]) / 1e6
+        else:
+            wait = None
+        windows.append(((t1 - t0) / 1e6, main, mx))
+    known = all(m is not None for _, m, _ in windows)
+    return Batch(r, start, n, sum(o for o, _, _ in windows),
+                 sum(m for _, m, _ in windows if m is not None) if known else None,
+                 max(per_thread.values()) / 1e6 if known and per_thread else None,
+                 wait if known else None, windows)
+
+
+def _busy_sample() -> tuple[int, int]:
+    try:
+        vals = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    return sum(vals), vals[3] + (vals[4] if len(vals) > 4 else 0)
+
+
+def duel(h: Harness, a: tuple[CompileResult, KernelFile], b: tuple[CompileResult, KernelFile],
+         *, reps: int | None = None, rounds: int | None = None,
+         cache: dict[str, str] | None = None) -> Duel:
+    """Time kernels a and b on every case in alternating rounds (see the module text).
+
+    `reps` timed runs per case and kernel are split over `rounds` batches; `cache` maps
+    a case key to `cold` or `warm` (default: each case's state from the op, see
+    `Harness.cache_state`)."""
+    reps = reps if reps is not None else h.bench.reps
+    rounds = max(1, min(rounds or h.bench.rounds, reps))
+    cache = cache if cache is not None else {case_key(c): h.cache_state(c) for c in h.cases}
+    step = h.limits.timeout_s
+    # a worker waits while the other one runs: its wall limit covers both kernels' cases
+    wall = step * (2 * len(h.cases) + 2) + 10
+    ws = {"a": _Worker(h, "a", *a, reps, cache, wall), "b": _Worker(h, "b", *b, reps, cache, wall)}
+    batches: dict[str, dict[str, list[Batch]]] = {"a": {}, "b": {}}
+    per_round = [reps // rounds + (1 if r < reps % rounds else 0) for r in range(rounds)]
+    busy_acc = [[0, 0] for _ in range(rounds)]
+    try:  # both kernels' main threads on the same CPU in a round, a different one each round
+        cpus = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = []
+    failed, why = "", ""
+    try:
+        for w in ws.values():
+            w.expect("loaded", timeout_s=step)
+            w.find_pid()
+        for ci, c in enumerate(h.cases):
+            cid, key = f"{c.group}{c.index}", case_key(c)
+            for w in ws.values():
+                w.expect("ready", cid, timeout_s=step)
+            warm = 1 if cache.get(key) == "warm" else 0
+            start = 0
+            for r in range(rounds):
+                order = ("a", "b") if (r + ci) % 2 == 0 else ("b", "a")
+                t_all0, i_all0 = _busy_sample()
+                for who in order:
+                    batches[who].setdefault(key, []).append(
+                        _timed_batch(ws[who], cid, r, start, per_round[r], warm,
+                                     cpus[(r // 2 + ci) % len(cpus)] if cpus else None, step))
+                t_all1, i_all1 = _busy_sample()
+                busy_acc[r][0] += t_all1 - t_all0
+                busy_acc[r][1] += i_all1 - i_all0
+                start += per_round[r]
+            for w in ws.values():
+                w.send("end", cid)
+                w.expect("saved", cid, timeout_s=step)
+        for w in ws.values():
+            w.expect("bye", timeout_s=step)
+    except _Fail as e:
+        failed, why = e.who, e.why
+    finally:
+        for w in ws.values():
+            w.close()  # a worker still waiting for a command reads EOF and exits
+        for w in ws.values():
+            w.thread.join()
+    runs = {}
+    for who, w in ws.items():
+        assert w.run is not None
+        runs[who] = h.collect(w.run, w.job, w.out_dir, w.kf,
+                              failure=why if who == failed else "")
+    busy = [1.0 - i / t if t > 0 else 0.0 for t, i in busy_acc]
+    return Duel(runs["a"], runs["b"], rounds, batches, busy, failed)
+
+
+# -- the parent's clock against the worker's report -------------------------------------
+@dataclass
+class Other:
+    """The other kernel of the duel on the same case: its reported times and batches (the
+    same rounds, the same CPU in each round, the same code path around its calls)."""
+
+    times: list[float]
+    batches: list[Batch]
+
+
+def clock_disagreement(times: list[float], batches: list[Batch],
+                       other: Other | None = None) -> str:
+    """Why a worker's reported times for one case cannot be true, or "" when they agree
+    with what the parent measured around each batch.
+
+    Reported times the parent contradicts: more runs (or fewer) than the parent asked
+    for; a batch whose reported runs add up to more than the parent's clock measured
+    (the calls happen inside its window); or a worker whose threads used more CPU time
+    than the batch's reported runs took, beyond what the other kernel's worker needed
+    around its own runs (see `cpu_disagreement`). The wall time a batch leaves
+    unexplained is not judged: waking the worker up on a busy machine takes
+    milliseconds, more for a kernel whose threads spin after their parallel region, and
+    that is not a forged time."""
+    want = sum(b.n for b in batches)
+    if len(times) != want:
+        return (f"the worker reported {len(times)} timed runs, the parent ran {want} "
+                "(tampered report?)")
+    for b in batches:
+        rep = float(sum(times[b.start: b.start + b.n]))
+        if rep > b.outside_ms * 1.01 + 0.02:
+            return (f"the worker reported {rep:.4g} ms for a batch of {b.n} runs that the "
+                    f"parent timed at {b.outside_ms:.4g} ms")
+    return cpu_disagreement(times, batches, other)
+
+
+# CPU time cannot be forged from inside the process and does not grow while a thread
+# waits (a busy machine preempting the worker adds wall time, not CPU time). Every timed
+# run has its own window (`_timed_batch`): the main thread of an honest worker uses, in
+# it, the CPU its call took plus the interpreter's steps around it (reading the pipe, a
+# copy of checked outputs, the reply): its *excess*, CPU minus reported time. The other
+# kernel's worker takes the same steps on the same case: its median excess over the
+# case's windows (at least 0: a call preempted on a busy machine reports more than it
+# used) is what a worker needs around a run. The judged kernel's excess beyond that is
+# taken per window, and the median is judged by the lower end of its rank-based 95%
+# confidence interval (as the gate judges speedups): a window in which the machine
+# stalled the worker moves it by one rank, not by its size; a report forged in most runs
+# moves every one. A case is rejected when that bound is more than CPU_SLACK_MS +
+# CASE_SHARE of the case's median reported run; the whole duel when, over all its cases'
+# runs of at least POOLED_MIN_MS, the bound of the excess beyond CPU_SLACK_MS is more
+# than POOLED_SHARE of the reported time (a small forgery spread over every case). A
+# disagreement is confirmed by a second duel before the kernel is rejected
+# (`crosschecked_duel`): a machine that stalls an honest worker in most runs twice
+# running is unlikely, a forged report disagrees every time. Without the other kernel,
+# the main thread may use OTHERLESS_SLACK_MS beyond its reported run. Another thread (a
+# kernel's own, or OpenMP's, which spin a while after their parallel region) gets
+# THREAD_SLACK_MS beyond, in every run.
+CPU_SLACK_MS = 0.05
+CASE_SHARE = 0.25
+POOLED_SHARE = 0.10
+POOLED_MIN_MS = 0.25  # runs shorter than this are judged by the absolute slack only
+OTHERLESS_SLACK_MS = 0.3
+THREAD_SLACK_MS = 2.0
+
+
+def _median(vals: list[float]) -> float:
+    v = sorted(vals)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+def _median_low(vals: list[float]) -> float:
+    """The lower end of the rank-based >= 95% confidence interval of the median (the
+    least value with fewer than 6 values)."""
+    return sorted(vals)[median_ci_ranks(len(vals))[0] - 1]
+
+
+def _reported(times: list[float], b: Batch) -> float:
+    return float(sum(times[b.start: b.start + b.n]))
+
+
+def runs(times: list[float], batches: list[Batch]
+         ) -> list[tuple[float, float | None, float | None]]:
+    """Per window: (reported ms, the main thread's CPU ms, the most CPU ms of a thread).
+    A batch without per-run windows is one window."""
+    out = []
+    for b in batches:
+        if len(b.windows) == b.n:
+            out += [(float(times[b.start + k]), m, x) for k, (_, m, x) in enumerate(b.windows)]
+        else:
+            out.append((_reported(times, b), b.cpu_main_ms, b.cpu_max_ms))
+    return out
+
+
+def needed_around(other: Other | None) -> float | None:
+    """What the other kernel's worker needed around a run: its median excess, >= 0
+    (None without the other kernel or its CPU readings)."""
+    if other is None or len(other.times) != sum(b.n for b in other.batches):
+        return None
+    ex = [m - r for r, m, _ in runs(other.times, other.batches) if m is not None]
+    return max(0.0, _median(ex)) if ex else None
+
+
+def excess_beyond(times: list[float], batches: list[Batch], other: Other | None
+                  ) -> list[tuple[float, float]]:
+    """Per run: (the main thread's excess beyond what the other worker needed around a
+    run (beyond OTHERLESS_SLACK_MS without it), the reported time)."""
+    around = needed_around(other)
+    allow = OTHERLESS_SLACK_MS if around is None else around
+    return [(m - r - allow, r) for r, m, _ in runs(times, batches) if m is not None]
+
+
+def cpu_disagreement(times: list[float], batches: list[Batch],
+                     other: Other | None = None) -> str:
+    """Why the CPU time the parent read for the worker's threads contradicts the reported
+    times of one case (see above), or ""."""
+    if not batches or any(b.cpu_max_ms is None or b.cpu_main_ms is None for b in batches):
+        return ""
+    around = needed_around(other)
+    diffs = excess_beyond(times, batches, other)
+    if diffs:
+        low = _median_low([d for d, _ in diffs])
+        rep = _median([r for _, r in diffs])
+        if low > CPU_SLACK_MS + CASE_SHARE * rep:
+            beyond = (f"beyond the {around:.3g} ms the other kernel's worker needed around "
+                      "a run") if around is not None else f"beyond {OTHERLESS_SLACK_MS} ms"
+            return (f"the worker's main thread used more CPU time than its reported runs "
+                    f"took: at least {low:.3g} ms per run (the median over {len(diffs)} "
+                    f"runs, lower 95% bound) {beyond}, on {rep:.3g} ms reported: its "
+                    "reported runs are shorter than they took")
+    slack = THREAD_SLACK_MS + (around + CPU_SLACK_MS if around is not None
+                               else OTHERLESS_SLACK_MS)
+    least = min((x - r, x, r) for r, _, x in runs(times, batches) if x is not None)
+    if least[0] > slack:
+        return (f"in every run a thread of the worker used more CPU time than the run's "
+                f"reported time (at best {least[1]:.4g} ms of CPU for {least[2]:.4g} ms "
+                "reported): its reported runs are shorter than they took")
+    return ""
+
+
+def pooled_disagreement(cases: list[tuple[list[float], list[Batch], Other | None]]) -> str:
+    """Over every case of the duel: the median, over all runs, of the excess (beyond what
+    the other kernel's worker needed) beyond CPU_SLACK_MS, relative to the reported
+    time; a reason when its lower bound is more than POOLED_SHARE, else ""."""
+    rel = []
+    for times, batches, other in cases:
+        if needed_around(other) is None or any(b.cpu_main_ms is None for b in batches):
+            continue  # only judged against the other kernel's worker
+        rel += [(d - CPU_SLACK_MS) / r for d, r in excess_beyond(times, batches, other)
+                if r >= POOLED_MIN_MS]
+    if len(rel) >= 5 and _median_low(rel) > POOLED_SHARE:
+        return (f"over all {len(rel)} runs of {POOLED_MIN_MS} ms or more, the worker's "
+                f"main thread used more CPU time than its reported runs took: the median "
+                f"run by at least {_median_low(rel):.0%} of its reported time (lower 95% "
+                "bound) beyond what the other kernel's worker needed: its reported runs are "
+                "shorter than they took")
+    return ""
+
+
+def crosscheck(d: Duel, who: str) -> str:
+    """The first case where kernel `who`'s reported times disagree with what the parent
+    measured, as a rejection reason (then all cases together); "" when they agree."""
+    other = "b" if who == "a" else "a"
+    run, orun = (d.a, d.b) if who == "a" else (d.b, d.a)
+
+    def wall(r: KernelRun, key: str) -> list[float]:
+        # a timing of N back-to-back runs (CUDA, short plans) reports the time per run:
+        # the parent's clock saw all N
+        n = r.repeats.get(key, 1)
+        return [t * n for t in r.samples.get(key, [])]
+
+    cases = []
+    for key, batches in d.batches.get(who, {}).items():
+        ob = d.batches.get(other, {}).get(key, [])
+        theirs = Other(wall(orun, key), ob) if ob else None
+        why = clock_disagreement(wall(run, key), batches, theirs)
+        if why:
+            return f"timings disagree with the parent's clock in case {key}: {why}"
+        cases.append((wall(run, key), batches, theirs))
+    why = pooled_disagreement(cases)
+    return f"timings disagree with the parent's clock: {why}" if why else ""
+
+
+def crosschecked_duel(h: Harness, a: tuple[CompileResult, KernelFile],
+                      b: tuple[CompileResult, KernelFile], *, reps: int | None = None,
+                      rounds: int | None = None) -> tuple[Duel, str]:
+    """A duel whose challenger `a` is held to the parent's clock: when its report
+    disagrees, the duel is run once more, and the kernel is judged by the second one
+    (the reason names both when it disagrees again). Returns the duel the caller judges
+    and the rejection reason ("" when the clock agrees). A duel in which a kernel failed
+    is returned as it is: its failure is the verdict."""
+    d = duel(h, a, b, reps=reps, rounds=rounds)
+    if d.failed or not d.a.correct or not d.b.correct:
+        return d, ""
+    first = crosscheck(d, "a")
+    if not first:
+        return d, ""
+    d = duel(h, a, b, reps=reps, rounds=rounds)
+    if d.failed or not d.a.correct or not d.b.correct:
+        return d, ""
+    again = crosscheck(d, "a")
+    where = first.split(":", 1)[0].replace("timings disagree with the parent's clock", "").strip()
+    return d, (f"{again}; the first of two duels disagreed too{' ' + where if where else ''}"
+               if again else "")

@@ -1,0 +1,181 @@
+"""The gate's statistics on synthetic data: the rank-based noise, the band's two parts,
+load outliers, and the parent's clock against a worker's report (no timing here; the
+gate's honesty on a real machine is measured by scripts/gate_honesty.py)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from kernelcrew.results import CaseRow
+from kernelcrew.tools.judge.duel import Batch, Other, clock_disagreement, pooled_disagreement
+from kernelcrew.tools.judge.gate import decide, load_outliers, measured_noise, median_ci_ranks
+
+
+def rows(speedup: float) -> list[CaseRow]:
+    return [CaseRow(group=g, case="c", sizes={}, status="pass", speedup=speedup)
+            for g in ("typical", "boundary")]
+
+
+W = {"typical": 1.0, "boundary": 0.25}
+
+
+def test_median_ci_ranks_cover_at_least_95_percent():
+    for n in range(6, 41):
+        lo, hi = median_ci_ranks(n)
+        assert hi == n + 1 - lo
+        cover = 1 - 2 * sum(math.comb(n, j) for j in range(lo)) / 2**n
+        assert cover >= 0.95, (n, lo, cover)
+        # and the next rank inward would not
+        inner = 1 - 2 * sum(math.comb(n, j) for j in range(lo + 1)) / 2**n
+        assert inner < 0.95, (n, lo, inner)
+    assert median_ci_ranks(10) == (2, 9)
+    assert median_ci_ranks(20) == (6, 15)
+    assert median_ci_ranks(4) == (1, 4)  # too few for 95%: the whole range
+
+
+def test_one_outlier_round_moves_the_noise_by_one_rank_not_by_its_size():
+    quiet = [1.00, 1.01, 0.99, 1.02, 0.98, 1.00, 1.01, 0.99, 1.00, 1.01]
+    base = measured_noise(quiet)
+    assert base is not None and base < 0.025
+    spiky = quiet[:-1] + [1.9]  # a neighbour's job hit one round
+    assert measured_noise(spiky) < 0.03
+    # the old estimate, sigma = (P90 - P10) / 2.56 over the samples, would have given
+    # a band of tens of percent from that one round
+
+
+def test_noise_covers_the_spread_of_the_median_ratio():
+    """Simulated A/A duels: log speedups per round ~ N(0, 4%); the CI of the median
+    holds the true ratio (1.0) in at least 95% of them."""
+    rng = random.Random(7)
+    hits = 0
+    trials = 2000
+    for _ in range(trials):
+        r = [math.exp(rng.gauss(0.0, 0.04)) for _ in range(10)]
+        logs = sorted(math.log(x) for x in r)
+        lo, hi = median_ci_ranks(10)
+        hits += logs[lo - 1] <= 0.0 <= logs[hi - 1]
+    assert hits / trials >= 0.95
+
+
+def test_band_is_the_larger_of_the_minimum_and_the_measured_noise():
+    tight = [1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 1.01, 0.99, 1.0]
+    g = decide(rows(1.15), W, 0.10, round_speedups=[1.15 * x for x in tight])
+    assert g.verdict == "faster" and g.band == pytest.approx(0.10)
+    assert g.measured_noise is not None and g.measured_noise < 0.02
+    assert "the minimum speedup" in g.reason and "measured noise ±" in g.reason
+    # with the threshold lowered, the machine's own noise is the band
+    g0 = decide(rows(1.05), W, 0.0, round_speedups=[1.05 * x for x in tight])
+    assert g0.verdict == "faster" and g0.band == pytest.approx(g0.measured_noise)
+    # noisy rounds widen the band past the threshold: a real 15% cannot be told
+    noisy = [0.8, 1.3, 1.0, 1.2, 0.85, 1.1, 0.9, 1.25, 0.95, 1.15]
+    gn = decide(rows(1.15), W, 0.10, round_speedups=noisy)
+    assert gn.verdict == "same" and gn.band > 0.15 and "the measured noise" in gn.reason
+
+
+def test_verdicts_slower_and_same():
+    r = [0.5, 0.51, 0.49, 0.5, 0.52, 0.5, 0.48, 0.5, 0.51, 0.5]
+    assert decide(rows(0.5), W, 0.10, round_speedups=r).verdict == "slower"
+    assert decide(rows(1.04), W, 0.10, round_speedups=[1.04] * 10).verdict == "same"
+    g = decide(rows(1.2), W, 0.10, round_speedups=[1.2, 1.2])  # too few rounds
+    assert g.measured_noise is None and g.band == pytest.approx(0.10)
+
+
+def test_load_outliers_leaves_out_busier_rounds_but_keeps_enough():
+    busy = [0.5, 0.52, 0.5, 0.51, 1.0, 0.5, 0.49, 0.5, 0.98, 0.5]
+    assert load_outliers(busy) == {4, 8}
+    assert load_outliers([0.5] * 10) == set()
+    assert load_outliers([0.5, 1.0, 0.5, 1.0, 0.5, 1.0]) == set()  # too few rounds to drop
+    many = [0.5, 0.5, 0.5, 0.5, 0.5, 1.0, 1.0, 0.99, 0.98]
+    out = load_outliers(many)
+    assert len(many) - len(out) >= 6 and 5 in out and 6 in out
+
+
+def batches(outside: list[float], cpu: list[float] | None = None, n: int = 1) -> list[Batch]:
+    cpu = cpu or [None] * len(outside)
+    return [Batch(r, r * n, n, o, c, c) for r, (o, c) in enumerate(zip(outside, cpu))]
+
+
+def test_honest_report_agrees_with_the_parents_clock_on_a_loaded_machine():
+    """Waking up takes 0.1 to 5 ms per batch and preemption stretches the calls; the
+    main thread's CPU time stays within the reported time: no disagreement."""
+    rng = random.Random(3)
+    for _ in range(200):
+        times = [rng.uniform(1.0, 3.0) for _ in range(20)]  # stretched by preemption
+        outside = [t + rng.choice([0.1, 0.2, 0.5, 2.0, 5.0]) for t in times]
+        cpu = [1.0 + 0.03 + (0.5 if r % 7 == 0 else 0.0) for r in range(20)]  # a copy now and then
+        assert clock_disagreement(times, batches(outside, cpu)) == ""
+
+
+def test_report_that_hides_time_in_every_batch_is_caught():
+    times = [1.0 / 3] * 20  # the timer runs at a third of the speed
+    outside = [1.2] * 20
+    cpu = [1.02] * 20  # the call really used a millisecond of CPU
+    why = clock_disagreement(times, batches(outside, cpu))
+    assert why.startswith("the worker's main thread used more CPU time than its reported "
+                          "runs took")
+    assert clock_disagreement(times[:4], batches(outside[:4], cpu[:4])) != ""  # 4 are enough
+    assert clock_disagreement(times, batches(outside)) == ""  # no CPU times: not judged
+    # against the other kernel's worker (an honest copy: 1 ms calls, 0.05 ms around them)
+    other = Other([1.0] * 20, batches([1.2] * 20, [1.05] * 20))
+    why = clock_disagreement(times, batches(outside, cpu), other)
+    assert "the other kernel's worker needed around a run" in why
+    assert clock_disagreement([1.0] * 20, batches(outside, [1.06] * 20), other) == ""
+
+
+def test_interpreter_overhead_that_differs_between_the_workers_is_not_a_forgery():
+    """Measured on the loaded 2-core machine (an honest kernel 2x slower than the baseline,
+    four rounds of one run; no confinement and stock alike): its main thread's CPU beyond
+    the reported run was 0.12-0.23 ms in every round, the baseline's 0.04-0.17 ms. Compared
+    with the other worker's least overhead plus 0.05 ms, this honest kernel was rejected;
+    round by round, the median difference is 0.03 ms."""
+    rep_a, rep_b = [0.345, 0.382, 0.224, 0.244], [0.009, 0.005, 0.031, 0.011]
+    exc_a, exc_b = [0.125, 0.229, 0.143, 0.124], [0.066, 0.038, 0.173, 0.120]
+    ours = batches([r + 0.3 for r in rep_a], [r + e for r, e in zip(rep_a, exc_a)])
+    theirs = Other(rep_b, batches([r + 0.3 for r in rep_b],
+                                  [r + e for r, e in zip(rep_b, exc_b)]))
+    assert clock_disagreement(rep_a, ours, theirs) == ""
+    assert pooled_disagreement([(rep_a, ours, theirs)]) == ""
+    # the same worker with its timer slowed to a third is caught in the same rounds
+    slowed = [r / 3 for r in rep_a]
+    assert "used more CPU time than its reported runs took" in clock_disagreement(
+        slowed, ours, theirs)
+
+
+def test_a_small_forgery_spread_over_every_case_is_caught_over_all_rounds():
+    """Times shortened by a fifth in every run of every case stay under the per-case
+    share, but not under the pooled one."""
+    other = Other([1.0] * 8, batches([1.3] * 8, [1.08] * 8))
+    shaved = [0.8] * 8  # 1 ms calls reported as 0.8 ms
+    ours = batches([1.3] * 8, [1.08] * 8)
+    assert clock_disagreement(shaved, ours, other) == ""  # 0.2 ms < 0.05 + 25% of 0.8
+    why = pooled_disagreement([(shaved, ours, other)] * 3)
+    assert "over all 24 runs" in why and "reported runs are shorter" in why
+    assert pooled_disagreement([([1.0] * 8, ours, other)] * 3) == ""
+
+
+def test_report_with_more_time_than_elapsed_or_other_run_counts_is_caught():
+    assert "parent timed at" in clock_disagreement([2.0, 2.0], batches([2.0], n=2))
+    assert "reported 3 timed runs, the parent ran 4" in clock_disagreement(
+        [1e-6] * 3, batches([1.0, 1.0], n=2))
+
+
+def test_check_json_reports_the_noise_the_threshold_and_the_cache_state_apart():
+    import json
+    from pathlib import Path
+
+    from tests.conftest import kernelcrew
+
+    tiny = Path(__file__).parent / "adversarial" / "ops" / "tiny_sss"
+    r = kernelcrew("check", str(tiny), str(tiny / "baseline.cpp"), "--json", "--reps", "6",
+                   "--min-speedup", "3%", "--cache", "cold", env={"KERNELCREW_ROUNDS": "6"})
+    doc = json.loads(r.stdout)
+    assert doc["correct"] is True, doc["reason"]
+    assert doc["min_speedup"] == pytest.approx(0.03) and doc["rounds"] == 6
+    assert doc["measured_noise"] is not None and doc["measured_noise"] >= 0
+    assert doc["noise_band"] == pytest.approx(max(0.03, doc["measured_noise"]))
+    assert set(doc["cache"].values()) == {"cold"}
+    bad = kernelcrew("check", str(tiny), str(tiny / "baseline.cpp"), "--min-speedup", "-1")
+    assert bad.returncode == 2 and "--min-speedup" in bad.stderr
