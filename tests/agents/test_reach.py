@@ -205,6 +205,31 @@ def test_row_pointers_and_int_counters_thread_both_outer_loops_and_vectorize(tmp
                            atol=1e-4)
 
 
+def test_sizes_narrowed_into_int_locals_still_prove_rows_distinct():
+    """`int B = (int)B_, T = (int)T_;` then `mean[b * T + t]`: the t loop is bounded by
+    T (read through its initializer as T_), the subscript weighs b by T; both name the
+    same size, so each (b, t) writes its own element and both loops are threaded. With
+    the bound one larger, rows of b would overlap: b is not threaded."""
+    src = kernel("""
+extern "C" void f(const float* x, float* mean, int64_t B_, int64_t T_, int64_t C_) {
+    int B = (int)B_, T = (int)T_, C = (int)C_;
+    for (int b = 0; b < B; b++) {
+        for (int t = 0; t < T; t++) {
+            const float* row = x + (int64_t)b * T * C + (int64_t)t * C;
+            float m = 0.0f;
+            for (int i = 0; i < C; i++) m += row[i];
+            mean[b * T + t] = m / C;
+        }
+    }
+}
+""")
+    new = apply_transform("omp_parallel", src)
+    assert new is not None and "omp parallel for collapse(2) schedule(static)" in pragmas(new)
+    overlapping = apply_transform("omp_parallel", src.replace("t < T;", "t <= T;"))
+    assert overlapping is None or "collapse" not in overlapping and \
+        overlapping.index("omp parallel for") > overlapping.index("for (int b")
+
+
 # ---------------------------------------------------------------- pragmas already there
 
 MATMUL = kernel("""
@@ -360,6 +385,32 @@ extern "C" void f(const float* x, float* y, int64_t n) {
     assert out is not None and "omp simd reduction(+ : s)" in pragmas(out)
     bumpy = text.replace("#define SQ(a) ((a) * (a))", "#define SQ(a) ((a) * (a)++)")
     assert apply_transform("simd", bumpy) is None
+
+
+def test_indexing_macros_are_seen_through_and_a_recurrence_behind_one_is_not_threaded():
+    """`V(i, j) = c * U(i, j)` through indexing macros: expanded as the preprocessor would,
+    the writes are plain subscripts and the loops are threaded. A macro that reads the
+    array being written (`AT(i - 1)` = y[i - 1]) hides a recurrence from a call-level view:
+    it is not a pure call, and the expanded view shows the dependence."""
+    text = kernel("""
+#define U(i, j) u[(i) * nx + (j)]
+#define V(i, j) v[(i) * nx + (j)]
+extern "C" void f(const float* u, float* v, float c, int64_t ny_, int64_t nx_) {
+    int ny = (int)ny_, nx = (int)nx_;
+    for (int i = 0; i < ny; i++)
+        for (int j = 0; j < nx; j++) V(i, j) = c * U(i, j);
+}
+""")
+    new = apply_transform("omp_parallel", text)
+    assert new is not None and "v[(i) * nx + (j)] = c * u[(i) * nx + (j)];" in new
+    scan = kernel("""
+#define AT(i) y[i]
+extern "C" void f(float* y, int64_t n) {
+    for (int64_t i = 1; i < n; i++) y[i] = AT(i - 1) + 1.0f;
+}
+""")
+    for name in ("omp_parallel", "simd", "accumulators"):
+        assert apply_transform(name, scan) is None, name
 
 
 # ---------------------------------------------------------------- legality

@@ -21,11 +21,13 @@ from kernelcrew.agents.specialist import (
     unregister_specialist,
 )
 from kernelcrew.agents.transforms import apply_change, apply_transform, parse_any
+from kernelcrew.kernels.spec import load_op
 from kernelcrew.results import Diagnosis, HotRegion, Metric, ProfileResult, Roofline
 from kernelcrew.tools.judge.check import check
 from tests.agents.conftest import OPS, QUICK, baseline_text
 
 BUILTIN = ["memory_access", "loop", "compiler_flags"]
+
 
 
 def ctx_for(op: str, kernel: str | None = None, backend: str = "cpu", **kw) -> AgentContext:
@@ -187,6 +189,19 @@ def test_register_block_is_proposed_once_the_matmul_is_interchanged():
     tried = ["register_block by memory_access: slower 0.8x"]
     lost = ctx_for("small_matmul", kernel=ikj, tried=tried)
     assert "register_block" not in {p.change.kind for p in mem.propose(lost)}
+
+
+def test_loop_order_is_proposed_where_the_move_applies_and_not_after_it():
+    """The convolution's strided walk is in a middle loop, which the innermost-loop stride
+    facts do not see: the move's own check is the evidence."""
+    mem = get_specialist("memory_access")
+    ctx = ctx_for("conv1d_causal", kernel=load_op("conv1d_causal").baseline_path(
+        "cpu").read_text())
+    lo = [p for p in mem.propose(ctx) if p.change.kind == "loop_order"]
+    assert len(lo) == 1
+    assert_valid(lo[0], ctx)
+    swapped = ctx_for("conv1d_causal", kernel=lo[0].change.kernel)
+    assert "loop_order" not in {p.change.kind for p in mem.propose(swapped)}
 
 
 def test_tile_knob_is_searched_one_step_in_the_direction_the_cache_allows():

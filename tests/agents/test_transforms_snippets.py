@@ -114,7 +114,8 @@ void f(const float* x, float* y, int64_t n) {
 
 @pytest.mark.parametrize("body, why", [
     ("for (int64_t i = 1; i < n; ++i) y[i] = y[i - 1] + x[i];", "loop-carried through y"),
-    ("for (int64_t i = 0; i < n; ++i) s += x[i];", "scalar accumulator declared outside"),
+    ("for (int64_t i = 0; i < n; ++i) { s += x[i]; y[i] = s; }",
+     "a running sum read in the loop (a scan; a plain sum is a threaded reduction)"),
     ("for (int64_t i = 0; i < n; ++i) y[0] += x[i];", "every iteration writes y[0]"),
     ("for (int64_t i = 0; i < n; ++i) y[i] = y[i + 1];", "reads an element another writes"),
     ("for (int64_t i = 0; i < n; ++i) { y[i] = x[i]; if (x[i] < 0) break; }", "breaks out"),

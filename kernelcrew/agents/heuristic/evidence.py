@@ -14,6 +14,7 @@ from kernelcrew.agents.transforms.affine import FunctionModel, p_str, split_term
 from kernelcrew.agents.transforms.cst import Source, find_function, params, pragma_text, walk
 from kernelcrew.agents.transforms.dependence import check_loop
 from kernelcrew.agents.transforms.jam import jam_reason
+from kernelcrew.agents.transforms.views import canonical
 from kernelcrew.errors import InputError
 from kernelcrew.kernels.kernelfile import KernelFile
 from kernelcrew.results import ProfileResult
@@ -52,9 +53,11 @@ class StaticFacts:
 
 def static_facts(kf: KernelFile) -> StaticFacts:
     f = StaticFacts()
-    s = Source(kf.body)
     off = kf.text[: len(kf.text) - len(kf.body)].count("\n")  # report lines of the file
     for name in entries(kf):
+        # a nest split across a helper call or walked with `*p++` is seen whole (the moves
+        # work on the same views)
+        s = Source(canonical(kf.body, name))
         fn = find_function(s, name)
         if fn is None:
             continue

@@ -27,6 +27,18 @@ def _knob_steps(ctx: AgentContext, name: str) -> int:
     return sum(1 for k, o in notes if kind in k.split("+") and o == "accepted")
 
 
+# the inline math moves: (transform, the calls it replaces, why g++ leaves them scalar,
+# what replaces them)
+_VECTOR_MATH = [
+    ("vector_math", r"(exp|erf)f?",
+     "g++ cannot vectorize a loop around a call it has no vector version of",
+     ("kc_expf: Cody-Waite reduction + degree-6 polynomial, ~1.4 ulp; kc_erff: polynomial / "
+      "exp-of-polynomial, abs. error < 2e-7")),
+    ("vector_math_ext", r"(tanh|log)f?",
+     "g++ has no vector version of it without -ffast-math",
+     ("kc_tanhf: odd polynomial near 0, 1 - 2/(e^2x + 1) beyond; kc_logf: exponent split + "
+      "atanh series; both within 2 ulp")),
+]
 LARGER_WORK = [("omp_parallel:large", 1 << 23), ("omp_parallel:huge", 1 << 25)]
 _REGRESSED = re.compile(r"the (\w+) group regresses \(([\d.]+x)\)")
 
@@ -97,38 +109,20 @@ class Loop(HeuristicSpecialist):
                      "OMP_MIN_WORK (a knob, 1M) inner iterations.",
                 risks="none for large shapes; mid-size shapes near the threshold may pick the "
                       "slower version"))
-        vec_calls = [c for c in ev.facts.math_calls if re.fullmatch(r"(exp|erf)f?", c)]
-        if vec_calls:
-            calls = ", ".join(vec_calls)
+        for move, names, why, versions in _VECTOR_MATH:
+            found = [c for c in ev.facts.math_calls if re.fullmatch(names, c)]
+            if not found:
+                continue
+            calls = ", ".join(found)
             cpu_time = ev.kind in (None, "compute-bound", "latency-bound")
             hot = bool(ev.libm_share)
             out.append(Move(
-                "vector_math", "vector_math", 3.0 if cpu_time or hot else 1.3,
+                move, move, 3.0 if cpu_time or hot else 1.3,
                 0.8 if hot else 0.7 if cpu_time else 0.4,
-                why=f"The loops call libm's scalar {calls} once per element: g++ cannot "
-                    "vectorize a loop around a call it has no vector version of, so those "
+                why=f"The loops call libm's scalar {calls} once per element: {why}, so those "
                     "loops run one element at a time.",
                 plan=f"Replace {calls} in the loops by inline, branch-free float versions "
-                     "(kc_expf: Cody-Waite reduction + degree-6 polynomial, ~1.4 ulp; kc_erff: "
-                     "polynomial / exp-of-polynomial, abs. error < 2e-7), so the loops "
-                     "vectorize under omp simd.",
-                risks="results differ from libm in the last bit or two (far inside the op "
-                      "tolerance); float arguments only"))
-        ext_calls = [c for c in ev.facts.math_calls if re.fullmatch(r"(tanh|log)f?", c)]
-        if ext_calls:
-            calls = ", ".join(ext_calls)
-            cpu_time = ev.kind in (None, "compute-bound", "latency-bound")
-            hot = bool(ev.libm_share)
-            out.append(Move(
-                "vector_math_ext", "vector_math_ext", 3.0 if cpu_time or hot else 1.3,
-                0.8 if hot else 0.7 if cpu_time else 0.4,
-                why=f"The loops call libm's scalar {calls} once per element: g++ has no vector "
-                    "version of it without -ffast-math, so those loops run one element at a "
-                    "time.",
-                plan=f"Replace {calls} in the loops by inline, branch-free float versions "
-                     "(kc_tanhf: odd polynomial near 0, 1 - 2/(e^2x + 1) beyond; kc_logf: "
-                     "exponent split + atanh series; both within 2 ulp), so the loops "
-                     "vectorize under omp simd.",
+                     f"({versions}), so the loops vectorize under omp simd.",
                 risks="results differ from libm in the last bit or two (inside the op "
                       "tolerance); float arguments only"))
         if ev.facts.dot_nests:

@@ -79,6 +79,20 @@ class MemoryAccess(HeuristicSpecialist):
                      "strided side's lines are reused while they are in L1; inside a tile the "
                      "innermost loop walks the written array contiguously.",
                 risks="tile-edge overhead on small or thin shapes"))
+        if ev.kf is not None and apply_transform("loop_order", ev.kf.text) is not None:
+            # the move's own check is the evidence: a pair whose inner loop walks more of
+            # the arrays with a stride than the outer one does
+            out.append(Move(
+                "loop_order", "loop_order", 2.5, 0.75,
+                why="A loop nest walks its arrays with a stride in an inner loop while the "
+                    "loop around it would walk them contiguously"
+                    + (f" ({where})" if where else "") + ": every access of the inner loop "
+                    "touches a new cache line.",
+                plan="Exchange the two loops (checked: every iteration of the pair is "
+                     "independent of every other, the inner bounds do not depend on the outer "
+                     "variable), so the inner loop walks the arrays with unit stride and "
+                     "vectorizes.",
+                risks="none for the result; a loop with few iterations becomes the inner one"))
         if ev.kf is not None and \
                 apply_transform("register_block", ev.kf.text) is not None:
             rb, jb = int(ev.knobs.get("RB", 4)), int(ev.knobs.get("JB", 16))

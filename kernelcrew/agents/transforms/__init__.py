@@ -48,8 +48,9 @@ from kernelcrew.agents.transforms.cuda_reduce import (
 from kernelcrew.agents.transforms.cuda_tile import tile_transpose
 from kernelcrew.agents.transforms.cuda_vector import vector_access
 from kernelcrew.agents.transforms.fusion import fuse_loops
+from kernelcrew.agents.transforms.inline import inline_calls
 from kernelcrew.agents.transforms.jam import unroll_and_jam
-from kernelcrew.agents.transforms.nests import interchange, tile
+from kernelcrew.agents.transforms.nests import interchange, swap_loops, tile
 from kernelcrew.agents.transforms.regblock import register_block
 from kernelcrew.agents.transforms.scope import scope_of
 from kernelcrew.agents.transforms.threads import (
@@ -60,6 +61,7 @@ from kernelcrew.agents.transforms.threads import (
 from kernelcrew.agents.transforms.vecmath import vector_math
 from kernelcrew.agents.transforms.vecmath_ext import vector_math_ext
 from kernelcrew.agents.transforms.vectorize import add_restrict, omp_simd_inner, unroll
+from kernelcrew.agents.transforms.views import through_views
 from kernelcrew.errors import InputError
 from kernelcrew.kernels.kernelfile import (
     FrontMatter,
@@ -82,6 +84,7 @@ __all__ = [
     "entries",
     "fuse_loops",
     "grid_stride",
+    "inline_calls",
     "interchange",
     "launch_bounds",
     "ldg",
@@ -353,21 +356,61 @@ def _each_entry(kf: KernelFile, fn: Callable[[str, str], str | None]) -> Outcome
 
 
 def register_transform(name: str, backends: tuple[str, ...], doc: str,
-                       body_fn: Callable[[str, str], str | None]) -> None:
+                       body_fn: Callable[..., str | None], **defaults: Any) -> None:
     """Register a body-level transform: `body_fn(source_after_front_matter, entry_name)`
     returns the new source, or None where it does not apply. It is applied to every
     entry of the kernel file, becomes a proposal kind of its own name, and is replayable
-    by `apply_change` like the built-in ones (README, "Adding a transform")."""
+    by `apply_change` like the built-in ones (README, "Adding a transform"). Keyword
+    defaults make it take parameters: `body_fn(source, entry, **params)`, each parameter
+    converted to its default's type (a replayed change may carry 4.0 or "4" for 4)."""
     if name in TRANSFORMS:
         raise ValueError(f"a transform named {name!r} is already registered")
-    TRANSFORMS[name] = Transform(name, name, backends,
-                                 lambda kf, _p: _each_entry(kf, body_fn), doc, {})
+
+    def run(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+        if not defaults:
+            return _each_entry(kf, body_fn)
+        args = {k: type(d)(p[k]) for k, d in defaults.items()}
+        return _each_entry(kf, lambda s, e: body_fn(s, e, **args))
+
+    TRANSFORMS[name] = Transform(name, name, backends, run, doc, dict(defaults))
 
 
-@_register("restrict", "restrict", ("cpu", "cuda"),
-           "__restrict__ on the pointer parameters of the entry (every kernel on CUDA)")
-def _t_restrict(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
-    return _each_entry(kf, add_restrict)
+register_transform("restrict", ("cpu", "cuda"),
+                   "__restrict__ on the pointer parameters of the entry (every kernel on CUDA)",
+                   add_restrict)
+
+
+def _called_in_loops(body: str, names: list[str]) -> set[str]:
+    """The functions of `names` that some function calls from inside a loop: threads go
+    on the caller's loop (a parallel region inside it would run nested, on one thread)."""
+    s = Source(body)
+    out = set()
+    for n in walk(s.root):
+        if n.type != "call_expression":
+            continue
+        name = s.text_of(n.child_by_field_name("function")).strip()
+        p = n.parent
+        while name in names and p is not None and p.type != "function_definition":
+            if p.type in ("for_statement", "while_statement", "do_statement"):
+                out.add(name)
+                break
+            p = p.parent
+    return out
+
+
+def _threaded(kf: KernelFile, p: dict[str, Any], fn: Callable[..., str | None]
+              ) -> Outcome | None:
+    """omp_parallel / omp_version: `fn(src, entry, min_work=, knob=)` on every entry but
+    the helpers called from inside a loop; the OMP_MIN_WORK knob's value goes to the front
+    matter when the guard uses it."""
+    knob = p.get("knob") or None
+    value = int(kf.meta.knobs.get(knob, p["min_work"])) if knob else int(p["min_work"])
+    inner = _called_in_loops(kf.body, entries(kf)[1:])
+    out = _each_entry(kf, lambda s, e: None if e in inner else
+                      fn(s, e, min_work=value, knob=knob))
+    if out is not None and knob and f">= {knob}" in (out.body or ""):
+        out.knobs = {knob: value}
+    return out
 
 
 @_register("omp_parallel", "omp_parallel", ("cpu",),
@@ -375,12 +418,7 @@ def _t_restrict(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
            "OMP_MIN_WORK inner iterations (a knob)",
            min_work=DEFAULT_MIN_WORK, knob="OMP_MIN_WORK")
 def _t_parallel(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
-    knob = p.get("knob") or None
-    value = int(kf.meta.knobs.get(knob, p["min_work"])) if knob else int(p["min_work"])
-    out = _each_entry(kf, lambda s, e: omp_parallel_outer(s, e, min_work=value, knob=knob))
-    if out is not None and knob and f">= {knob}" in (out.body or ""):
-        out.knobs = {knob: value}
-    return out
+    return _threaded(kf, p, through_views(omp_parallel_outer))
 
 
 @_register("omp_version", "omp_version", ("cpu",),
@@ -388,17 +426,11 @@ def _t_parallel(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
            "OMP_MIN_WORK (a knob) inner iterations", min_work=DEFAULT_MIN_WORK,
            knob="OMP_MIN_WORK")
 def _t_omp_version(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
-    knob = p.get("knob") or None
-    value = int(kf.meta.knobs.get(knob, p["min_work"])) if knob else int(p["min_work"])
-    out = _each_entry(kf, lambda s, e: version_threaded(s, e, min_work=value, knob=knob))
-    if out is not None and knob and f">= {knob}" in (out.body or ""):
-        out.knobs = {knob: value}
-    return out
+    return _threaded(kf, p, version_threaded)
 
 
-@_register("simd", "simd", ("cpu",), "#pragma omp simd (+ reductions) on innermost loops")
-def _t_simd(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
-    return _each_entry(kf, omp_simd_inner)
+register_transform("simd", ("cpu",), "#pragma omp simd (+ reductions) on innermost loops",
+                   through_views(omp_simd_inner))
 
 
 @_register("unroll", "unroll", ("cpu", "cuda"), "unroll pragmas on innermost loops", factor=4)
@@ -407,10 +439,10 @@ def _t_unroll(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
     return _each_entry(kf, lambda s, e: unroll(s, int(p["factor"]), e, style=style))
 
 
-@_register("interchange", "interchange", ("cpu",),
-           "i-j-k matmul nest with a strided inner read -> i-k-j")
-def _t_interchange(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
-    return _each_entry(kf, interchange)
+register_transform("interchange", ("cpu",),
+                   "i-j-k matmul nest (or a sum down columns) with a strided inner read -> "
+                   "i-k-j; a nest split across a helper call or walked with *p++ is seen whole",
+                   through_views(interchange))
 
 
 @_register("register_block", "register_block", ("cpu",),
@@ -428,19 +460,15 @@ def _t_register_block(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
     return out
 
 
-@_register("unroll_and_jam", "unroll_and_jam", ("cpu",),
-           "register-tile dot-product nests: FACTOR outputs of the outer loop share one pass "
-           "of the inner reduction (FACTOR accumulators, omp simd reduction), the rest kept",
-           factor=4)
-def _t_jam(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
-    return _each_entry(kf, lambda s, e: unroll_and_jam(s, e, int(p["factor"])))
-
-
-@_register("accumulators", "accumulators", ("cpu",),
-           "WAYS accumulators for innermost reduction loops (WAYS contiguous parts walked "
-           "side by side under omp simd), the rest of the range kept", ways=4)
-def _t_accumulators(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
-    return _each_entry(kf, lambda s, e: accumulators(s, e, int(p["ways"])))
+register_transform("unroll_and_jam", ("cpu",),
+                   "register-tile dot-product nests: FACTOR outputs of the outer loop share one "
+                   "pass of the inner reduction (FACTOR accumulators, omp simd reduction), the "
+                   "rest kept; a nest split across a helper call or walked with *p++ is seen whole",
+                   through_views(unroll_and_jam), factor=4)
+register_transform("accumulators", ("cpu",),
+                   "WAYS accumulators for innermost reduction loops (WAYS contiguous parts "
+                   "walked side by side under omp simd), the rest of the range kept",
+                   through_views(accumulators), ways=4)
 
 
 @_register("tile", "tile", ("cpu",),
@@ -456,22 +484,20 @@ def _t_tile(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
     return out
 
 
-@_register("fusion", "fusion", ("cpu",),
-           "fuse consecutive loops over the same range that touch the same elements")
-def _t_fusion(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
-    return _each_entry(kf, fuse_loops)
-
-
-@_register("vector_math", "vector_math", ("cpu",),
-           "float exp/erf calls in loops -> inline vectorizable kc_expf/kc_erff")
-def _t_vector_math(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
-    return _each_entry(kf, vector_math)
-
-
-@_register("vector_math_ext", "vector_math_ext", ("cpu",),
-           "float tanh/log calls in loops -> inline vectorizable kc_tanhf/kc_logf")
-def _t_vector_math_ext(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
-    return _each_entry(kf, vector_math_ext)
+register_transform("loop_order", ("cpu",),
+                   "exchange a perfectly nested independent pair of loops whose inner loop "
+                   "walks memory with a stride and the outer contiguously (column-order "
+                   "code, convolutions with the time loop outside the channels)",
+                   through_views(swap_loops))
+register_transform("fusion", ("cpu",),
+                   "fuse consecutive loops over the same range that touch the same elements",
+                   fuse_loops)
+register_transform("vector_math", ("cpu",),
+                   "float exp/erf calls in loops -> inline vectorizable kc_expf/kc_erff",
+                   vector_math)
+register_transform("vector_math_ext", ("cpu",),
+                   "float tanh/log calls in loops -> inline vectorizable kc_tanhf/kc_logf",
+                   vector_math_ext)
 
 
 @_register("flags", "flags", ("cpu", "cuda"),

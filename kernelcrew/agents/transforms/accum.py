@@ -18,6 +18,8 @@ on innermost loops whose reads are unit-stride or invariant, outside a small-siz
 
 from __future__ import annotations
 
+import re
+
 from kernelcrew.agents.transforms.common import (
     collapsed,
     finish,
@@ -28,7 +30,15 @@ from kernelcrew.agents.transforms.common import (
     repeat,
     statements,
 )
-from kernelcrew.agents.transforms.cst import Edit, Loop, Source, lookup, pragmas_before, walk
+from kernelcrew.agents.transforms.cst import (
+    Edit,
+    Loop,
+    Source,
+    lookup,
+    pragma_text,
+    pragmas_before,
+    walk,
+)
 from kernelcrew.agents.transforms.dependence import check_loop
 from kernelcrew.agents.transforms.jam import body_locals, rename_copy, unit_or_invariant
 
@@ -42,6 +52,10 @@ def accum_reason(m, lp: Loop) -> str | None:
     line = s.line_of(lp.node)
     if lp.children or not lp.canonical or lp.step is not None or lp.inclusive:
         return f"loop at line {line} is not an innermost unit-step loop"
+    if any(re.match(r"omp\b(?!\s+simd\b)", pragma_text(s, p)) for p in pragmas_before(lp.node)):
+        # a worksharing loop (`omp for reduction`) must stay one: its iterations are the
+        # threads' shares, the rewrite would run the whole range on every thread
+        return f"loop at line {line} carries an OpenMP worksharing pragma"
     v = check_loop(m, lp, allow_reductions=True)
     if not v.ok:
         return v.reason

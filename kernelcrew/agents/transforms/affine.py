@@ -365,11 +365,23 @@ def digits(model: FunctionModel, off: Poly, region: Node) -> list[tuple[str, Pol
     if split is None:
         return None
     terms, _ = split
-    span: Poly = dict(ONE)
+    # the weights a digit may have: a bound is read through a size's initializer
+    # (`int T = (int)T_;` bounds t by T_) while a subscript keeps the name (`b * T + t`),
+    # so both spellings of each bound are kept
+    spans: list[Poly] = [dict(ONE)]
     order: list[tuple[str, Poly]] = []
     remaining = dict(terms)
+    def fits(c: Poly) -> bool:
+        """The weight is one of the spans, or one plus a constant (`j < nx - 1` under a
+        weight of nx: the lower digits still stay below the weight)."""
+        for sp in spans:
+            d = p_add(c, sp, -1)
+            if not d or (set(d) == {()} and d[()] > 0):
+                return True
+        return False
+
     while remaining:
-        match = [v for v, c in remaining.items() if c == span]
+        match = [v for v, c in remaining.items() if fits(c)]
         if len(match) != 1:
             return None
         v = match[0]
@@ -383,7 +395,13 @@ def digits(model: FunctionModel, off: Poly, region: Node) -> list[tuple[str, Pol
         bound = model.upper(lp, region)
         if bound is None:
             return None
-        span = p_mul(span, bound)
+        bounds = [bound]
+        named = model.linear(lp.end, region) if lp.end is not None else None
+        if named is not None and not any(VAR_MARK in s for mono in named for s in mono):
+            named = p_add(named, ONE) if lp.inclusive else named
+            if named != bound:
+                bounds.append(named)
+        spans = [p_mul(coef, b) for b in bounds]
     for v, _ in order:
         lp = model.loop_by_key(v)
         if lp is None or not model.start_nonneg(lp, region):

@@ -27,6 +27,7 @@ _FORM = {
     "vector_math_ext": "no float tanh/log call inside a loop",
     "interchange": "no i-j-k product nest whose innermost loop reads an operand with a stride",
     "tile": "no 2-deep nest with a strided access for cache blocking to fix",
+    "loop_order": "no perfectly nested independent pair whose inner loop is the strided one",
     "fusion": "no consecutive loops over the same range that touch the same elements",
     "register_block": "no i-k-j product nest (interchanged) to block in registers",
     "ldg": "no read-only global load left without __ldg",
@@ -52,7 +53,7 @@ def _threads_why(kf: KernelFile) -> str:
             reasons.append(f"{name}() is threaded already (its pragma is kept, never stacked)")
             continue
         for top in m.forest:
-            v = parallel_verdict(m, top)
+            v = parallel_verdict(m, top, reductions=True)
             if not v.ok:
                 reasons.append(f"{name}(): {v.reason}")
     return "; ".join(reasons[:3]) or "no loop to thread"

@@ -29,6 +29,22 @@ SMALL_MARK = "// kernelcrew: small-size path, kept simple"
 _HINTS = re.compile(r"^\s*#\s*pragma\s+(omp\s+simd\b|GCC\s+unroll\b|unroll\b)")
 
 
+_REDUCED = re.compile(r"\breduction\s*\(\s*[^:()]+:\s*([^)]*)\)")
+
+
+def reduction_clauses(reductions: dict[str, str], pragmas: list[str] = ()) -> str:
+    """` reduction(op : a, b)` clauses for `reductions` (var -> op), leaving out the
+    variables that a reduction clause of `pragmas` already names (OpenMP refuses a variable
+    in two reduction clauses of one construct)."""
+    named = {x.strip() for text in pragmas for grp in _REDUCED.findall(text)
+             for x in grp.split(",")}
+    by_op: dict[str, list[str]] = {}
+    for name, op in reductions.items():
+        if name not in named:
+            by_op.setdefault(op, []).append(name)
+    return "".join(f" reduction({op} : {', '.join(ns)})" for op, ns in sorted(by_op.items()))
+
+
 def in_small_path(node: Node) -> bool:
     """Inside a block that starts with SMALL_MARK."""
     p = node.parent
@@ -102,10 +118,17 @@ def descendants(lp: Loop) -> list[Loop]:
 
 
 def guard_edit(s: Source, m: FunctionModel, knob: str, value: int) -> Edit:
-    """`#ifndef KNOB / #define KNOB value / #endif` before the function."""
+    """`#ifndef KNOB / #define KNOB value / #endif` before the first function of the file
+    (a helper defined before the entry may use the knob too)."""
     top = m.fn
     while top.parent is not None and top.parent.type != "translation_unit":
         top = top.parent
+    for c in s.root.named_children:
+        if c.start_byte >= top.start_byte:
+            break
+        if c.type in ("function_definition", "linkage_specification"):
+            top = c
+            break
     at = s.line_start(top)
     return Edit(at, at, f"#ifndef {knob}\n#define {knob} {value}\n#endif\n\n")
 

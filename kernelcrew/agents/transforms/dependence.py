@@ -95,19 +95,41 @@ _ASSIGNS = re.compile(r"(?<![=!<>])=(?!=)|\+\+|--|[-+*/%&|^]=|<<=|>>=")
 
 
 def pure_macros(src: Source) -> set[str]:
-    """Function-like macros (`#define SQ(a) ((a) * (a))`) whose body assigns nothing and
-    calls only pure functions: a call to one is an expression like any other."""
-    out = set()
+    """Function-like macros (`#define SQ(a) ((a) * (a))`) whose body assigns nothing, calls
+    only pure functions and names nothing but its parameters, constants and other such
+    macros: a call to one is an expression of its arguments like any other. A macro that
+    names an array or a size of the code around it (`#define U(i, j) u[(i) * nx + (j)]`)
+    reads memory the dependence check would not see: not pure (the moves see through it
+    on the macro-expanded source, `views`)."""
+    defs: dict[str, tuple[list[str] | None, str]] = {}
     for n in walk(src.root):
-        if n.type != "preproc_function_def":
+        if n.type not in ("preproc_function_def", "preproc_def"):
             continue
         name, body = n.child_by_field_name("name"), n.child_by_field_name("value")
-        text = src.text_of(body) if body is not None else ""
-        calls = re.findall(r"([A-Za-z_]\w*)\s*\(", text)
-        if name is not None and not _ASSIGNS.search(text) and \
-                all(c in PURE_CALLS for c in calls):
-            out.add(name.text.decode())
+        ps = n.child_by_field_name("parameters")
+        args = [c.text.decode() for c in ps.named_children] if ps is not None else None
+        if name is not None:
+            defs[name.text.decode()] = (args, src.text_of(body) if body is not None else "")
+    consts = {nm for nm, (args, text) in defs.items() if args is None and
+              not re.search(r"[A-Za-z_]", re.sub(r"\b\d[\w.]*", "", text))}
+    out: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for nm, (args, text) in defs.items():
+            if args is None or nm in out or _ASSIGNS.search(text) or "#" in text:
+                continue
+            calls = re.findall(r"([A-Za-z_]\w*)\s*\(", text)
+            words = set(re.findall(r"\b[A-Za-z_]\w*\b", re.sub(r"\b\d[\w.]*", "", text)))
+            allowed = set(args) | PURE_CALLS | consts | out | _TYPE_WORDS
+            if all(c in PURE_CALLS or c in out for c in calls) and words <= allowed:
+                out.add(nm)
+                changed = True
     return out
+
+
+_TYPE_WORDS = frozenset(["float", "double", "int", "long", "unsigned", "short", "char",
+                         "int32_t", "int64_t", "uint32_t", "uint64_t", "size_t", "const"])
 
 
 # copies into `&local` (the bit casts of the vector math helpers) stay inside the call
@@ -195,9 +217,7 @@ def check_loop(model: FunctionModel, lp: Loop, *, allow_reductions: bool,
         for a in n.child_by_field_name("arguments").named_children:
             if name == "__ldg":
                 continue
-            if a.type == "pointer_expression" or (
-                    a.type == "identifier" and (d := lookup(a.text.decode(), a)) is not None
-                    and (d.pointer or d.array)):
+            if _pointer_valued(a):
                 return Verdict(False, f"passes a pointer to {name}() at line {src.line_of(n)}")
     # scalar writes
     for n in walk(lp.body):
@@ -270,6 +290,25 @@ def check_loop(model: FunctionModel, lp: Loop, *, allow_reductions: bool,
                 return Verdict(False, f"the {what} reaches an element another iteration of "
                                       f"{lp.var} writes")
     return verdict
+
+
+def _pointer_valued(a: Node) -> bool:
+    """An argument that hands the callee an address: `p`, `&x[i]`, `*pp`, `x + i * n`,
+    `(const float*)p` (an array or pointer name, or arithmetic on one)."""
+    while a.type in ("parenthesized_expression", "cast_expression") and a.named_children:
+        a = a.child_by_field_name("value") or a.named_children[-1]
+    if a.type == "pointer_expression":
+        return True
+    if a.type == "identifier":
+        d = lookup(a.text.decode(), a)
+        return d is not None and (d.pointer or d.array)
+    if a.type == "binary_expression" and a.child_by_field_name("operator").type in ("+", "-"):
+        return _pointer_valued(a.child_by_field_name("left")) or \
+            _pointer_valued(a.child_by_field_name("right"))
+    if a.type == "conditional_expression":
+        return _pointer_valued(a.child_by_field_name("consequence")) or \
+            _pointer_valued(a.child_by_field_name("alternative"))
+    return False
 
 
 def _innermost_breakable(n: Node) -> Node | None:

@@ -78,14 +78,20 @@ def _interchange_one(s: Source, m: FunctionModel, j: Loop) -> str | None:
     if upd is None or s.text_of(upd[0]).strip() != acc:
         return None
     prod = upd[1]
-    if (xy := product(prod)) is None:
-        return None
-    x, y = xy
-    if mentions_var(m, x, j) and not mentions_var(m, y, j):
-        x, y, x_first = y, x, False
+    xy = product(prod)
+    if xy is None or not any(mentions_var(m, n, j) for n in xy):
+        # a sum down the columns: `acc += B[k*n + j]`, no factor to hoist
+        x, y, x_first = None, prod, True
     else:
-        x_first = True
-    if mentions_var(m, x, j) or not mentions_var(m, y, j):
+        x, y = xy
+        if mentions_var(m, x, j) and not mentions_var(m, y, j):
+            x, y, x_first = y, x, False
+        else:
+            x_first = True
+    if x is not None and mentions_var(m, x, j) or not mentions_var(m, y, j):
+        return None
+    if x is None and (y.type != "subscript_expression" or any(
+            n.type == "call_expression" for n in walk(y))):
         return None
     if any(n.type == "identifier" and n.text.decode() == acc for n in walk(prod)):
         return None
@@ -129,8 +135,8 @@ def _interchange_one(s: Source, m: FunctionModel, j: Loop) -> str | None:
     step = "    "
     a = fresh_name(m, "a_" + (q.var or "k"))
     c_text = s.text_of(target)
-    y_text, x_text = s.text_of(y), s.text_of(x)
-    prod_text = f"{a} * {y_text}" if x_first else f"{y_text} * {a}"
+    y_text = s.text_of(y)
+    prod_text = y_text if x is None else f"{a} * {y_text}" if x_first else f"{y_text} * {a}"
     n_text = invariant_text(s, m, j.end, j.node)
     if n_text is None:
         return None
@@ -141,7 +147,7 @@ def _interchange_one(s: Source, m: FunctionModel, j: Loop) -> str | None:
         f"{ii}{step}{c_text} = {zero.text.decode()};\n"
         f"{ii}}}\n"
         f"{ii}{loop_header(s, q)} {{\n"
-        f"{ii}{step}const {acc_type} {a} = {x_text};\n"
+        + (f"{ii}{step}const {acc_type} {a} = {s.text_of(x)};\n" if x is not None else "") +
         f"{simd_line}"
         f"{ii}{step}{loop_header(s, j)} {{\n"
         f"{ii}{step}{step}{c_text} += {prod_text};\n"
@@ -268,3 +274,65 @@ def _tile_one(s: Source, m: FunctionModel, a: Loop, b: Loop, knob: str, default:
     if f"#define {knob}" not in s.text:
         edits.append(guard_edit(s, m, knob, default))
     return finish(s, edits)
+
+
+# ---------------------------------------------------------------- loop order
+
+def _unit_votes(m: FunctionModel, a: Loop, b: Loop) -> tuple[int, int]:
+    """(accesses in b's body with unit stride in a and another stride in b, the reverse):
+    which order of the pair walks memory contiguously in the inner loop."""
+    to_swap = keep = 0
+    for n in walk(b.body):
+        if n.type != "subscript_expression":
+            continue
+        acc = m.subscript(n, a.node)
+        if acc is None or acc[1] is None or (sp := split_terms(acc[1])) is None:
+            continue
+        ca, cb = sp[0].get(a.key), sp[0].get(b.key)
+        if ca == {(): 1} and cb is not None and cb != {(): 1}:
+            to_swap += 1
+        elif cb == {(): 1} and ca is not None and ca != {(): 1}:
+            keep += 1
+    return to_swap, keep
+
+
+def _swap_one(s: Source, m: FunctionModel, a: Loop) -> str | None:
+    if in_small_path(a.node) or len(a.children) != 1 or pragmas_before(a.node):
+        return None
+    b = a.children[0]
+    stmts = statements(a.body)
+    if len(stmts) != 1 or not same(stmts[0], b.node) or pragmas_before(b.node):
+        return None
+    if not a.canonical or not b.canonical:
+        return None
+    # rectangular: b's bounds and step do not depend on a; a's are fixed inside b
+    if any(n is not None and mentions_var(m, n, a) for n in (b.start, b.end, b.step)):
+        return None
+    to_swap, keep = _unit_votes(m, a, b)
+    if to_swap <= keep:
+        return None
+    # every (a, b) iteration independent of every other: any order gives the same result
+    if not check_loop(m, a, allow_reductions=False).ok or \
+            not check_loop(m, b, allow_reductions=False).ok:
+        return None
+    ha, hb = loop_header(s, a), loop_header(s, b)
+    body = s.data[b.body.start_byte:b.node.end_byte].decode()
+    ind = s.indent_of(a.node)
+    text = s.data[s.line_start(a.node):a.node.end_byte].decode()
+    # swap the two headers, keep everything else (the bodies' text and layout)
+    at_a = text.index(ha)
+    at_b = text.index(hb, at_a + len(ha))
+    new = text[:at_a] + hb + text[at_a + len(ha):at_b] + ha + text[at_b + len(hb):]
+    if body not in new:
+        return None
+    return finish(s, [Edit(s.line_start(a.node), a.node.end_byte, new)]) if ind is not None \
+        else None
+
+
+def swap_loops(src: str, entry: str) -> str | None:
+    """Exchange a perfectly nested pair of loops when the inner one walks memory with a
+    stride and the outer one contiguously (column-order code: `for j: for i: v[i*nx + j]`),
+    where every iteration of the pair is independent of every other and the inner bounds
+    do not depend on the outer variable; the loop bodies are kept as they are."""
+    return repeat(src, entry, lambda s, m: next(
+        (out for a in m.loops if (out := _swap_one(s, m, a)) is not None), None))

@@ -46,14 +46,10 @@ def reduction(model: FunctionModel, assign: Node, d: Decl, lp: Loop
         return _if_minmax(model, holder, assign, name)
     if right.type == "binary_expression":
         bop = right.child_by_field_name("operator").type
-        left_, right_ = right.child_by_field_name("left"), right.child_by_field_name("right")
-        for mine, other in ((left_, right_), (right_, left_)):
-            if mine.type == "identifier" and mine.text.decode() == name and \
-                    not _mentions(other, name):
-                if bop == "+" or (bop == "-" and mine is left_):
-                    return "+", None
-                if bop == "*":
-                    return "*", None
+        if bop in ("+", "-"):
+            return ("+", None) if _one_term(right, name, ("+", "-")) else None
+        if bop == "*":
+            return ("*", None) if _one_term(right, name, ("*",)) else None
         return None
     if right.type == "call_expression":
         fn = call_name(model, right)
@@ -69,6 +65,30 @@ def reduction(model: FunctionModel, assign: Node, d: Decl, lp: Loop
         got = _cond_minmax(model, right, name)
         return (got, None) if got else None
     return None
+
+
+def _terms(node: Node, ops: tuple[str, ...], sign: int = 1) -> list[tuple[Node, int]]:
+    """The operands of a chain of `ops` (`a + b - (c + d)`), each with its sign: -1 for a
+    term subtracted an odd number of times."""
+    while node.type == "parenthesized_expression" and node.named_children:
+        node = node.named_children[0]
+    if node.type == "binary_expression":
+        op = node.child_by_field_name("operator").type
+        if op in ops:
+            left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+            return _terms(left, ops, sign) + _terms(right, ops, -sign if op == "-" else sign)
+    return [(node, sign)]
+
+
+def _one_term(expr: Node, name: str, ops: tuple[str, ...]) -> bool:
+    """`name` is one operand of the chain, added (not subtracted), and no other operand
+    mentions it: `s = s + a*b + c*d` or `s = a - b + s` add a value to s; `p = p * a * b`
+    multiplies it (the BLAS-style unrolled forms)."""
+    mine = [sg for n, sg in _terms(expr, ops)
+            if n.type == "identifier" and n.text.decode() == name]
+    others = [n for n, _ in _terms(expr, ops)
+              if not (n.type == "identifier" and n.text.decode() == name)]
+    return mine == [1] and not any(_mentions(n, name) for n in others)
 
 
 def _cond_minmax(model: FunctionModel, node: Node, name: str) -> str | None:

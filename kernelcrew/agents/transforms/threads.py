@@ -13,6 +13,7 @@ from kernelcrew.agents.transforms.common import (
     invariant_text,
     mentions_var,
     model_of,
+    reduction_clauses,
     statements,
 )
 from kernelcrew.agents.transforms.cst import (
@@ -74,10 +75,33 @@ def owned_loops(m: FunctionModel, lp: Loop) -> set[str]:
     return out
 
 
-def parallel_verdict(m: FunctionModel, lp: Loop) -> Verdict:
+def parallel_verdict(m: FunctionModel, lp: Loop, *, reductions: bool = False) -> Verdict:
     """Whether the iterations of `lp` may run on different threads (tiles count as the
-    elements they own)."""
-    return check_loop(m, lp, allow_reductions=False, owned=owned_loops(m, lp))
+    elements they own). With `reductions`, scalars declared outside the loop may also be
+    updated as recognized reductions (+, *, max, min) of plain arithmetic locals: each
+    thread then reduces into its own copy, combined at the end (`reduction(op : s)`)."""
+    v = check_loop(m, lp, allow_reductions=False, owned=owned_loops(m, lp))
+    if v.ok or not reductions:
+        return v
+    r = check_loop(m, lp, allow_reductions=True, owned=owned_loops(m, lp))
+    if not r.ok or not r.reductions or r.rewrites:
+        return v  # an if-max form must be rewritten first (simd does that)
+    for name in r.reductions:
+        d = lookup(name, lp.node)
+        ty = d.node.child_by_field_name("type") if d is not None else None
+        if d is None or d.pointer or d.array or ty is None or \
+                "&" in m.src.text_of(d.node).split("=")[0] or \
+                not _ARITH.fullmatch(m.src.text_of(ty).strip()):
+            return v
+    return r
+
+
+_ARITH = re.compile(r"(const\s+)?(float|double|int|long|long long|unsigned|unsigned int|"
+                    r"unsigned long|short|int(8|16|32|64)_t|uint(8|16|32|64)_t|size_t)")
+def _reduction_clause(s: Source, lp: Loop, v: Verdict) -> str:
+    """`reduction(op : vars)` clauses for the loop's reductions that its own pragmas (an
+    `omp simd reduction`, merged into the threaded construct) do not name already."""
+    return reduction_clauses(v.reductions, [pragma_text(s, p) for p in pragmas_before(lp.node)])
 
 
 def omp_parallel_outer(src: str, entry: str, *, min_work: int = DEFAULT_MIN_WORK,
@@ -101,7 +125,7 @@ def omp_parallel_outer(src: str, entry: str, *, min_work: int = DEFAULT_MIN_WORK
 
     def threadable(lp: Loop) -> bool:
         return lp.canonical and _threaded_pragma(s, lp, "omp for") is not None and \
-            parallel_verdict(m, lp).ok
+            parallel_verdict(m, lp, reductions=True).ok
 
     for top in m.forest:
         if threadable(top):
@@ -141,7 +165,7 @@ def _threaded_pragma(s: Source, lp: Loop, construct: str, clause: str = "") -> s
             return None
     if simd is None:
         return f"#pragma {construct}{clause} schedule(static)"
-    return f"#pragma {construct} simd{clause} schedule(static){simd}"
+    return f"#pragma {construct} simd{clause}{simd} schedule(static)"
 
 
 def _parallel_version(s: Source, m: FunctionModel, group: list[Loop], min_work: str) -> Edit:
@@ -152,7 +176,16 @@ def _parallel_version(s: Source, m: FunctionModel, group: list[Loop], min_work: 
     first, last = group[0].node, group[-1].node
     start, end = lead_start(s, first), last.end_byte
     ind = s.indent_of(first)
-    work = _work_expr(s, m, group[0])
+    works = [_work_expr(s, m, lp) for lp in group]
+    # a region: the work of all its passes (a short clean-up pass may come first)
+    terms = list(dict.fromkeys(works))
+    if None in terms:
+        work = None
+    elif len(terms) == 1:
+        work = terms[0]
+    else:  # `int` sizes: the sum is taken in 64 bits
+        work = " + ".join(w if re.fullmatch(r"[\w.]+", w) else f"({w})" for w in terms)
+        work = f"(long long){work}"
     region = len(group) > 1
     construct = "omp for" if region else "omp parallel for"
 
@@ -161,7 +194,8 @@ def _parallel_version(s: Source, m: FunctionModel, group: list[Loop], min_work: 
         for lp in sorted(group, key=lambda x: x.node.start_byte, reverse=True):
             if with_pragmas:
                 at, to = lead_start(s, lp.node) - start, s.line_start(lp.node) - start
-                clause = " collapse(2)" if _collapsible(m, lp) else ""
+                clause = (" collapse(2)" if _collapsible(m, lp) else "") + _reduction_clause(
+                    s, lp, parallel_verdict(m, lp, reductions=True))
                 line = f"{_threaded_pragma(s, lp, construct, clause)}\n"
                 text = text[:at] + line.encode() + text[to:]
         lines = text.decode().split("\n")

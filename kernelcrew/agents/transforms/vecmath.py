@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from kernelcrew.agents.transforms.cst import (
     Edit,
+    Node,
     Source,
     apply_edits,
     find_function,
@@ -112,10 +113,12 @@ REPLACE = {"exp": "kc_expf", "expf": "kc_expf", "std::exp": "kc_expf",
            "erf": "kc_erff", "erff": "kc_erff", "std::erf": "kc_erff"}
 
 
-def _float_only(s: Source, node) -> bool:
+_LOOPS = ("for_statement", "while_statement", "do_statement")
+
+
+def _float_only(s: Source, node: Node) -> bool:
     """No double literal or double variable in the expression."""
-    text = s.text_of(node)
-    if "double" in text:
+    if "double" in s.text_of(node):
         return False
     for n in walk(node):
         if n.type == "number_literal":
@@ -125,56 +128,69 @@ def _float_only(s: Source, node) -> bool:
     return True
 
 
-def vector_math(src: str, entry: str) -> str | None:
-    """Replace float `exp`/`erf` calls inside the loops of `entry` by inline, vectorizable
-    versions (kc_expf, kc_erff), adding their definitions before the function. Refused
-    for functions that compute in double (the replacements are float-accurate)."""
+def _in_loop(n: Node, fn: Node, loops: tuple[str, ...]) -> bool:
+    p = n.parent
+    while p is not None and p != fn:
+        if p.type in loops:
+            return True
+        p = p.parent
+    return False
+
+
+def replace_math_calls(src: str, entry: str, replace: dict[str, str],
+                       helpers: dict[str, tuple[str, tuple[str, ...]]],
+                       loops: tuple[str, ...] = _LOOPS) -> str | None:
+    """Replace the one-argument float calls named in `replace` (libm name -> inline
+    version) inside the loops of `entry` (`loops`: the statement types that count), and put
+    the definitions the replacements need (`helpers`: name -> (code, the helpers it uses))
+    before the function, after any comment that introduces it; helpers the file already
+    defines are not added again. None when nothing is replaced, or when the function
+    computes in double (the replacements are float-accurate)."""
     s = Source(src)
     fn = find_function(s, entry)
-    if fn is None:
-        return None
-    if "double" in s.text_of(fn):
+    if fn is None or "double" in s.text_of(fn):
         return None
     edits: list[Edit] = []
     needed: set[str] = set()
     for n in walk(fn):
         if n.type != "call_expression":
             continue
-        name = s.text_of(n.child_by_field_name("function")).strip()
-        args = n.child_by_field_name("arguments").named_children
-        if name not in REPLACE or len(args) != 1 or not _float_only(s, args[0]):
-            continue
-        p = n.parent
-        while p is not None and p.type != "for_statement" and p != fn:
-            p = p.parent
-        if p is None or p.type != "for_statement":
-            continue  # only calls inside loops matter
         fnode = n.child_by_field_name("function")
-        edits.append(Edit(fnode.start_byte, fnode.end_byte, REPLACE[name]))
-        needed.add(REPLACE[name])
+        name = s.text_of(fnode).strip()
+        args = n.child_by_field_name("arguments").named_children
+        if name not in replace or len(args) != 1 or not _float_only(s, args[0]) or \
+                not _in_loop(n, fn, loops):
+            continue
+        edits.append(Edit(fnode.start_byte, fnode.end_byte, replace[name]))
+        needed.add(replace[name])
     if not edits:
         return None
     order: list[str] = []
 
     def want(h: str) -> None:
-        for dep in HELPERS[h][1]:
+        for dep in helpers[h][1]:
             want(dep)
         if h not in order:
             order.append(h)
 
     for h in sorted(needed):
         want(h)
-    defined = {f for f in order if find_function(s, f) is not None}
-    code = "".join(HELPERS[h][0] + "\n" for h in order if h not in defined)
-    top = fn
-    while top.parent is not None and top.parent.type != "translation_unit":
-        top = top.parent
-    # put the helpers after any comment block that introduces the function
-    at = top
-    while at.prev_named_sibling is not None and at.prev_named_sibling.type == "comment" and \
-            at.prev_named_sibling.end_point.row >= at.start_point.row - 1:
-        at = at.prev_named_sibling
+    code = "".join(helpers[h][0] + "\n" for h in order if find_function(s, h) is None)
     if code:
+        top = fn
+        while top.parent is not None and top.parent.type != "translation_unit":
+            top = top.parent
+        at = top
+        while at.prev_named_sibling is not None and at.prev_named_sibling.type == "comment" \
+                and at.prev_named_sibling.end_point.row >= at.start_point.row - 1:
+            at = at.prev_named_sibling
         pos = s.line_start(at)
         edits.append(Edit(pos, pos, code))
     return apply_edits(s, edits)
+
+
+def vector_math(src: str, entry: str) -> str | None:
+    """Replace float `exp`/`erf` calls inside the for loops of `entry` by inline,
+    vectorizable versions (kc_expf, kc_erff), adding their definitions before the function.
+    Refused for functions that compute in double (the replacements are float-accurate)."""
+    return replace_math_calls(src, entry, REPLACE, HELPERS, loops=("for_statement",))

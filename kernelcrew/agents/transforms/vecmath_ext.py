@@ -9,14 +9,7 @@ tolerance. A sigmoid written `1 / (1 + exp(-x))` is the exp replacement's busine
 
 from __future__ import annotations
 
-from kernelcrew.agents.transforms.cst import (
-    Edit,
-    Node,
-    Source,
-    apply_edits,
-    find_function,
-    walk,
-)
+from kernelcrew.agents.transforms.vecmath import replace_math_calls
 
 SELECT = """\
 // c ? a : b on the bits: both arms are already computed, so g++ if-converts and
@@ -104,69 +97,8 @@ REPLACE = {"tanh": "kc_tanhf", "tanhf": "kc_tanhf", "std::tanh": "kc_tanhf",
            "log": "kc_logf", "logf": "kc_logf", "std::log": "kc_logf"}
 
 
-def _float_only(s: Source, node: Node) -> bool:
-    """No double literal or double variable in the expression."""
-    if "double" in s.text_of(node):
-        return False
-    for n in walk(node):
-        if n.type == "number_literal":
-            t = n.text.decode().lower()
-            if ("." in t or "e" in t) and not t.startswith("0x") and not t.endswith("f"):
-                return False
-    return True
-
-
-def _in_loop(n: Node, fn: Node) -> bool:
-    p = n.parent
-    while p is not None and p != fn:
-        if p.type in ("for_statement", "while_statement", "do_statement"):
-            return True
-        p = p.parent
-    return False
-
-
 def vector_math_ext(src: str, entry: str) -> str | None:
     """Replace float `tanh`/`log` calls inside the loops of `entry` by inline vectorizable
     versions (kc_tanhf, kc_logf), defined before the function. Refused for functions that
     compute in double."""
-    s = Source(src)
-    fn = find_function(s, entry)
-    if fn is None or "double" in s.text_of(fn):
-        return None
-    edits: list[Edit] = []
-    needed: set[str] = set()
-    for n in walk(fn):
-        if n.type != "call_expression":
-            continue
-        fnode = n.child_by_field_name("function")
-        name = s.text_of(fnode).strip()
-        args = n.child_by_field_name("arguments").named_children
-        if name not in REPLACE or len(args) != 1 or not _float_only(s, args[0]) or \
-                not _in_loop(n, fn):
-            continue
-        edits.append(Edit(fnode.start_byte, fnode.end_byte, REPLACE[name]))
-        needed.add(REPLACE[name])
-    if not edits:
-        return None
-    order: list[str] = []
-
-    def want(h: str) -> None:
-        for dep in HELPERS[h][1]:
-            want(dep)
-        if h not in order:
-            order.append(h)
-
-    for h in sorted(needed):
-        want(h)
-    code = "".join(HELPERS[h][0] + "\n" for h in order if find_function(s, h) is None)
-    if code:
-        top = fn
-        while top.parent is not None and top.parent.type != "translation_unit":
-            top = top.parent
-        at = top
-        while at.prev_named_sibling is not None and at.prev_named_sibling.type == "comment" \
-                and at.prev_named_sibling.end_point.row >= at.start_point.row - 1:
-            at = at.prev_named_sibling
-        pos = s.line_start(at)
-        edits.append(Edit(pos, pos, code))
-    return apply_edits(s, edits)
+    return replace_math_calls(src, entry, REPLACE, HELPERS)

@@ -12,6 +12,7 @@ from kernelcrew.agents.transforms.common import (
     has_pragma,
     in_small_path,
     model_of,
+    reduction_clauses,
 )
 from kernelcrew.agents.transforms.cst import (
     Edit,
@@ -70,11 +71,8 @@ def omp_simd_inner(src: str, entry: str) -> str | None:
         v = check_loop(m, lp, allow_reductions=True)
         if not v.ok or _scatters(m, lp):
             continue
-        by_op: dict[str, list[str]] = {}
-        for name, op in v.reductions.items():
-            by_op.setdefault(op, []).append(name)
-        clauses = "".join(f" reduction({op} : {', '.join(names)})"
-                          for op, names in sorted(by_op.items()))
+        clauses = reduction_clauses(v.reductions, [pragma_text(s, p)
+                                                   for p in pragmas_before(lp.node)])
         # g++ accepts no other pragma between `omp simd` and its loop: an unroll pragma goes
         edits += remove_lines(s, [p for p in pragmas_before(lp.node)
                                   if re.match(r"(GCC\s+)?unroll\b", pragma_text(s, p))])

@@ -37,6 +37,11 @@ void count(const int32_t* __restrict__ values, int64_t lo, int64_t hi, int32_t* 
 
 extern "C" void histogram(const int32_t* __restrict__ values, int32_t* __restrict__ counts,
                           int64_t n, int64_t bins) {
+    if (n < 8 * bins) {  // few values per bin: clearing and adding the copies costs more
+        std::memset(counts, 0, sizeof(int32_t) * (size_t)bins);
+        for (int64_t i = 0; i < n; ++i) counts[values[i]]++;
+        return;
+    }
     if (n < (int64_t)1 << 20 || bins > (int64_t)1 << 16) {  // small: one thread
         int32_t* scratch = (int32_t*)std::malloc(sizeof(int32_t) * (size_t)(COPIES * bins));
         if (!scratch) {  // no memory for the copies: count directly

@@ -1,0 +1,75 @@
+"""Function-like macros expanded in the entry's body, as the preprocessor would.
+
+C code reaches its arrays through indexing macros (`#define U(i, j) u[(i) * nx + (j)]`,
+`V(i, j) = c0 * U(i, j) + ...`). A macro invocation looks like a call to the analysis, so a
+write through one cannot be proven to touch one element, and a read through one names no
+array at all. Expanded (the macro's replacement text with the arguments put in for its
+parameters, token for token, no parentheses added), the subscripts are plain again. The
+definitions stay; only the entry's uses are replaced. Macros whose body stringizes or
+pastes tokens (`#`, `##`), takes a variable number of arguments or holds string literals
+are left alone.
+"""
+
+from __future__ import annotations
+
+import re
+
+from kernelcrew.agents.transforms.common import finish
+from kernelcrew.agents.transforms.cst import Edit, Source, find_function, walk
+
+
+def _definitions(s: Source) -> dict[str, tuple[list[str], str]]:
+    out: dict[str, tuple[list[str], str]] = {}
+    for n in walk(s.root):
+        if n.type != "preproc_function_def":
+            continue
+        name, body = n.child_by_field_name("name"), n.child_by_field_name("value")
+        ps = n.child_by_field_name("parameters")
+        if name is None or ps is None:
+            continue
+        text = s.text_of(body).strip() if body is not None else ""
+        args = [c.text.decode() for c in ps.named_children]
+        if "#" in text or '"' in text or "'" in text or "..." in s.text_of(ps) or \
+                any(not re.fullmatch(r"[A-Za-z_]\w*", a) for a in args):
+            continue
+        out[name.text.decode()] = (args, text)
+    return out
+
+
+def _once(src: str, entry: str) -> str | None:
+    s = Source(src)
+    fn = find_function(s, entry)
+    defs = _definitions(s)
+    if fn is None or not defs:
+        return None
+    edits = []
+    for n in walk(fn):
+        if n.type != "call_expression":
+            continue
+        f = n.child_by_field_name("function")
+        name = s.text_of(f).strip()
+        if f.type != "identifier" or name not in defs:
+            continue
+        if any(e.start <= n.start_byte < e.end for e in edits):
+            continue  # inside a macro call already expanded in this pass
+        params, body = defs[name]
+        args = [s.text_of(a) for a in n.child_by_field_name("arguments").named_children]
+        if len(args) != len(params):
+            continue
+        table = dict(zip(params, args, strict=True))
+        text = re.sub(r"\b[A-Za-z_]\w*\b", lambda m, tb=table: tb.get(m.group(0), m.group(0)),
+                      body) if table else body
+        edits.append(Edit(n.start_byte, n.end_byte, text))
+    return finish(s, edits)
+
+
+def expand_macros(src: str, entry: str, limit: int = 4) -> str | None:
+    """The source with the function-like macro invocations in `entry` expanded; None when
+    there are none."""
+    out = None
+    for _ in range(limit):
+        new = _once(out if out is not None else src, entry)
+        if new is None:
+            break
+        out = new
+    return out

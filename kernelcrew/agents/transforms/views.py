@@ -1,0 +1,50 @@
+"""The same function written the way the loop moves read best: indexing macros expanded
+(`macros`), helpers called in loops inlined (`inline`), pointer walks turned into
+subscripts (`pointers`). A move that does not
+apply to the source as written is tried on these views, so a nest split across a call or
+walked with `*p++` is still seen whole; the result is the view with the move applied."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kernelcrew.agents.transforms.inline import inline_calls
+from kernelcrew.agents.transforms.macros import expand_macros
+from kernelcrew.agents.transforms.pointers import index_pointers
+
+
+def views(src: str, entry: str) -> list[str]:
+    """The rewritten views of `entry` that differ from `src`, each step on the one before:
+    macros expanded, then helpers inlined, then pointer walks indexed."""
+    out: list[str] = []
+    cur = src
+    for step in (expand_macros, inline_calls, index_pointers):
+        new = step(cur, entry)
+        if new is not None and new != cur:
+            cur = new
+            out.append(cur)
+    return out
+
+
+def canonical(src: str, entry: str) -> str:
+    """The most rewritten view (the source itself when none applies)."""
+    vs = views(src, entry)
+    return vs[-1] if vs else src
+
+
+def through_views(transform: Callable[..., str | None]) -> Callable[..., str | None]:
+    """`transform(src, entry, ...)`, or, where it does not apply, the same on the first
+    view it applies to."""
+    def run(src: str, entry: str, *args, **kwargs):
+        out = transform(src, entry, *args, **kwargs)
+        if out is not None:
+            return out
+        for v in views(src, entry):
+            out = transform(v, entry, *args, **kwargs)
+            if out is not None:
+                return out
+        return None
+
+    run.__name__ = getattr(transform, "__name__", "transform")
+    run.__doc__ = transform.__doc__
+    return run
