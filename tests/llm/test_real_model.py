@@ -32,6 +32,17 @@ MAX_TOKENS = 128
 START_TIMEOUT_S = 180
 
 
+# Runs the server with PR_SET_PDEATHSIG (kept across exec): SIGTERM when the test process
+# dies, so a killed or timed-out pytest leaves no 400 MB model server behind (the server has
+# its own session, so the terminal's signals do not reach it)
+DIE_WITH_PARENT = (
+    "import ctypes, os, signal, sys\n"
+    "ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0)\n"
+    "if os.getppid() != int(sys.argv[1]):\n"
+    "    sys.exit(1)\n"
+    "os.execv(sys.executable, [sys.executable, '-m', *sys.argv[2:]])\n")
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -50,7 +61,8 @@ class Server:
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self.log = log
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(model),
+            [sys.executable, "-c", DIE_WITH_PARENT, str(os.getpid()), "llama_cpp.server",
+             "--model", str(model),
              "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(n_ctx),
              "--n_threads", "2", "--n_batch", "256", "--model_alias", "gemma3-270m", *extra],
             stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True,
