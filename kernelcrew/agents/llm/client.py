@@ -315,6 +315,14 @@ class LLMClient:
         self.last_error: str | None = None
         self.recording = Recording.open(settings.replay) if settings.replay else None
 
+    def spent(self) -> dict[str, int]:
+        """Tokens since the last reset, with `cost_microusd` when prices are set."""
+        usage = dict(self.usage)
+        cost = self.settings.cost_usd(usage)
+        if cost is not None:
+            usage["cost_microusd"] = round(cost * 1e6)
+        return usage
+
     def reset(self, run_dir: str | None = None) -> None:
         """Start a new propose/revise: usage, answers and call records from zero."""
         self.usage = new_usage()

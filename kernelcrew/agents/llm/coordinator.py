@@ -115,10 +115,7 @@ class LLMCoordinator:
                 self.client.last_error = str(e)
         finally:
             self.last_answers = list(self.client.answers)
-            self.last_usage = dict(self.client.usage)
-            cost = self.settings.cost_usd(self.last_usage)
-            if cost is not None:
-                self.last_usage["cost_microusd"] = round(cost * 1e6)
+            self.last_usage = self.client.spent()
             self.last_prompt_files = list(self.client.files)
             self.last_prompt_file = self.client.files[-1] if self.client.files else None
         if not isinstance(ans, CoordinatorAnswer):

@@ -85,11 +85,7 @@ class LLMReflector:
         except PromptTooLarge as e:
             ans, self.client.last_error = None, str(e)
         finally:
-            usage = dict(self.client.usage)
-            cost = self.settings.cost_usd(usage)
-            if cost is not None:
-                usage["cost_microusd"] = round(cost * 1e6)
-            self.last_usage = usage
+            self.last_usage = self.client.spent()
             self.last_answers = list(self.client.answers)
             self.last_prompt_file = self.client.files[-1] if self.client.files else None
         self.last_error = self.client.last_error

@@ -231,11 +231,7 @@ class LLMSpecialist:
         return self._client
 
     def _end(self, client: LLMClient) -> None:
-        usage = dict(client.usage)
-        cost = self.settings.cost_usd(usage)
-        if cost is not None:
-            usage["cost_microusd"] = round(cost * 1e6)
-        self.last_usage = usage
+        self.last_usage = client.spent()
         self.last_prompt_files = list(client.files)
         self.last_prompt_file = client.files[-1] if client.files else None
         self.last_error = client.last_error or self.last_error
