@@ -5,10 +5,11 @@
 (b) The same kernel made 2x slower (it does every row twice; the second pass cannot be
     elided because the output may alias the input) checked N times: `slower` every
     time.
-(c) The library kernel checked against a baseline that does 18% more work on every
-    row (the first 18% of each row summed again, through the same aliasing store), so
-    the kernel is about 1.15x faster by the gate's weighted measure (the boundary group
-    sits under the timing floor and counts as 1.0): `faster` at least N-2 times.
+(c) A kernel summing each row through an out-of-line helper, checked against a
+    baseline that calls the same helper once more on the first 15% of every row (see
+    FAST15 / PLUS15), so it is about 1.15x faster on the typical and unaligned groups
+    (the boundary group sits under the timing floor and counts as 1.0): `faster` at
+    least N-2 times.
 
 Every check is the real `kernelcrew.tools.judge.check.check()` with default settings
 (fresh seeded inputs per check, 20 timed runs per case and kernel in 20 short
@@ -64,33 +65,37 @@ extern "C" void scale_shift_sum(const float* x, float* out, float a, float b,
 """
 
 
-# scale_shift_sum's baseline doing 18% more work per row: the first 18% of the row is
-# summed again after out[i] is stored (out may alias x, so the loads cannot be elided);
-# acc2 - acc2 is not folded to 0 without -ffast-math, so the second pass stays.
-PLUS18 = """/* kernelcrew
+# The 1.15x pair. Both kernels sum each row through the same out-of-line helper, whose
+# loop is one dependent float add per element (latency-bound at -O2, not memory-bound,
+# so the work added is time added in the cold state too); the slower one calls it once
+# more on the first 15% of the row, on data the first call just brought into cache.
+# e - e is not folded to 0 without -ffast-math, so the second call stays.
+ROW_HELPER = """/* kernelcrew
 entry: scale_shift_sum
 flags: [-O2]
 */
 #include <cstdint>
 
-// The baseline doing 18% more work, for the gate-honesty benchmark's 1.15x series.
+// For the gate-honesty benchmark's 1.15x series: the row sum in a helper.
+__attribute__((noinline)) static float row_sum(const float* x, int64_t n, float a, float b) {
+    float acc = 0.0f;
+    for (int64_t j = 0; j < n; ++j) {
+        acc += a * x[j] + b;
+    }
+    return acc;
+}
+
 extern "C" void scale_shift_sum(const float* x, float* out, float a, float b,
                                 int64_t rows, int64_t cols) {
-    const int64_t extra = cols * 18 / 100;
     for (int64_t i = 0; i < rows; ++i) {
-        float acc = 0.0f;
-        for (int64_t j = 0; j < cols; ++j) {
-            acc += a * x[i * cols + j] + b;
-        }
-        out[i] = acc;
-        float acc2 = 0.0f;
-        for (int64_t j = 0; j < extra; ++j) {
-            acc2 += a * x[i * cols + j] + b;
-        }
-        out[i] = acc + (acc2 - acc2);
+        out[i] = row_sum(x + i * cols, cols, a, b);%s
     }
 }
 """
+FAST15 = ROW_HELPER % ""
+PLUS15 = ROW_HELPER % """
+        const float e = row_sum(x + i * cols, cols * 15 / 100, a, b);
+        out[i] += e - e;"""
 
 
 def op_with_baseline(op: str, baseline_src: str, where: Path) -> Path:
@@ -288,9 +293,11 @@ def main(argv: list[str] | None = None) -> int:
                                      args.n, bench, args.quiet, args.max_wait))
             verdicts["b"] = ("slower", series[-1]["counts"].get("slower", 0), args.n)
         if "c" in args.series:
-            slow_op = op_with_baseline(args.op, PLUS18, Path(tmp))
-            series.append(run_series("(c) baseline vs one doing 18% more work (1.15x)",
-                                     str(slow_op), baseline, args.n, bench, args.quiet,
+            slow_op = op_with_baseline(args.op, PLUS15, Path(tmp))
+            fast = Path(tmp) / "scale_shift_sum_row_helper.cpp"
+            fast.write_text(FAST15)
+            series.append(run_series("(c) row helper vs one doing 15% more work (1.15x)",
+                                     str(slow_op), fast, args.n, bench, args.quiet,
                                      args.max_wait))
             verdicts["c"] = ("faster", series[-1]["counts"].get("faster", 0), args.n - 2)
     meta["load_after"] = load()

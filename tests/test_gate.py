@@ -6,12 +6,19 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 
 import pytest
 
 from kernelcrew.results import CaseRow
 from kernelcrew.tools.judge.duel import Batch, Other, clock_disagreement, pooled_disagreement
-from kernelcrew.tools.judge.gate import decide, load_outliers, measured_noise, median_ci_ranks
+from kernelcrew.tools.judge.gate import (
+    bootstrap_noise,
+    decide,
+    load_outliers,
+    measured_noise,
+    median_ci_ranks,
+)
 
 
 def rows(speedup: float) -> list[CaseRow]:
@@ -81,6 +88,73 @@ def test_verdicts_slower_and_same():
     assert decide(rows(1.04), W, 0.10, round_speedups=[1.04] * 10).verdict == "same"
     g = decide(rows(1.2), W, 0.10, round_speedups=[1.2, 1.2])  # too few rounds
     assert g.measured_noise is None and g.band == pytest.approx(0.10)
+
+
+def _duel_cases(rng: random.Random, rounds: int, sigma: float, true: float = 1.0,
+                outliers: float = 0.0) -> dict:
+    """Per case (group, candidate runs per round, baseline runs per round): one run per
+    round, log-normal spread `sigma`, the candidate `true` times faster; a share
+    `outliers` of the runs costs 7 ms more (a CPU taken away for a whole time slice)."""
+    def run(ms: float) -> list[float]:
+        t = ms * math.exp(rng.gauss(0.0, sigma))
+        return [t + 7.0 if rng.random() < outliers else t]
+    cases = {}
+    for key, group, ms in (("t0", "typical", 2.0), ("t1", "typical", 0.5),
+                           ("b0", "boundary", 0.05)):
+        cases[key] = (group, [run(ms / true) for _ in range(rounds)],
+                      [run(ms) for _ in range(rounds)])
+    return cases
+
+
+def test_bootstrap_noise_is_not_spoiled_by_slow_runs_in_other_cases():
+    """A slow run stays in its own case's median. With one run in twelve costing 7 ms
+    more (scattered over three cases and both kernels), a round often holds one, and the
+    median of per-round overall speedups is pulled with it in some duels; the bootstrap
+    interval of the gate's own estimate stays tight in every one of 40 duels."""
+    boot, ranked = [], []
+    for seed in range(40):
+        cases = _duel_cases(random.Random(seed), 20, 0.02, outliers=0.08)
+        boot.append(bootstrap_noise(cases, W, floor=0.02))
+        per_round = []
+        for r in range(20):
+            logs: dict[str, list[float]] = {g: [] for g in W}
+            for group, cand, base in cases.values():
+                logs[group].append(math.log(max(base[r][0], 0.02) / max(cand[r][0], 0.02)))
+            total = sum(W[g] * sum(v) / len(v) for g, v in logs.items()) / sum(W.values())
+            per_round.append(math.exp(total))
+        ranked.append(measured_noise(per_round))
+    assert max(boot) < 0.03
+    assert max(ranked) > 0.2  # the same timings, judged round by round
+
+
+def test_bootstrap_noise_covers_the_true_speedup():
+    """Simulated duels of a kernel 1.15x faster, 20 rounds, 5% spread per run: the
+    speedup the gate takes (ratio of medians, geometric mean over groups) lies within
+    the bootstrap band of the true 1.15x in at least 90% of them (a bootstrap of a median
+    of 20 runs covers a little less than its nominal 95%)."""
+    rng = random.Random(11)
+    hits, trials = 0, 300
+    for _ in range(trials):
+        cases = _duel_cases(rng, 20, 0.05, true=1.15)
+        noise = bootstrap_noise(cases, W, floor=0.0)
+        logs = {g: [] for g in W}
+        for group, cand, base in cases.values():
+            logs[group].append(math.log(statistics.median(b[0] for b in base)
+                                        / statistics.median(c[0] for c in cand)))
+        est = sum(W[g] * sum(v) / len(v) for g, v in logs.items()) / sum(W.values())
+        hits += abs(est - math.log(1.15)) <= math.log(1 + noise)
+    assert hits / trials >= 0.90
+
+
+def test_bootstrap_noise_is_reproducible_and_needs_three_rounds():
+    cases = _duel_cases(random.Random(5), 20, 0.03)
+    assert bootstrap_noise(cases, W) == bootstrap_noise(cases, W)
+    assert bootstrap_noise(_duel_cases(random.Random(5), 2, 0.03), W) is None
+    assert bootstrap_noise({}, W) is None
+    # the band decide() reports is the one given
+    g = decide(rows(1.3), W, 0.10, noise=0.04, rounds=20)
+    assert g.measured_noise == 0.04 and g.rounds == 20 and g.verdict == "faster"
+    assert "measured noise ±4.0% over 20 rounds" in g.reason
 
 
 def test_load_outliers_leaves_out_busier_rounds_but_keeps_enough():

@@ -11,7 +11,7 @@ from kernelcrew.tools.judge.check import roofline_floor_ms
 from tests.adversarial.conftest import EVASIVE_ARCH, TINY, assert_rejected, judge
 
 KERNELS_USED = {"timed_garbage.cpp", "replay_other_set.cpp", "replay_keyed.cpp",
-                "forged_timing.cpp", "patched_timer.cpp"}
+                "forged_timing.cpp", "patched_timer.cpp", "lingering_thread.cpp"}
 
 
 def test_timed_outputs_are_verified_again():
@@ -91,3 +91,13 @@ def test_roofline_floor_ignores_bandwidth_for_cache_resident_cases():
     # the compute bound always holds
     assert roofline_floor_ms(spec, small, 10.0, 100.0, 64 << 20, 2) == pytest.approx(
         spec.cost_flops(small) / 100e9 * 1e3)
+
+
+def test_thread_left_spinning_to_slow_the_baseline_is_rejected():
+    """A kernel whose first call starts a thread that spins forever (honest math) would
+    take a CPU from the baseline's timed runs; the parent waits for the kernel's threads
+    to stop before each of them, and rejects the kernel when they never do."""
+    j = judge("lingering_thread.cpp")
+    assert_rejected(j, r"a thread of the kernel kept running after its calls returned: "
+                       r"before \d+ of the other kernel's \d+ timed runs the parent waited "
+                       r"50 ms for it to stop, in vain.*the first of two duels disagreed too")

@@ -14,7 +14,12 @@ from kernelcrew.tools.backends.backend import Backend, get_backend
 from kernelcrew.tools.backends.cuda import probe_device
 from kernelcrew.tools.config import BenchSettings, Limits
 from kernelcrew.tools.judge.duel import Duel, crosschecked_duel
-from kernelcrew.tools.judge.gate import GateDecision, decide, load_outliers, weighted_speedup
+from kernelcrew.tools.judge.gate import (
+    GateDecision,
+    bootstrap_noise,
+    decide,
+    load_outliers,
+)
 from kernelcrew.tools.judge.harness import Harness, KernelRun, case_key
 from kernelcrew.tools.locks import bench_lock
 
@@ -55,8 +60,8 @@ def judge_duel(h: Harness, d: Duel, min_speedup: float, *, challenger: str = "a"
                against: str = "the baseline") -> tuple[list[CaseRow], GateDecision]:
     """Rows (challenger vs the other kernel) and the gate's decision for a finished duel
     in which both kernels were correct. Rounds during which the machine was much busier
-    than in the others are left out (gate.load_outliers); the measured noise comes from
-    the per-round speedups of the rounds kept."""
+    than in the others are left out (gate.load_outliers); the measured noise is the bootstrap
+    interval of the overall speedup over the rounds kept (gate.bootstrap_noise)."""
     other = "b" if challenger == "a" else "a"
     drop = load_outliers(d.busy)
     keep = [r for r in range(d.rounds) if r not in drop]
@@ -72,10 +77,12 @@ def judge_duel(h: Harness, d: Duel, min_speedup: float, *, challenger: str = "a"
 
     weights = {g: s.weight for g, s in h.spec.shapes.items()}
     rows = compare_rows(pooled(crun, cr), pooled(orun, orr), h)
-    per_round = [weighted_speedup(compare_rows(KernelRun(crun.outcome, crun.rows, cr[r]),
-                                               KernelRun(orun.outcome, orun.rows, orr[r]), h),
-                                  weights)[0] for r in keep]
-    gate = decide(rows, weights, min_speedup, against=against, round_speedups=per_round)
+    # per case: the challenger's and the other kernel's runs in each kept round
+    per_case = {case_key(c): (c.group, [cr[r].get(case_key(c), []) for r in keep],
+                              [orr[r].get(case_key(c), []) for r in keep]) for c in h.cases}
+    noise = bootstrap_noise({k: v for k, v in per_case.items() if all(v[1]) and all(v[2])},
+                            weights, h.backend.timing_floor_ms)
+    gate = decide(rows, weights, min_speedup, against=against, noise=noise, rounds=len(keep))
     if drop:
         gate = GateDecision(**{**gate.__dict__, "reason": gate.reason + (
             f" ({len(drop)} round(s) left out: the machine was busier then)")})

@@ -54,6 +54,11 @@ class Batch:
     # run's preparation happens between two windows): per run, the parent's clock, the
     # main thread's CPU and the most CPU of any one thread, in ms (empty: one window)
     windows: list[tuple[float, float | None, float | None]] = field(default_factory=list)
+    # per run: how long the parent waited for the other kernel's worker to go idle
+    # before starting the window (ms), and the runs it was still busy when the wait
+    # ran out (see `_settle`)
+    settle_ms: list[float] = field(default_factory=list)
+    unsettled: int = 0
 
 
 @dataclass
@@ -169,6 +174,43 @@ class _Worker:
             return None
         return out or None
 
+    def running(self) -> int | None:
+        """How many of the worker's threads are on a CPU or waiting for one (state R), from
+        /proc/PID/task/*/stat; None where it cannot be read."""
+        if self.pid is None:
+            return None
+        n = 0
+        try:
+            for t in Path(f"/proc/{self.pid}/task").iterdir():
+                try:
+                    stat = (t / "stat").read_text()
+                except OSError:
+                    continue
+                # the state follows the parenthesised command name, which may hold spaces
+                if stat[stat.rfind(")") + 2: stat.rfind(")") + 3] == "R":
+                    n += 1
+        except OSError:
+            return None
+        return n
+
+    def place(self, cpu: int, cpus: list[int]) -> None:
+        """Before a run: a worker with a single thread runs on `cpu` (the parent sets its
+        affinity from outside); one with more threads (an OpenMP team) on all of `cpus`.
+
+        A single-threaded kernel left to the scheduler stays on whichever CPU it started
+        on for the whole duel, and on a virtual machine one CPU can be slower than the
+        other for minutes: both kernels are placed on the same CPU in a round, a
+        different one from round to round. A kernel with a team is not pinned: its main
+        thread pinned, a team thread queued behind it on that CPU waited out the whole
+        spin of the main thread's barrier (about 7 ms in one run of ten)."""
+        if self.pid is None:
+            return
+        try:
+            threads = sum(1 for _ in Path(f"/proc/{self.pid}/task").iterdir())
+            os.sched_setaffinity(self.pid, {cpu} if threads == 1 else set(cpus))
+        except (AttributeError, OSError, ValueError):
+            pass
+
     def kill(self) -> None:
         """Kill the worker (and with it its sandbox): the process whose command line
         names this job file."""
@@ -194,17 +236,57 @@ class _Worker:
                 pass
 
 
+# A kernel's threads may go on running after its call returns: OpenMP's wait for the next
+# parallel region spins for a while (libgomp: some milliseconds by default) before they
+# sleep. In a duel that steals a CPU from the other kernel's timed run: on a 2-core
+# machine about one run in ten of a microsecond kernel read ~7 ms. Before each run (its
+# warm-up and its window) the parent waits until the other worker has no thread running,
+# at most SETTLE_MAX_S; a kernel whose threads never stop is rejected (`lingering`). The
+# judged kernel's own threads are left as they are: spinning between its calls is how it
+# runs for its user, too.
+SETTLE_MAX_S = 0.05
+SETTLE_POLL_S = 0.0002
+
+
+def _settle(other: _Worker | None) -> tuple[float, bool]:
+    """Wait until no thread of `other` is running (see above); (ms waited, settled)."""
+    if other is None:
+        return 0.0, True
+    t0 = time.perf_counter()
+    while True:
+        busy = other.running()
+        waited = time.perf_counter() - t0
+        if not busy:  # 0, or None where /proc cannot tell
+            return waited * 1e3, True
+        if waited >= SETTLE_MAX_S:
+            return waited * 1e3, False
+        time.sleep(SETTLE_POLL_S)
+
+
 def _timed_batch(w: _Worker, cid: str, r: int, start: int, n: int, warm: int,
-                 cpu: int | None, step: float) -> Batch:
+                 step: float, other: _Worker | None = None, cpu: int | None = None,
+                 cpus: list[int] | None = None) -> Batch:
     """Round r's batch of n timed runs of one kernel, one run per window: the worker sets
-    each run up (poisoned outputs, a probe, the flush when cold), says `warm`, and the
-    parent's clock and CPU readings cover only the call and the worker's reply."""
+    each run up (poisoned outputs, a probe, the flush when cold), says `warm`, the parent
+    waits for the other kernel's worker to go idle (`_settle`), and the parent's clock and
+    CPU readings cover only the call and the worker's reply."""
     windows: list[tuple[float, float | None, float | None]] = []
+    settle: list[float] = []
+    unsettled = 0
     per_thread: dict[int, int] = {}
     wait: float | None = 0.0
     for j in range(n):
-        w.send("go", cid, 1, warm if j == 0 else 0, *([cpu] if cpu is not None else []))
+        # the other worker goes idle before this one's warm-up, not only before its
+        # window: a wait between the two would let this kernel's own threads fall asleep
+        # in some runs and not in others
+        waited, settled = _settle(other)
+        if cpu is not None and cpus:
+            w.place(cpu, cpus)
+        w.send("go", cid, 1, warm if j == 0 else 0)
         w.expect("warm", cid, timeout_s=step)
+        more, settled_again = _settle(other)
+        settle.append(waited + more)
+        unsettled += not (settled and settled_again)
         c0 = w.cpu_ns()
         t0 = time.perf_counter_ns()
         w.send("time")
@@ -227,7 +309,7 @@ def _timed_batch(w: _Worker, cid: str, r: int, start: int, n: int, warm: int,
     return Batch(r, start, n, sum(o for o, _, _ in windows),
                  sum(m for _, m, _ in windows if m is not None) if known else None,
                  max(per_thread.values()) / 1e6 if known and per_thread else None,
-                 wait if known else None, windows)
+                 wait if known else None, windows, settle, unsettled)
 
 
 def _busy_sample() -> tuple[int, int]:
@@ -256,7 +338,7 @@ def duel(h: Harness, a: tuple[CompileResult, KernelFile], b: tuple[CompileResult
     batches: dict[str, dict[str, list[Batch]]] = {"a": {}, "b": {}}
     per_round = [reps // rounds + (1 if r < reps % rounds else 0) for r in range(rounds)]
     busy_acc = [[0, 0] for _ in range(rounds)]
-    try:  # both kernels' main threads on the same CPU in a round, a different one each round
+    try:  # the CPU both kernels run on in a round (see `_Worker.place`)
         cpus = sorted(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cpus = []
@@ -276,8 +358,9 @@ def duel(h: Harness, a: tuple[CompileResult, KernelFile], b: tuple[CompileResult
                 t_all0, i_all0 = _busy_sample()
                 for who in order:
                     batches[who].setdefault(key, []).append(
-                        _timed_batch(ws[who], cid, r, start, per_round[r], warm,
-                                     cpus[(r // 2 + ci) % len(cpus)] if cpus else None, step))
+                        _timed_batch(ws[who], cid, r, start, per_round[r], warm, step,
+                                     ws["b" if who == "a" else "a"],
+                                     cpus[(r // 2 + ci) % len(cpus)] if cpus else None, cpus))
                 t_all1, i_all1 = _busy_sample()
                 busy_acc[r][0] += t_all1 - t_all0
                 busy_acc[r][1] += i_all1 - i_all0
@@ -307,7 +390,7 @@ def duel(h: Harness, a: tuple[CompileResult, KernelFile], b: tuple[CompileResult
 @dataclass
 class Other:
     """The other kernel of the duel on the same case: its reported times and batches (the
-    same rounds, the same CPU in each round, the same code path around its calls)."""
+    same rounds, the same code path around its calls)."""
 
     times: list[float]
     batches: list[Batch]
@@ -461,10 +544,30 @@ def pooled_disagreement(cases: list[tuple[list[float], list[Batch], Other | None
     return ""
 
 
+def lingering(d: Duel, who: str) -> str:
+    """Why kernel `who` is rejected for threads that go on running after its calls
+    return (before most of the other kernel's runs the parent waited SETTLE_MAX_S for
+    them in vain, see `_settle`), or ""."""
+    other = "b" if who == "a" else "a"
+    batches = [b for bs in d.batches.get(other, {}).values() for b in bs]
+    stuck, total = sum(b.unsettled for b in batches), sum(b.n for b in batches)
+    if total and 2 * stuck > total:
+        return (f"a thread of the kernel kept running after its calls returned: before "
+                f"{stuck} of the other kernel's {total} timed runs the parent waited "
+                f"{SETTLE_MAX_S * 1e3:.0f} ms for it to stop, in vain (it takes a CPU from "
+                "whatever runs next)")
+    return ""
+
+
 def crosscheck(d: Duel, who: str) -> str:
     """The first case where kernel `who`'s reported times disagree with what the parent
-    measured, as a rejection reason (then all cases together); "" when they agree."""
+    measured, as a rejection reason (then all cases together); "" when they agree.
+    A kernel whose threads never stop running after its calls return (`lingering`) is
+    rejected first."""
     other = "b" if who == "a" else "a"
+    why = lingering(d, who)
+    if why:
+        return why
     run, orun = (d.a, d.b) if who == "a" else (d.b, d.a)
 
     def wall(r: KernelRun, key: str) -> list[float]:
@@ -503,6 +606,7 @@ def crosschecked_duel(h: Harness, a: tuple[CompileResult, KernelFile],
     if d.failed or not d.a.correct or not d.b.correct:
         return d, ""
     again = crosscheck(d, "a")
-    where = first.split(":", 1)[0].replace("timings disagree with the parent's clock", "").strip()
+    clock = "timings disagree with the parent's clock"
+    where = first.split(":", 1)[0].replace(clock, "").strip() if first.startswith(clock) else ""
     return d, (f"{again}; the first of two duels disagreed too{' ' + where if where else ''}"
                if again else "")

@@ -7,11 +7,16 @@ Method (also in the README):
   timer resolution) are clamped to it before speedups are taken;
 - the overall speedup is the geometric mean of per-case speedups, averaged within
   each shape group and weighted across groups by op.yaml's weights;
-- the measured noise is the half-width of a distribution-free confidence interval
-  (at least 95%) for the median of the per-round overall speedups: order statistics
-  of the rounds, so one slow round (a neighbour's job) moves it by one rank, not by its
-  size. Rounds during which the machine was much busier than in the others are left
-  out first (see `load_outliers`);
+- the measured noise is the half-width of a 95% bootstrap interval of that overall
+  speedup: the rounds are resampled (a round keeps both kernels' runs of every case
+  together) and the gate's own estimate (per-case ratio of medians, then the weighted
+  geometric mean) is taken again on each resample (`bootstrap_noise`). Medians, so one
+  slow run (a neighbour's job, a CPU taken for a few milliseconds) moves a case's
+  median by one rank, not by its size, and a slow run in one case does not spoil the
+  round's other cases. Rounds during which the machine was much busier than in the
+  others are left out first (see `load_outliers`). `measured_noise`, the rank-based
+  interval of the median of per-round speedups, remains for callers that only have
+  per-round figures;
 - the band is the larger of that measured noise and the minimum threshold (default
   10%, `--min-speedup`): a win must clear both;
 - `faster` needs the overall speedup above 1 + band and no group below
@@ -68,6 +73,51 @@ def measured_noise(round_speedups: list[float], confidence: float = 0.95) -> flo
     return math.exp((logs[hi - 1] - logs[lo - 1]) / 2) - 1
 
 
+BOOTSTRAP_RESAMPLES = 2000
+
+
+def bootstrap_noise(cases: dict[str, tuple[str, list[list[float]], list[list[float]]]],
+                    weights: dict[str, float], floor: float = 0.0, confidence: float = 0.95,
+                    resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> float | None:
+    """Relative half-width of the bootstrap interval of the overall speedup.
+
+    `cases` maps a case to (its group, the candidate's runs per round, the baseline's
+    runs per round), the rounds in the same order for both and for every case. Each
+    resample draws rounds with replacement, takes per case the baseline's median over
+    the drawn rounds' runs over the candidate's (each clamped to `floor`), averages the
+    logs per group and weights the groups as `weighted_speedup` does. None with fewer
+    than 3 rounds. The seed is fixed: the same timings give the same band."""
+    rounds = {len(c) for _, c, _ in cases.values()} | {len(b) for _, _, b in cases.values()}
+    if not cases or len(rounds) != 1 or (n := rounds.pop()) < 3:
+        return None
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n, size=(resamples, n))
+    by_group: dict[str, list[np.ndarray]] = defaultdict(list)
+    for group, cand, base in cases.values():
+        by_group[group].append(_resampled_median(base, idx, floor)
+                               - _resampled_median(cand, idx, floor))
+    wsum = sum(weights.get(g, 1.0) for g in by_group)
+    if not wsum:
+        return None
+    total = sum(weights.get(g, 1.0) * np.mean(v, axis=0) for g, v in by_group.items()) / wsum
+    alpha = (1 - confidence) / 2
+    lo, hi = np.quantile(total, [alpha, 1 - alpha])
+    return float(math.exp((hi - lo) / 2) - 1)
+
+
+def _resampled_median(per_round: list[list[float]], idx: np.ndarray, floor: float
+                      ) -> np.ndarray:
+    """log(max(median, floor)) of the runs of the rounds each row of `idx` draws."""
+    m = min(len(r) for r in per_round)
+    if m == 0:
+        return np.zeros(idx.shape[0])
+    # rounds hold the same number of runs unless reps is not a multiple of rounds: the
+    # first m of each round are resampled then
+    runs = np.array([r[:m] for r in per_round], dtype=float)  # (rounds, m)
+    drawn = runs[idx].reshape(idx.shape[0], -1)
+    return np.log(np.maximum(np.median(drawn, axis=1), max(floor, 1e-12)))
+
+
 def load_outliers(busy: list[float], margin: float = 0.25, keep_at_least: int = 6) -> set[int]:
     """Rounds during which the machine was much busier than usual: a busy share above
     the rounds' median by more than `margin` (another job started). At least
@@ -97,8 +147,14 @@ def weighted_speedup(rows: list[CaseRow], weights: dict[str, float]) -> tuple[fl
 
 def decide(rows: list[CaseRow], weights: dict[str, float], min_speedup: float,
            against: str = "the baseline",
-           round_speedups: list[float] | None = None) -> GateDecision:
-    noise = measured_noise(round_speedups or [])
+           round_speedups: list[float] | None = None,
+           noise: float | None = None, rounds: int | None = None) -> GateDecision:
+    """The verdict. The measured noise is `noise` when given (`bootstrap_noise` over
+    `rounds` rounds), else the rank-based interval of `round_speedups`."""
+    if noise is None:
+        noise = measured_noise(round_speedups or [])
+        rounds = len(round_speedups or [])
+    rounds = rounds or 0
     band = max(min_speedup, noise or 0.0)
     s, groups = weighted_speedup(rows, weights)
     hi, lo = 1 + band, 1 / (1 + band)
@@ -119,6 +175,6 @@ def decide(rows: list[CaseRow], weights: dict[str, float], min_speedup: float,
         verdict = "same"
         reason = f"{s:.2f}x is inside the band of ±{band:.0%} ({what})"
     if noise is not None:
-        reason += f"; measured noise ±{noise:.1%} over {len(round_speedups or [])} rounds"
+        reason += f"; measured noise ±{noise:.1%} over {rounds} rounds"
     return GateDecision(verdict, s, band, groups, reason, measured_noise=noise,
-                        min_speedup=min_speedup, rounds=len(round_speedups or []))
+                        min_speedup=min_speedup, rounds=rounds)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import ctypes
 import json
-import os
 import random
 import sys
 import time
@@ -125,15 +124,6 @@ def undo_changes(st: dict, undo: dict[str, dict]) -> None:
     for name, ch in undo.items():
         a = st["inputs"][name]
         a.reshape(-1)[_xp(a).asarray(ch["idx"], dtype=np.int64)] = ch["val"]
-
-
-def _pin(cpu: int) -> None:
-    """Run the calling (main) thread on one CPU; threads the kernel's runtime already
-    started keep theirs. Ignored where it cannot be set."""
-    try:
-        os.sched_setaffinity(0, {cpu})
-    except (AttributeError, OSError, ValueError):
-        pass
 
 
 def _runtime(job: dict):
@@ -282,8 +272,6 @@ def main(job_path: str) -> int:
                 # a batch starts warm in warm mode (the other kernel ran in between); its
                 # first run is set up (poisoned, flushed when cold) before the parent's
                 # clock starts, so with batches of one run the parent times the call alone
-                if len(cmd) > 4:  # the parent's choice: both kernels on one CPU per round
-                    _pin(int(cmd[4]))
                 case.warmup(int(cmd[3]) if len(cmd) > 3 else 0)
                 ready = case.prepare()
                 link.say("warm", case.cid)
