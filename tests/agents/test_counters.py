@@ -1,0 +1,106 @@
+"""Counters declared at the top of a function (C89 style: `int i, j, k;` then
+`for (i = 0; ...)`), and inputs an imported entry hands on through `const_cast`: the moves
+see through both, and are refused where the rewrite would change what the code does."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from kernelcrew.agents.transforms import apply_transform
+from kernelcrew.agents.transforms.counters import scope_counters
+from kernelcrew.agents.transforms.cst import Source
+from kernelcrew.agents.transforms.scope import scope_of
+from tests.agents.test_reach import build, kernel, pragmas, ptr
+
+# per-channel variance of an NCHW-like tensor, counters at the top, no const anywhere
+CHANNEL_VAR = kernel("""
+static void channel_var(float *x, float *mu, int n, int c, int hw, float *var)
+{
+    int b, ch, p;
+    float norm = 1.0f / (n * hw - 1);
+    for (ch = 0; ch < c; ++ch) {
+        var[ch] = 0;
+        for (b = 0; b < n; ++b) {
+            for (p = 0; p < hw; ++p) {
+                int at = b * c * hw + ch * hw + p;
+                var[ch] += powf(x[at] - mu[ch], 2);
+            }
+        }
+        var[ch] *= norm;
+    }
+}
+
+extern "C" void f(const float* x, const float* mu, float* var, int64_t n, int64_t c,
+                  int64_t hw) {
+    channel_var(const_cast<float*>(x), const_cast<float*>(mu), (int)n, (int)c, (int)hw, var);
+}
+""", flags="[-O2]")
+
+
+def test_counters_move_into_their_loops_and_the_helper_is_threaded(tmp_path):
+    body = CHANNEL_VAR.split("*/\n", 1)[1]
+    view = scope_counters(body, "channel_var")
+    assert view is not None
+    for loop in ("for (int ch = 0;", "for (int b = 0;", "for (int p = 0;"):
+        assert loop in view
+    # the helper is in reach through the entry's const_casts
+    assert scope_of(Source(body), "f").functions == ["f", "channel_var"]
+    out = apply_transform("omp_parallel", CHANNEL_VAR)
+    assert out is not None and any("parallel for" in p for p in pragmas(out))
+    # and computes what the original does
+    rng = np.random.default_rng(0)
+    n, c, hw = 3, 5, 700
+    x = rng.standard_normal(n * c * hw).astype(np.float32)
+    mu = rng.standard_normal(c).astype(np.float32)
+    want = np.empty(c, np.float32)
+    got = np.empty(c, np.float32)
+    for text, res, name in ((CHANNEL_VAR, want, "orig"), (out, got, "omp")):
+        build(text, tmp_path, name).f(ptr(x), ptr(mu), ptr(res), ctypes.c_int64(n),
+                                      ctypes.c_int64(c), ctypes.c_int64(hw))
+    assert np.allclose(got, want, rtol=1e-6)
+
+
+def test_a_counter_used_outside_its_loops_stays_where_it_is():
+    after = kernel("""
+extern "C" void f(const float* x, float* y, int64_t n) {
+    int i;
+    for (i = 0; i < n; ++i) y[i] = x[i];
+    y[0] = (float)i;  /* the value the loop left */
+}
+""").split("*/\n", 1)[1]
+    assert scope_counters(after, "f") is None
+    carried = kernel("""
+extern "C" void f(const float* x, float* y, int64_t n) {
+    int i = 0, j;
+    for (j = 0; j < n; ++j) y[j] = x[j];
+    for (; i < n; ++i) y[i] += 1.0f;  /* no initializer: the value flows in */
+    for (j = j - n; j < n; ++j) y[j] *= 2.0f;  /* reads the value before the loop */
+}
+""").split("*/\n", 1)[1]
+    assert scope_counters(carried, "f") is None
+    address = kernel("""
+static void next(int* k) { *k += 1; }
+extern "C" void f(const float* x, float* y, int64_t n) {
+    int k;
+    for (k = 0; k < n; next(&k)) y[k] = x[k];
+}
+""").split("*/\n", 1)[1]
+    assert scope_counters(address, "f") is None
+
+
+def test_const_cast_does_not_hide_overlapping_buffers():
+    """Seeing through the cast must not make two views of one buffer distinct."""
+    body = kernel("""
+static void shift(float *dst, float *src, int n) {
+    int i;
+    for (i = 0; i < n; ++i) dst[i] = src[i];
+}
+extern "C" void f(const float* x, float* y, int64_t n) {
+    shift(y, const_cast<float*>(y) + 1, (int)n - 1);
+}
+""").split("*/\n", 1)[1]
+    sc = scope_of(Source(body), "f")
+    assert sc.functions == ["f"] and "shift" in sc.excluded
+    assert "y" in sc.excluded["shift"]
