@@ -104,3 +104,74 @@ extern "C" void f(const float* x, float* y, int64_t n) {
     sc = scope_of(Source(body), "f")
     assert sc.functions == ["f"] and "shift" in sc.excluded
     assert "y" in sc.excluded["shift"]
+
+
+# ---------------------------------------------------------------- array accumulators
+
+def _body(text: str) -> str:
+    return text.split("*/\n", 1)[1]
+
+
+def test_an_output_element_summed_into_is_kept_in_a_local_and_then_vectorized(tmp_path):
+    from kernelcrew.agents.transforms.scalarize import scalarize
+    body = _body(CHANNEL_VAR)
+    view = scalarize(scope_counters(body, "channel_var"), "channel_var")
+    assert view is not None
+    assert "float var_acc = var[ch];" in view and "var_acc += powf(" in view
+    assert "var[ch] = var_acc;" in view
+    # the moves that need a scalar reduction now apply to the source as written
+    for move in ("accumulators", "simd"):
+        out = apply_transform(move, CHANNEL_VAR)
+        assert out is not None, move
+    rng = np.random.default_rng(2)
+    n, c, hw = 2, 3, 513
+    x = rng.standard_normal(n * c * hw).astype(np.float32)
+    mu = rng.standard_normal(c).astype(np.float32)
+    res = {}
+    for name, text in (("orig", CHANNEL_VAR), ("acc", apply_transform("accumulators",
+                                                                        CHANNEL_VAR))):
+        res[name] = np.empty(c, np.float32)
+        build(text, tmp_path, name).f(ptr(x), ptr(mu), ptr(res[name]), ctypes.c_int64(n),
+                                      ctypes.c_int64(c), ctypes.c_int64(hw))
+    assert np.allclose(res["acc"], res["orig"], rtol=1e-5)
+
+
+def test_array_accumulators_are_left_alone_where_the_element_is_not_fixed():
+    from kernelcrew.agents.transforms.scalarize import scalarize
+    cases = {
+        "the subscript moves in the loop": """
+extern "C" void f(const float* x, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < n; ++j) y[j] += x[i * n + j];
+}""",
+        "two elements of the array": """
+extern "C" void f(const float* x, float* y, int64_t n) {
+    for (int64_t i = 1; i < n; ++i)
+        for (int64_t j = 0; j < n; ++j) y[i] += y[i - 1] * x[j];
+}""",
+        "a local pointer, which may alias": """
+extern "C" void f(const float* x, float* y, int64_t n) {
+    float* out = y;
+    for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < n; ++j) out[i] += x[i * n + j];
+}""",
+        "a return inside the loop": """
+extern "C" void f(const float* x, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < n; ++j) { if (x[j] < 0) return; y[i] += x[i * n + j]; }
+}""",
+        "a pragma on the loop": """
+extern "C" void f(const float* x, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        #pragma omp parallel for
+        for (int64_t j = 0; j < n; ++j) y[i] += x[i * n + j];
+    }
+}""",
+        "the index changes in the loop": """
+extern "C" void f(const float* x, float* y, int64_t n) {
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; ++i) { y[k] += x[i]; k = i / 2; }
+}""",
+    }
+    for why, src in cases.items():
+        assert scalarize(_body(kernel(src)), "f") is None, why

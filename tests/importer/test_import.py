@@ -92,7 +92,7 @@ def test_the_imported_op_passes_check_of_its_own_baseline(rownorm_op):
     p = kernelcrew("check", str(rownorm_op), str(rownorm_op / "baseline.cpp"), "--json",
                    "--reps", "3", timeout=600)
     res = json.loads(p.stdout)
-    assert p.returncode == 0, p.stderr
+    assert p.returncode == 0, f"{res['verdict']}: {res['reason']}\n{p.stderr}"
     assert res["correct"] is True
     assert {r["group"] for r in res["rows"]} == {"typical", "boundary", "unaligned"}
     assert all(r["status"] == "pass" for r in res["rows"])
