@@ -66,10 +66,10 @@ TIMEOUT_S = {"never_returns.cpp": 3}
 
 def test_every_kernel_file_is_tested():
     """Each kernel under kernels/ is an attack some test judges, with a header naming it."""
-    from tests.adversarial import test_sandbox, test_timing_integrity
+    from tests.adversarial import test_sandbox, test_timing_integrity, test_worker_hygiene
 
     tested = (set(ATTACKS) | set(LIBRARY_ATTACKS) | test_sandbox.KERNELS_USED
-              | test_timing_integrity.KERNELS_USED)
+              | test_timing_integrity.KERNELS_USED | test_worker_hygiene.KERNELS_USED)
     files = {p.name for p in KERNELS.iterdir() if p.suffix in (".cpp", ".cu")}
     assert files == tested, (files - tested, tested - files)
     for name in files:
