@@ -242,6 +242,7 @@ class WorkerWatch:
                 job = argv[3] if worker else next(a for a in argv if a.endswith("job.json"))
                 s = self.seen.setdefault(pid, Seen(job, worker, now, now))
                 s.last = now
+                s.worker |= worker  # the launcher becomes the worker by exec: same pid
             self._stop.wait(self.every_s)
 
     def named(self, run_dir: str) -> list[Seen]:
