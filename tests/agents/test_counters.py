@@ -175,3 +175,51 @@ extern "C" void f(const float* x, float* y, int64_t n) {
     }
     for why, src in cases.items():
         assert scalarize(_body(kernel(src)), "f") is None, why
+
+
+# ---------------------------------------------------------------- leading dimensions
+
+SGEMM = kernel("""
+static void sgemm_nn(int m, int n, int k, float alpha, float *a, int lda, float *b, int ldb,
+                     float *c, int ldc)
+{
+    int i, j, p;
+    for (i = 0; i < m; ++i) {
+        for (p = 0; p < k; ++p) {
+            float t = alpha * a[i * lda + p];
+            for (j = 0; j < n; ++j) c[i * ldc + j] += t * b[p * ldb + j];
+        }
+    }
+}
+
+extern "C" void f(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k,
+                  int64_t lda, int64_t ldb, int64_t ldc) {
+    sgemm_nn((int)m, (int)n, (int)k, 1.0f, const_cast<float*>(a), (int)lda,
+             const_cast<float*>(b), (int)ldb, c, (int)ldc);
+}
+""")
+
+
+def test_rows_strided_by_a_leading_dimension_are_threaded_under_a_run_time_test(tmp_path):
+    """`c[i * ldc + j]` is one element per (i, j) only when ldc >= n, which the code does not
+    say: the threaded copy runs when the test holds, the original otherwise (rows that
+    overlap, ldc < n, are legal C and keep their serial order)."""
+    out = apply_transform("omp_parallel", SGEMM)
+    assert out is not None
+    assert "(ldc >= n)" in out and "#pragma omp parallel for" in out
+    # the other moves that need distinct rows are not offered on the assumption
+    assert apply_transform("unroll_and_jam", SGEMM) is None
+    rng = np.random.default_rng(3)
+    lib0, lib1 = build(SGEMM, tmp_path, "orig"), build(out, tmp_path, "omp")
+    # m * n * k above the threaded copy's work threshold (OMP_MIN_WORK, 2^20) in every case
+    for m, n, k, ldc in ((128, 96, 100, 96), (128, 96, 100, 100), (128, 96, 100, 48)):
+        a = rng.standard_normal(m * k).astype(np.float32)
+        b = rng.standard_normal(k * n).astype(np.float32)
+        c0 = rng.standard_normal(m * ldc + n).astype(np.float32)
+        got = {}
+        for name, lib in (("orig", lib0), ("omp", lib1)):
+            c = c0.copy()
+            lib.f(ptr(a), ptr(b), ptr(c), *(ctypes.c_int64(v) for v in (m, n, k, k, n, ldc)))
+            got[name] = c
+        # same operations per element in the same order: equal bit for bit
+        assert np.array_equal(got["omp"], got["orig"]), (m, n, k, ldc)

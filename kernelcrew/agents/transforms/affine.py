@@ -357,10 +357,16 @@ def split_terms(off: Poly) -> tuple[dict[str, Poly], Poly] | None:
     return terms, rest
 
 
-def digits(model: FunctionModel, off: Poly, region: Node) -> list[tuple[str, Poly]] | None:
+def digits(model: FunctionModel, off: Poly, region: Node,
+           assume: list[str] | None = None) -> list[tuple[str, Poly]] | None:
     """The loop variables of an offset as mixed-radix digits, lowest first: each digit's
     weight is the product of the lower digits' bounds. None when the offset is not of that
-    form, i.e. when the analysis cannot prove it one-to-one."""
+    form, i.e. when the analysis cannot prove it one-to-one.
+
+    With `assume` (a list), a digit whose weight is a single invariant name, a leading
+    dimension (`C[i * ldc + j]`), is taken too, on the condition that the name is at least
+    the lower digits' span: the condition (`ldc >= N`) is appended to `assume` for the
+    caller to test at run time before the code that relies on it."""
     split = split_terms(off)
     if split is None:
         return None
@@ -380,8 +386,20 @@ def digits(model: FunctionModel, off: Poly, region: Node) -> list[tuple[str, Pol
                 return True
         return False
 
+    def leading(c: Poly) -> bool:
+        """A single invariant name, coefficient 1: a stride the code does not fix."""
+        return assume is not None and len(c) == 1 and len(next(iter(c))) == 1 and \
+            VAR_MARK not in next(iter(c))[0] and next(iter(c.values())) == 1 and \
+            all(VAR_MARK not in sym for sp in spans for mono in sp for sym in mono)
+
     while remaining:
         match = [v for v, c in remaining.items() if fits(c)]
+        if not match and len(order) > 0 and len(remaining) == 1:
+            v, c = next(iter(remaining.items()))
+            if leading(c):
+                assert assume is not None
+                assume.append(f"{p_str(c)} >= {p_str(spans[0])}")
+                match = [v]
         if len(match) != 1:
             return None
         v = match[0]
