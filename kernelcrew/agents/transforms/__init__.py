@@ -10,7 +10,8 @@ Body-level functions (`str -> str | None`, on the source after the front matter)
 `threads` (OpenMP parallel for), `vectorize` (restrict, omp simd, unroll), `nests`
 (interchange, tiling), `regblock` (register blocking of i-k-j matmul nests), `fusion`,
 `vecmath` / `vecmath_ext` (vectorizable exp/erf, tanh/log), `jam` (unroll-and-jam of
-dot-product nests), `scope` (which helpers are in reach) and `cuda` (device-code specifics); `cst` holds the tree-sitter
+dot-product nests), `privatize` (private bins for histograms and scatter-adds), `scan`
+(blocked two-pass parallel prefix sums), `scope` (which helpers are in reach) and `cuda` (device-code specifics); `cst` holds the tree-sitter
 layer; `affine` (subscripts as polynomials, bounds), `reductions` and `dependence` (may a
 loop's iterations run in any order) the analysis; `common` the helpers they share.
 """
