@@ -230,6 +230,14 @@ def _blocked(s: Source, m: FunctionModel, lp: Loop, acc: str, ty: str, stores: l
         f"{ind}}}")
 
 
+def _last(r: Loop) -> str:
+    """`lastprivate(r)` for a row counter declared outside its loop (C89): its value after
+    the loop stays what the serial loop leaves."""
+    own = r.decl is not None and r.decl.parent is not None and \
+        r.decl.parent.start_byte == r.node.start_byte
+    return "" if own else f" lastprivate({r.var})"
+
+
 def _rows_loop(s: Source, m: FunctionModel, lp: Loop) -> Loop | None:
     """The independent loop over rows directly around the scan, when threads can take its
     iterations whole."""
@@ -298,7 +306,7 @@ def _once(s: Source, m: FunctionModel) -> str | None:
             text = (f"{ind}if ({_span(rs, re_)} >= SCAN_ROWS) {{"
                     f"  {MARK}: rows\n"
                     f"{ind}{st}if ({work} >= OMP_MIN_WORK) {{\n"
-                    f"#pragma omp parallel for schedule(static)\n"
+                    f"#pragma omp parallel for schedule(static){_last(r)}\n"
                     f"{shift(nest, 2)}\n"
                     f"{ind}{st}}} else {{\n{shift(nest, 2)}\n{ind}{st}}}\n"
                     f"{ind}}} else {{\n{shift(blocked, 1)}\n{ind}}}")
