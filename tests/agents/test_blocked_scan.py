@@ -259,3 +259,15 @@ def test_c89_row_counters_keep_their_last_value(rows, cols, tmp_path):
     # float sums in another order: the checksum of 100000 prefix sums within 1e-3 (the op
     # allows 2e-2 per element)
     assert close(run(out, call, rows, cols, tmp_path, "-DOMP_MIN_WORK=1"), serial, 1e-3)
+
+
+def test_after_row_threading_only_the_blocks_of_a_row_are_left(tmp_path):
+    rows = apply_transform("omp_parallel", CUMSUM)
+    out = apply_transform("blocked_scan", rows)
+    assert out is not None
+    # the serial copy of the row threading (few rows, or little work) gets the blocked scan
+    # of each row, without a second dispatch on the rows
+    assert "blocked scan: rows" not in out and out.count("omp parallel for") == 1
+    assert "// kernelcrew: blocked scan" in out
+    serial = run(CUMSUM, CALL, 3, 70001, tmp_path)
+    assert close(run(out, CALL, 3, 70001, tmp_path), serial, 1e-4)

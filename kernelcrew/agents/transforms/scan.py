@@ -238,11 +238,27 @@ def _last(r: Loop) -> str:
     return "" if own else f" lastprivate({r.var})"
 
 
+def _serial_arm(s: Source, node: Node) -> bool:
+    """In the serial copy of a version test on the work (`if (work >= OMP_MIN_WORK) {
+    threaded } else { here }`): the rows are threaded already where there are enough of
+    them, so only the blocks of each row are left to thread."""
+    p, child = node.parent, node
+    while p is not None and p.type != "function_definition":
+        if p.type == "if_statement" and "OMP_MIN_WORK" in s.text_of(
+                p.child_by_field_name("condition")):
+            alt = p.child_by_field_name("alternative")
+            if alt is not None and within(child, alt):
+                return True
+        p, child = p.parent, p
+    return False
+
+
 def _rows_loop(s: Source, m: FunctionModel, lp: Loop) -> Loop | None:
     """The independent loop over rows directly around the scan, when threads can take its
     iterations whole."""
     r = lp.parent
-    if r is None or not r.canonical or pragmas_before(r.node) or in_omp_construct(s, r.node):
+    if r is None or not r.canonical or pragmas_before(r.node) or in_omp_construct(s, r.node) \
+            or _serial_arm(s, r.node):
         return None
     if any(x is not None and invariant_text(s, m, x, r.node) is None
            for x in (r.start, r.end)):
