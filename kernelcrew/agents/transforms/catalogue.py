@@ -15,6 +15,8 @@ from kernelcrew.agents.transforms.counters import scope_counters
 from kernelcrew.agents.transforms.cst import Source, find_function, params, pragma_text, walk
 from kernelcrew.agents.transforms.dependence import check_loop
 from kernelcrew.agents.transforms.jam import jam_reasons
+from kernelcrew.agents.transforms.privatize import private_bins_reasons
+from kernelcrew.agents.transforms.scan import scan_reasons
 from kernelcrew.agents.transforms.scope import scope_of
 from kernelcrew.agents.transforms.threads import parallel_verdict
 from kernelcrew.errors import InputError
@@ -94,6 +96,19 @@ def _accum_why(kf: KernelFile) -> str:
     return "; ".join(reasons[:3]) or "no innermost reduction loop"
 
 
+def _bins_why(kf: KernelFile) -> str:
+    reasons = [f"{name}(): {r}" for name, _, _ in _models(kf)
+               for r in private_bins_reasons(kf.body, name)]
+    return "; ".join(reasons[:3]) or "no loop accumulates into an array of bins"
+
+
+def _scan_why(kf: KernelFile) -> str:
+    reasons = [f"{name}(): {r}" for name, _, _ in _models(kf)
+               for r in scan_reasons(kf.body, name)
+               if "carries no running sum" not in r and "not an innermost" not in r]
+    return "; ".join(reasons[:3]) or "no prefix-sum loop (`acc += x[i]; y[i] = acc;`)"
+
+
 def _restrict_why(kf: KernelFile) -> str:
     s = Source(kf.body)
     for name in entries(kf):
@@ -104,7 +119,7 @@ def _restrict_why(kf: KernelFile) -> str:
 
 
 _WHY = {"omp_parallel": _threads_why, "accumulators": _accum_why, "simd": _simd_why, "unroll_and_jam": _jam_why,
-        "restrict": _restrict_why,
+        "restrict": _restrict_why, "private_bins": _bins_why, "blocked_scan": _scan_why,
         "unroll": lambda kf: "every innermost loop carries an unroll or OpenMP pragma"}
 
 

@@ -188,10 +188,14 @@ def impure_helpers(src: Source) -> dict[str, str]:
 
 
 def check_loop(model: FunctionModel, lp: Loop, *, allow_reductions: bool,
-               owned: set[str] | None = None, assume: bool = False) -> Verdict:
-    """Can the iterations of `lp` run in any order (parallel for / simd)? With `assume`,
-    a leading dimension that the code does not fix may make the answer conditional: the
-    verdict's `assume` lists the conditions the caller must test at run time."""
+               owned: set[str] | None = None, exclude: frozenset[str] = frozenset(),
+               assume: bool = False) -> Verdict:
+    """Can the iterations of `lp` run in any order (parallel for / simd)? `exclude`: Decl
+    keys of scalars and arrays that the caller has checked itself and will rewrite (the
+    bins of a privatized histogram, a scan's running sum); they are left out here. With
+    `assume`, a leading dimension that the code does not fix may make the answer
+    conditional: the verdict's `assume` lists the conditions the caller must test at run
+    time."""
     if not lp.canonical:
         return Verdict(False, f"loop at line {model.src.line_of(lp.node)} is not in the "
                               "countable form `for (i = a; i < b; ++i)`")
@@ -239,6 +243,8 @@ def check_loop(model: FunctionModel, lp: Loop, *, allow_reductions: bool,
             return Verdict(False, f"writes {name}, declared outside the function")
         if within(d.node, region):
             continue  # private to an iteration (or an inner loop's variable)
+        if d.key in exclude:
+            continue
         if not allow_reductions:
             return Verdict(False, f"updates {name} (declared outside the loop) at line "
                                   f"{src.line_of(n)}: a loop-carried dependence")
@@ -271,7 +277,7 @@ def check_loop(model: FunctionModel, lp: Loop, *, allow_reductions: bool,
         d = lookup(a.root.split("@")[0], a.node)
         if d is not None and within(d.node, region):
             local_roots.add(a.root)
-    written = {a.root for a in accs if a.write} - local_roots
+    written = {a.root for a in accs if a.write} - local_roots - set(exclude)
     for root in written:
         ref = None
         for a in (x for x in accs if x.root == root):
