@@ -17,6 +17,7 @@ from kernelcrew.agents.transforms.cst import (
     all_loops,
     lookup,
     loops_in,
+    params,
     walk,
     within,
 )
@@ -376,6 +377,8 @@ def digits(model: FunctionModel, off: Poly, region: Node,
     # so both spellings of each bound are kept
     spans: list[Poly] = [dict(ONE)]
     order: list[tuple[str, Poly]] = []
+    size_params = {p.name for p in params(model.fn) if p.pointer is None} \
+        if assume is not None else set()
     remaining = dict(terms)
     def fits(c: Poly) -> bool:
         """The weight is one of the spans, or one plus a constant (`j < nx - 1` under a
@@ -387,10 +390,16 @@ def digits(model: FunctionModel, off: Poly, region: Node,
         return False
 
     def leading(c: Poly) -> bool:
-        """A single invariant name, coefficient 1: a stride the code does not fix."""
-        return assume is not None and len(c) == 1 and len(next(iter(c))) == 1 and \
-            VAR_MARK not in next(iter(c))[0] and next(iter(c.values())) == 1 and \
-            all(VAR_MARK not in sym for sp in spans for mono in sp for sym in mono)
+        """A stride the code does not fix: a single integer parameter of the function,
+        coefficient 1, that is not itself a bound of the lower digits (`mean[b * T + t]`
+        with `t <= T` overlaps whatever T is)."""
+        if assume is None or len(c) != 1 or len(next(iter(c))) != 1 or \
+                next(iter(c.values())) != 1:
+            return False
+        name = next(iter(c))[0]
+        in_spans = {sym for sp in spans for mono in sp for sym in mono}
+        return name in size_params and name not in in_spans and \
+            all(VAR_MARK not in sym for sym in in_spans)
 
     while remaining:
         match = [v for v, c in remaining.items() if fits(c)]
