@@ -20,7 +20,8 @@ Three confinements, the best available one applies (`KERNELCREW_SANDBOX` forces 
 - **limits only**: none of the above could be set up.
 
 Always: resource limits (CPU seconds, address space, file size, process count, no core
-files) and a wall-clock timeout that kills the whole process group.
+files), a wall-clock timeout that kills the whole process group, and (Linux) death with
+the parent: a kernelcrew process that is killed leaves no confined process behind.
 
 The home directory of the user running kernelcrew (keys, tokens, other projects) is
 hidden (an empty tmpfs under bubblewrap, no Landlock read rule under stock), except for
@@ -40,6 +41,7 @@ Landlock, seccomp and the launcher that applies them inside the namespaces are i
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import os
 import platform
@@ -398,9 +400,33 @@ def _count_user_processes() -> int:
     return n
 
 
+PR_SET_PDEATHSIG = 1
+
+
+def _prctl():
+    """libc's prctl (Linux), looked up before a fork: nothing is loaded in the child."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
 def _limits_preexec(cpu_s: int, as_bytes: int | None, fsize: int, nproc: int, nofile: int,
                     cgroup: Path | None = None):
+    prctl, parent = _prctl(), os.getpid()
+
     def apply() -> None:
+        # the confined process dies with the thread that started it (it waits for it until
+        # the end): a parent killed, or ending without its cleanup, leaves no worker behind.
+        # The setting survives the exec of unshare / bubblewrap / the command (none is
+        # set-user-ID); unshare's --kill-child and bubblewrap's --die-with-parent pass it on
+        # to the process inside. A parent that died before the call is checked for after it.
+        if prctl is not None:
+            prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+            if os.getppid() != parent:
+                os._exit(1)
         os.setsid()
         if cgroup is not None:  # join the capped pids cgroup before anything else starts
             with open(cgroup / "cgroup.procs", "w") as f:

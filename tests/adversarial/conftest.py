@@ -7,15 +7,19 @@ path), so a check takes about a second; a few target library operators.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
 import pytest
 
@@ -175,3 +179,91 @@ def _marked(place: Path) -> set[str]:
 @pytest.fixture(scope="session", autouse=True)
 def _marker_snapshot(marker_baseline: dict[Path, set[str]]) -> None:
     """Take the snapshot before any attack runs."""
+
+
+# -- the worker processes of a run, seen from outside ----------------------------------
+WORKER_MODULE = b"kernelcrew.tools.judge.worker"
+
+
+def processes_naming(scratch: Path) -> dict[int, list[str]]:
+    """Every process whose command line runs a worker on a job file under `scratch`: the
+    worker, and the sandbox around it (unshare, bubblewrap, the launcher name the job
+    file in theirs). pid -> argv."""
+    root = str(scratch.resolve())
+    out = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            argv = [a.decode(errors="replace")
+                    for a in (d / "cmdline").read_bytes().split(b"\0") if a]
+        except OSError:
+            continue
+        if WORKER_MODULE.decode() in argv and any(
+                a.startswith(root) and a.endswith("job.json") for a in argv):
+            out[int(d.name)] = argv
+    return out
+
+
+@dataclass
+class Seen:
+    """One process naming a job file, as the watcher saw it."""
+
+    job: str
+    worker: bool  # the worker itself (else a sandbox around it)
+    first: float  # time.monotonic() of the first and the last scan that saw it
+    last: float
+
+
+class WorkerWatch:
+    """Scans /proc every few milliseconds while a run goes on, for the worker processes
+    of job files under `scratch`: when each was first and last seen."""
+
+    def __init__(self, scratch: Path, every_s: float = 0.01) -> None:
+        scratch.mkdir(parents=True, exist_ok=True)
+        self.scratch, self.every_s = scratch, every_s
+        self.seen: dict[int, Seen] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._scan, daemon=True)
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _scan(self) -> None:
+        while not self._stop.is_set():
+            now = time.monotonic()
+            for pid, argv in processes_naming(self.scratch).items():
+                worker = argv[1:3] == ["-m", WORKER_MODULE.decode()]
+                job = argv[3] if worker else next(a for a in argv if a.endswith("job.json"))
+                s = self.seen.setdefault(pid, Seen(job, worker, now, now))
+                s.last = now
+                s.worker |= worker  # the launcher becomes the worker by exec: same pid
+            self._stop.wait(self.every_s)
+
+    def named(self, run_dir: str) -> list[Seen]:
+        """The processes seen for the harness's run directory `run_dir` (run1: the duel's
+        first kernel, the candidate; run2: the other)."""
+        return [s for s in self.seen.values() if Path(s.job).parent.name == run_dir]
+
+    def worker(self, run_dir: str) -> Seen:
+        """The worker process of `run_dir` (see `named`)."""
+        hits = [s for s in self.named(run_dir) if s.worker]
+        assert len(hits) == 1, (run_dir, self.seen)
+        return hits[0]
+
+
+def assert_none_left(scratch: Path, within_s: float = 3.0) -> None:
+    """No process naming a job file under `scratch` is alive `within_s` from now (the ones
+    found are killed, so a failing test leaves nothing behind either)."""
+    deadline = time.monotonic() + within_s
+    while (left := processes_naming(scratch)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    assert not left, f"processes left behind: {left}"

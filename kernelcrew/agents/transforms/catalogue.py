@@ -11,6 +11,7 @@ from kernelcrew.agents.transforms import TRANSFORMS, apply_transform, entries, p
 from kernelcrew.agents.transforms.accum import accum_reasons
 from kernelcrew.agents.transforms.affine import FunctionModel
 from kernelcrew.agents.transforms.common import has_pragma, model_of
+from kernelcrew.agents.transforms.counters import scope_counters
 from kernelcrew.agents.transforms.cst import Source, find_function, params, pragma_text, walk
 from kernelcrew.agents.transforms.dependence import check_loop
 from kernelcrew.agents.transforms.jam import jam_reasons
@@ -38,10 +39,17 @@ _FORM = {
 }
 
 
+def _read_as(kf: KernelFile, name: str) -> str:
+    """The body the reasons are given for: `name`'s top-declared counters moved into
+    their loops (the view every move is tried on; it keeps the lines where they are), so
+    a reason is not a dependence the move never saw."""
+    return scope_counters(kf.body, name) or kf.body
+
+
 def _models(kf: KernelFile) -> list[tuple[str, Source, FunctionModel]]:
     out = []
     for name in entries(kf):
-        got = model_of(kf.body, name)
+        got = model_of(_read_as(kf, name), name)
         if got is not None:
             out.append((name, *got))
     return out
@@ -78,13 +86,13 @@ def _simd_why(kf: KernelFile) -> str:
 
 def _jam_why(kf: KernelFile) -> str:
     reasons = [f"{name}(): {r}" for name, _, _ in _models(kf)
-               for r in jam_reasons(kf.body, name)]
+               for r in jam_reasons(_read_as(kf, name), name)]
     return "; ".join(reasons[:3]) or "no 2-deep nest with an inner reduction"
 
 
 def _accum_why(kf: KernelFile) -> str:
     reasons = [f"{name}(): {r}" for name, _, _ in _models(kf)
-               for r in accum_reasons(kf.body, name)]
+               for r in accum_reasons(_read_as(kf, name), name)]
     return "; ".join(reasons[:3]) or "no innermost reduction loop"
 
 

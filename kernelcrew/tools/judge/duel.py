@@ -13,7 +13,11 @@ compares the times a worker reports with the parent's measurement of each batch,
 kernel whose numbers disagree is rejected.
 
 A worker that does not answer within the worker timeout is killed (found by its job
-file in /proc) and judged `timed out`, as a plain run is.
+file in /proc) and judged `timed out`, as a plain run is. However the duel ends (a
+kernel failed, the parent raised), no worker outlives it: the parent closes its pipes,
+waits a little, kills the workers still alive and waits for their sandboxes (`_end`);
+a worker that starts after the parent gave up finds no one at the other end of its
+pipes and exits; and a worker dies with the parent process (see `sandbox`).
 """
 
 from __future__ import annotations
@@ -104,7 +108,10 @@ class _Worker:
         self.run: SandboxRun | None = None
         self.pid: int | None = None
         self.killed_after: float | None = None
+        self.stopped = ""  # why the parent killed it when the duel ended (see `_end`)
         self.thread = threading.Thread(target=self._main, args=(wall_s,), daemon=True)
+
+    def start(self) -> None:
         self.thread.start()
 
     def _main(self, wall_s: float) -> None:
@@ -211,22 +218,17 @@ class _Worker:
         except (AttributeError, OSError, ValueError):
             pass
 
-    def kill(self) -> None:
-        """Kill the worker (and with it its sandbox): the process whose command line
-        names this job file."""
-        job = str(self.out_dir / "job.json").encode()
-        for d in Path("/proc").iterdir():
-            if not d.name.isdigit():
-                continue
+    def kill(self) -> int:
+        """Kill the worker and its sandbox (the processes whose command line names this
+        job file); how many there were."""
+        n = 0
+        for pid in worker_pids(self.out_dir / "job.json"):
             try:
-                argv = (d / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if job in argv and b"kernelcrew.tools.judge.worker" in argv:
-                try:
-                    os.kill(int(d.name), signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+                os.kill(pid, signal.SIGKILL)
+                n += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+        return n
 
     def close(self) -> None:
         for fd in (self.tx, self.rx):
@@ -234,6 +236,53 @@ class _Worker:
                 os.close(fd)
             except OSError:
                 pass
+
+
+def worker_pids(job: Path) -> list[int]:
+    """The processes whose command line runs a worker on this job file: the worker, and
+    the sandbox around it (unshare, bubblewrap, the launcher name it in theirs)."""
+    want = str(job).encode()
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            argv = (d / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if want in argv and b"kernelcrew.tools.judge.worker" in argv:
+            out.append(int(d.name))
+    return out
+
+
+# After the last reply (`bye`) a worker exits at once; it gets the worker timeout to do
+# so. When the duel ended early (a kernel failed, or the parent itself raised), a worker
+# still waiting for a command reads the end of its pipe and exits; one busy in a call of
+# its kernel is given END_GRACE_S. Then the survivors are killed (by job file) and the
+# parent waits at most END_KILL_S for their sandboxes to end.
+END_GRACE_S = 2.0
+END_KILL_S = 15.0
+
+
+def _end(ws: list[_Worker], grace_s: float, why: str) -> None:
+    """Close the parent's pipes, wait up to grace_s for the workers to exit, and kill the
+    ones that did not (`why`: their verdict, see `duel`)."""
+    for w in ws:
+        w.close()  # a worker still waiting for a command reads EOF and exits
+    ws = [w for w in ws if w.thread.ident is not None]  # started
+    deadline = time.monotonic() + grace_s
+    for w in ws:
+        w.thread.join(max(0.0, deadline - time.monotonic()))
+    deadline = time.monotonic() + END_KILL_S
+    while True:
+        alive = [w for w in ws if w.thread.is_alive()]
+        if not alive or time.monotonic() > deadline:
+            return
+        for w in alive:  # again while the thread lives: one not started yet is caught too
+            if w.kill() and not w.stopped:
+                w.stopped = why
+        for w in alive:
+            w.thread.join(0.2)
 
 
 # A kernel's threads may go on running after its call returns: OpenMP's wait for the next
@@ -249,17 +298,27 @@ SETTLE_POLL_S = 0.0002
 
 
 def _settle(other: _Worker | None) -> tuple[float, bool]:
-    """Wait until no thread of `other` is running (see above); (ms waited, settled)."""
+    """Wait until no thread of `other` is running (see above); (ms waited, settled).
+
+    When the wait runs out, the other worker counts as unsettled only if its threads
+    really ran for most of it (CPU time from schedstat): on a busy machine a team's
+    threads can stay runnable for longer, waiting for a CPU to finish their spin, and
+    take nothing from anyone meanwhile."""
     if other is None:
         return 0.0, True
     t0 = time.perf_counter()
+    c0 = other.cpu_ns()
     while True:
         busy = other.running()
         waited = time.perf_counter() - t0
         if not busy:  # 0, or None where /proc cannot tell
             return waited * 1e3, True
         if waited >= SETTLE_MAX_S:
-            return waited * 1e3, False
+            c1 = other.cpu_ns()
+            if c0 is None or c1 is None:
+                return waited * 1e3, False
+            ran = max((v[0] - c0.get(t, (0, 0))[0] for t, v in c1.items()), default=0) / 1e9
+            return waited * 1e3, ran < 0.5 * waited
         time.sleep(SETTLE_POLL_S)
 
 
@@ -334,7 +393,6 @@ def duel(h: Harness, a: tuple[CompileResult, KernelFile], b: tuple[CompileResult
     step = h.limits.timeout_s
     # a worker waits while the other one runs: its wall limit covers both kernels' cases
     wall = step * (2 * len(h.cases) + 2) + 10
-    ws = {"a": _Worker(h, "a", *a, reps, cache, wall), "b": _Worker(h, "b", *b, reps, cache, wall)}
     batches: dict[str, dict[str, list[Batch]]] = {"a": {}, "b": {}}
     per_round = [reps // rounds + (1 if r < reps % rounds else 0) for r in range(rounds)]
     busy_acc = [[0, 0] for _ in range(rounds)]
@@ -342,8 +400,14 @@ def duel(h: Harness, a: tuple[CompileResult, KernelFile], b: tuple[CompileResult
         cpus = sorted(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cpus = []
-    failed, why = "", ""
+    failed, why, finished = "", "", False
+    ws: dict[str, _Worker] = {}
     try:
+        # inside the try: whatever raises after the first worker started (the second
+        # one's setup, a handshake), the `finally` ends every worker that was started
+        for who, (comp, kf) in (("a", a), ("b", b)):
+            ws[who] = _Worker(h, who, comp, kf, reps, cache, wall)
+            ws[who].start()
         for w in ws.values():
             w.expect("loaded", timeout_s=step)
             w.find_pid()
@@ -370,18 +434,21 @@ def duel(h: Harness, a: tuple[CompileResult, KernelFile], b: tuple[CompileResult
                 w.expect("saved", cid, timeout_s=step)
         for w in ws.values():
             w.expect("bye", timeout_s=step)
+        finished = True
     except _Fail as e:
         failed, why = e.who, e.why
     finally:
-        for w in ws.values():
-            w.close()  # a worker still waiting for a command reads EOF and exits
-        for w in ws.values():
-            w.thread.join()
+        _end(list(ws.values()), step if finished else END_GRACE_S,
+             f"the worker did not exit within {step:.0f} s of its last reply (killed)"
+             if finished else "stopped by the parent: the duel ended early")
     runs = {}
     for who, w in ws.items():
-        assert w.run is not None
-        runs[who] = h.collect(w.run, w.job, w.out_dir, w.kf,
-                              failure=why if who == failed else "")
+        failure = why if who == failed else w.stopped
+        run = w.run
+        if run is None:  # killed, and its sandbox still not ended
+            run = SandboxRun(None, True, 0.0, "", "", "")
+            failure = failure or "the worker's sandbox did not end when killed"
+        runs[who] = h.collect(run, w.job, w.out_dir, w.kf, failure=failure)
     busy = [1.0 - i / t if t > 0 else 0.0 for t, i in busy_acc]
     return Duel(runs["a"], runs["b"], rounds, batches, busy, failed)
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
 import random
 import sys
 import time
@@ -229,8 +230,20 @@ class Link:
     reach, and checks the times the worker reports against its own clock."""
 
     def __init__(self, job: dict) -> None:
-        self.tx = open(job["fifo_reply"], "w", buffering=1)  # noqa: SIM115
-        self.rx = open(job["fifo_cmd"])  # noqa: SIM115
+        # The parent holds both FIFOs open before the worker starts. A plain open() of a
+        # FIFO waits for the other end: a worker that got here after the parent gave up
+        # (closed its ends when the other kernel failed, or died) would wait forever.
+        # Opened without waiting, the reply FIFO has no reader then (ENXIO) and the
+        # command FIFO no writer (the first read is the end of file): the worker exits.
+        try:
+            tx = os.open(job["fifo_reply"], os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            raise SystemExit(0) from None  # the parent went away: nothing left to do
+        rx = os.open(job["fifo_cmd"], os.O_RDONLY | os.O_NONBLOCK)
+        os.set_blocking(tx, True)
+        os.set_blocking(rx, True)
+        self.tx = os.fdopen(tx, "w", buffering=1)
+        self.rx = os.fdopen(rx)
 
     def say(self, *words: object) -> None:
         self.tx.write(" ".join(map(str, words)) + "\n")
