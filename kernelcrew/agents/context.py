@@ -42,6 +42,9 @@ class AgentContext(BaseModel):
     change_stats: dict[str, dict] = Field(default_factory=dict)  # kind -> tried/accepted/mean
     entry_params: list[dict[str, str]] = Field(default_factory=list)  # CPU: what the harness
     # passes the entry, in order (name, kind, dtype; kernelcrew.kernels.signature)
+    extents: dict[str, str] = Field(default_factory=dict)  # array (op.yaml name) -> its
+    # element count, an expression in the op's sizes (the shape in op.yaml): what a move
+    # that needs an array's length may rely on (private_bins)
     compile_report: str = ""  # the compiler's report on the best kernel: vectorization (CPU),
     # ptxas resources (CUDA); the compiler_flags specialist reads it
     feedback: Feedback | None = None

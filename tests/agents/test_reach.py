@@ -420,8 +420,8 @@ extern "C" void f(float* y, int64_t n) {
     "for (int i = 1; i < n; i++) y[i] = y[i - 1] + x[i];",
     # a recurrence through a scalar that is not a reduction
     "float acc = 0.0f;\n    for (int i = 0; i < n; i++) { acc = acc * 0.5f + x[i]; y[i] = acc; }",
-    # a write every iteration shares
-    "for (int i = 0; i < n; i++) y[0] = y[0] * x[i];",
+    # a write every iteration shares, not a reduction (the last one wins)
+    "for (int i = 0; i < n; i++) y[0] = x[i] * 2.0f;",
 ])
 def test_moves_that_would_be_wrong_are_not_offered(body):
     text = kernel(f"static void g(float* y, float* x, int n) {{\n    {body}\n}}\n"

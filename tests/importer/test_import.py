@@ -92,7 +92,7 @@ def test_the_imported_op_passes_check_of_its_own_baseline(rownorm_op):
     p = kernelcrew("check", str(rownorm_op), str(rownorm_op / "baseline.cpp"), "--json",
                    "--reps", "3", timeout=600)
     res = json.loads(p.stdout)
-    assert p.returncode == 0, p.stderr
+    assert p.returncode == 0, f"{res['verdict']}: {res['reason']}\n{p.stderr}"
     assert res["correct"] is True
     assert {r["group"] for r in res["rows"]} == {"typical", "boundary", "unaligned"}
     assert all(r["status"] == "pass" for r in res["rows"])
@@ -237,3 +237,41 @@ def test_new_scaffolds_a_commented_folder_that_checks(tmp_path):
     assert json.loads(c.stdout)["correct"] is True
     again = kernelcrew("new", "my_op", "--dir", str(tmp_path / "my_op"))
     assert again.returncode == 2 and "--force" in again.stderr
+
+
+def test_pointers_never_written_are_inputs_and_read_write_arrays_import(tmp_path):
+    """Old C says neither const nor restrict: with the outputs named, a pointer the code
+    only reads (its elements handed to `powf` included) is an input; an array read and
+    written (`--inputs C --outputs C`) becomes C_in and C with one shape."""
+    src = tmp_path / "old_style.c"
+    src.write_text(
+        "#include <math.h>\n"
+        "void spread(float *x, float *mu, int n, int c, float *out)\n{\n"
+        "    int i, j;\n"
+        "    for (i = 0; i < c; ++i) {\n"
+        "        out[i] = 0;\n"
+        "        for (j = 0; j < n; ++j) out[i] += powf(x[j * c + i] - mu[i], 2);\n"
+        "    }\n}\n\n"
+        "void accum(int m, int n, float s, float *a, float *acc)\n{\n"
+        "    int i, j;\n"
+        "    for (i = 0; i < m; ++i)\n"
+        "        for (j = 0; j < n; ++j) acc[i * n + j] += s * a[i * n + j];\n}\n")
+    p = kernelcrew("import", str(src), "--function", "spread", "--shape", "x=n*c",
+                   "--shape", "mu=c", "--shape", "out=c", "--case", "n=64,c=16",
+                   "--outputs", "out", "--out", str(tmp_path / "spread"), timeout=120)
+    assert p.returncode == 0, p.stderr
+    spec = load_op(tmp_path / "spread")
+    assert list(spec.inputs) == ["x", "mu"] and list(spec.outputs) == ["out"]
+    p = kernelcrew("import", str(src), "--function", "accum", "--shape", "a=m*n",
+                   "--shape", "acc=m*n", "--scalar", "s=0.5", "--case", "m=8,n=32",
+                   "--inputs", "acc", "--outputs", "acc", "--out", str(tmp_path / "accum"),
+                   timeout=120)
+    assert p.returncode == 0, p.stderr
+    spec = load_op(tmp_path / "accum")
+    assert list(spec.inputs) == ["a", "acc_in"] and list(spec.outputs) == ["acc"]
+    assert spec.inputs["acc_in"].shape == spec.outputs["acc"].shape == ["m*n"]
+    # and the derived reference computes acc_in + s * a
+    rng = np.random.default_rng(1)
+    a, acc = rng.standard_normal(8 * 32), rng.standard_normal(8 * 32)
+    got = spec.reference_fn()(a=a, acc_in=acc, s=0.5, m=8, n=32)["acc"]
+    assert np.allclose(got, acc + 0.5 * a, rtol=1e-12)

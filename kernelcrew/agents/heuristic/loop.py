@@ -10,6 +10,7 @@ import re
 from kernelcrew.agents.context import AgentContext
 from kernelcrew.agents.heuristic.base import HeuristicSpecialist, Move
 from kernelcrew.agents.heuristic.evidence import Evidence
+from kernelcrew.agents.transforms.cst import Source, find_function, params
 
 # knobs searched elsewhere: TILE by memory_access, the threading threshold by its own rule;
 # RB/JB (register_block) are sized for the vector registers and not worth a ladder
@@ -53,6 +54,26 @@ def _threading_regressed(ctx: AgentContext) -> tuple[str, str, int] | None:
             if m:
                 hits.append((m.group(1), m.group(2)))
     return (*hits[-1], len(hits)) if hits else None
+
+
+def source_extents(ctx: AgentContext, ev: Evidence) -> dict[str, str]:
+    """The op's array extents (op.yaml shapes) in the names the entry's source uses: the
+    harness passes the entry its arrays and sizes in op.yaml's order, whatever the source
+    calls them, so the names are matched by position."""
+    if ev.kf is None or not ev.kf.meta.entry or not ctx.extents or not ctx.entry_params:
+        return {}
+    fn = find_function(Source(ev.kf.body), ev.kf.meta.entry)
+    ps = params(fn) if fn is not None else []
+    if len(ps) != len(ctx.entry_params):
+        return {}
+    names = {ep["name"]: p.name for ep, p in zip(ctx.entry_params, ps, strict=True)}
+    out = {}
+    for array, ext in ctx.extents.items():
+        words = re.findall(r"\b[A-Za-z_]\w*\b", ext)
+        if array not in names or any(w not in names for w in words):
+            continue
+        out[names[array]] = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: names[m[0]], ext)
+    return out
 
 
 class Loop(HeuristicSpecialist):
@@ -99,6 +120,30 @@ class Loop(HeuristicSpecialist):
                      f"work below {work} inner iterations (OMP_MIN_WORK), so only the "
                      "large shapes pay for threads.",
                 risks="mid-size shapes stay single-threaded"))
+        extents = source_extents(ctx, ev)
+        if extents and cores > 1 and not regressed:
+            out.append(Move(
+                "private_bins", "private_bins", 0.8 * cores, 0.6, params={"extents": extents},
+                why="The loop scatters into an array of bins (`counts[v[i]]++`): two "
+                    "iterations may hit the same bin, so it runs on one core.",
+                plan="Thread it with private bins: each thread counts its share into its own "
+                     "zeroed copy (`reduction(+ : bins[0:extent])`, the extent from the op's "
+                     "shape), the copies added at the end; the serial loop below OMP_MIN_WORK "
+                     "values or fewer than PRIVATE_PER_BIN (8) values per bin.",
+                risks="clearing and adding a copy per thread costs a pass over the bins; "
+                      "float bins are summed in another order (inside the tolerance)"))
+        if cores > 1 and not regressed:
+            out.append(Move(
+                "blocked_scan", "blocked_scan", 0.75 * cores, 0.55,
+                why="A prefix sum carries its running total from one element to the next: "
+                    "as written, a long scan (or a few long rows) runs on one core.",
+                plan="A blocked two-pass scan: each thread scans its blocks from zero, one "
+                     "thread turns the block totals into offsets, each thread adds its "
+                     "blocks' offsets (from SCAN_MIN elements, SCAN_BLOCKS blocks); where "
+                     "there are SCAN_ROWS rows or more, the rows are threaded whole instead.",
+                risks="two passes over the output instead of one: little gain when one core "
+                      "already saturates memory; a float sum is reassociated (inside the "
+                      "tolerance)"))
         if ev.facts.threaded:
             out.append(Move(
                 "omp_version", "omp_version", 1.1, 0.45,

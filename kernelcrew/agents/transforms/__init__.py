@@ -10,7 +10,8 @@ Body-level functions (`str -> str | None`, on the source after the front matter)
 `threads` (OpenMP parallel for), `vectorize` (restrict, omp simd, unroll), `nests`
 (interchange, tiling), `regblock` (register blocking of i-k-j matmul nests), `fusion`,
 `vecmath` / `vecmath_ext` (vectorizable exp/erf, tanh/log), `jam` (unroll-and-jam of
-dot-product nests), `scope` (which helpers are in reach) and `cuda` (device-code specifics); `cst` holds the tree-sitter
+dot-product nests), `privatize` (private bins for histograms and scatter-adds), `scan`
+(blocked two-pass parallel prefix sums), `scope` (which helpers are in reach) and `cuda` (device-code specifics); `cst` holds the tree-sitter
 layer; `affine` (subscripts as polynomials, bounds), `reductions` and `dependence` (may a
 loop's iterations run in any order) the analysis; `common` the helpers they share.
 """
@@ -51,7 +52,10 @@ from kernelcrew.agents.transforms.fusion import fuse_loops
 from kernelcrew.agents.transforms.inline import inline_calls
 from kernelcrew.agents.transforms.jam import unroll_and_jam
 from kernelcrew.agents.transforms.nests import interchange, swap_loops, tile
+from kernelcrew.agents.transforms.privatize import private_bins
 from kernelcrew.agents.transforms.regblock import register_block
+from kernelcrew.agents.transforms.scan import DEFAULTS as SCAN_DEFAULTS
+from kernelcrew.agents.transforms.scan import blocked_scan
 from kernelcrew.agents.transforms.scope import scope_of
 from kernelcrew.agents.transforms.threads import (
     DEFAULT_MIN_WORK,
@@ -427,6 +431,88 @@ def _t_parallel(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
            knob="OMP_MIN_WORK")
 def _t_omp_version(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
     return _threaded(kf, p, version_threaded)
+
+
+def helper_extents(body: str, entry: str, helper: str, extents: dict[str, str]
+                   ) -> dict[str, str]:
+    """The extents of the entry's arrays (`extents`, by the entry's parameter names) as the
+    helper's parameters see them: a pointer parameter that every call of `helper` in the
+    entry passes the same entry array, whole (casts aside), with every size in its extent
+    passed too. Anything else stays unknown."""
+    s = Source(body)
+    fn, hfn = find_function(s, entry), find_function(s, helper)
+    if fn is None or hfn is None:
+        return {}
+    hp = [p.name for p in params(hfn)]
+
+    def bare(n):
+        while n.type in ("parenthesized_expression", "cast_expression") and n.named_children:
+            n = n.child_by_field_name("value") or n.named_children[-1]
+        return n.text.decode() if n.type == "identifier" else None
+
+    found: dict[str, str] | None = None
+    for n in walk(fn):
+        if n.type != "call_expression" or s.text_of(n.child_by_field_name("function")) \
+                .strip() != helper:
+            continue
+        args = [bare(a) for a in n.child_by_field_name("arguments").named_children]
+        if len(args) != len(hp):
+            return {}
+        mine = {}
+        for name, a in zip(hp, args, strict=True):
+            if a not in extents:
+                continue
+            ext = extents[a]
+            words = set(re.findall(r"\b[A-Za-z_]\w*\b", ext))
+            where = {w: hp[args.index(w)] for w in words if w in args}
+            if len(where) != len(words):
+                continue
+            mine[name] = re.sub(r"\b[A-Za-z_]\w*\b", lambda mt, w=where: w[mt[0]], ext)
+        if found is not None and found != mine:
+            return {}
+        found = mine
+    return found or {}
+
+
+@_register("private_bins", "private_bins", ("cpu",),
+           "thread a histogram / scatter-add loop (`counts[v[i]]++`, `+= w[i]`) with private "
+           "bins per thread (`reduction(+ : counts[0:bins])`, the extent from the op's shape); "
+           "the serial loop below OMP_MIN_WORK values or PRIVATE_PER_BIN values per bin",
+           extents={}, min_work=DEFAULT_MIN_WORK, knob="OMP_MIN_WORK")
+def _t_private_bins(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    extents = {str(k): str(v) for k, v in dict(p.get("extents") or {}).items()}
+    if not extents or not kf.meta.entry:
+        return None
+    knob = str(p.get("knob") or "OMP_MIN_WORK")
+    value = int(kf.meta.knobs.get(knob, p["min_work"]))
+    names = entries(kf)
+    inner = _called_in_loops(kf.body, names[1:])
+    entry = kf.meta.entry
+
+    def one(src: str, e: str) -> str | None:
+        if e in inner:
+            return None
+        ext = extents if e == entry else helper_extents(src, entry, e, extents)
+        return through_views(private_bins)(src, e, extents=ext, knob=knob, min_work=value)
+
+    out = _each_entry(kf, one)
+    if out is not None and f">= {knob}" in (out.body or ""):
+        out.knobs = {knob: value}
+    return out
+
+
+@_register("blocked_scan", "blocked_scan", ("cpu",),
+           "blocked two-pass parallel prefix sums: blocks of a long scan (`acc += x[j]; "
+           "y[j] = acc;`) scanned on threads, offset by the totals before them; many rows "
+           "threaded whole instead (SCAN_MIN, SCAN_BLOCKS, SCAN_ROWS knobs)")
+def _t_blocked_scan(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    # a helper called once per row is in reach too: a few long rows are its case (the
+    # move never goes inside an OpenMP construct of the function it rewrites)
+    out = _each_entry(kf, through_views(blocked_scan))
+    if out is not None:
+        out.knobs = {k: kf.meta.knobs.get(k, v) for k, v in SCAN_DEFAULTS.items()
+                     if re.search(rf"\b{k}\b", out.body or "")}
+    return out
 
 
 register_transform("simd", ("cpu",), "#pragma omp simd (+ reductions) on innermost loops",

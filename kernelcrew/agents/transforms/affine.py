@@ -17,6 +17,7 @@ from kernelcrew.agents.transforms.cst import (
     all_loops,
     lookup,
     loops_in,
+    params,
     walk,
     within,
 )
@@ -357,10 +358,16 @@ def split_terms(off: Poly) -> tuple[dict[str, Poly], Poly] | None:
     return terms, rest
 
 
-def digits(model: FunctionModel, off: Poly, region: Node) -> list[tuple[str, Poly]] | None:
+def digits(model: FunctionModel, off: Poly, region: Node,
+           assume: list[str] | None = None) -> list[tuple[str, Poly]] | None:
     """The loop variables of an offset as mixed-radix digits, lowest first: each digit's
     weight is the product of the lower digits' bounds. None when the offset is not of that
-    form, i.e. when the analysis cannot prove it one-to-one."""
+    form, i.e. when the analysis cannot prove it one-to-one.
+
+    With `assume` (a list), a digit whose weight is a single invariant name, a leading
+    dimension (`C[i * ldc + j]`), is taken too, on the condition that the name is at least
+    the lower digits' span: the condition (`ldc >= N`) is appended to `assume` for the
+    caller to test at run time before the code that relies on it."""
     split = split_terms(off)
     if split is None:
         return None
@@ -370,6 +377,8 @@ def digits(model: FunctionModel, off: Poly, region: Node) -> list[tuple[str, Pol
     # so both spellings of each bound are kept
     spans: list[Poly] = [dict(ONE)]
     order: list[tuple[str, Poly]] = []
+    size_params = {p.name for p in params(model.fn) if p.pointer is None} \
+        if assume is not None else set()
     remaining = dict(terms)
     def fits(c: Poly) -> bool:
         """The weight is one of the spans, or one plus a constant (`j < nx - 1` under a
@@ -380,8 +389,26 @@ def digits(model: FunctionModel, off: Poly, region: Node) -> list[tuple[str, Pol
                 return True
         return False
 
+    def leading(c: Poly) -> bool:
+        """A stride the code does not fix: a single integer parameter of the function,
+        coefficient 1, that is not itself a bound of the lower digits (`mean[b * T + t]`
+        with `t <= T` overlaps whatever T is)."""
+        if assume is None or len(c) != 1 or len(next(iter(c))) != 1 or \
+                next(iter(c.values())) != 1:
+            return False
+        name = next(iter(c))[0]
+        in_spans = {sym for sp in spans for mono in sp for sym in mono}
+        return name in size_params and name not in in_spans and \
+            all(VAR_MARK not in sym for sym in in_spans)
+
     while remaining:
         match = [v for v, c in remaining.items() if fits(c)]
+        if not match and len(order) > 0 and len(remaining) == 1:
+            v, c = next(iter(remaining.items()))
+            if leading(c):
+                assert assume is not None
+                assume.append(f"{p_str(c)} >= {p_str(spans[0])}")
+                match = [v]
         if len(match) != 1:
             return None
         v = match[0]

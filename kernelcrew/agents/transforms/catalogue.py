@@ -11,9 +11,12 @@ from kernelcrew.agents.transforms import TRANSFORMS, apply_transform, entries, p
 from kernelcrew.agents.transforms.accum import accum_reasons
 from kernelcrew.agents.transforms.affine import FunctionModel
 from kernelcrew.agents.transforms.common import has_pragma, model_of
+from kernelcrew.agents.transforms.counters import scope_counters
 from kernelcrew.agents.transforms.cst import Source, find_function, params, pragma_text, walk
 from kernelcrew.agents.transforms.dependence import check_loop
 from kernelcrew.agents.transforms.jam import jam_reasons
+from kernelcrew.agents.transforms.privatize import private_bins_reasons
+from kernelcrew.agents.transforms.scan import scan_reasons
 from kernelcrew.agents.transforms.scope import scope_of
 from kernelcrew.agents.transforms.threads import parallel_verdict
 from kernelcrew.errors import InputError
@@ -36,10 +39,17 @@ _FORM = {
 }
 
 
+def _read_as(kf: KernelFile, name: str) -> str:
+    """The body the reasons are given for: `name`'s top-declared counters moved into
+    their loops (the view every move is tried on; it keeps the lines where they are), so
+    a reason is not a dependence the move never saw."""
+    return scope_counters(kf.body, name) or kf.body
+
+
 def _models(kf: KernelFile) -> list[tuple[str, Source, FunctionModel]]:
     out = []
     for name in entries(kf):
-        got = model_of(kf.body, name)
+        got = model_of(_read_as(kf, name), name)
         if got is not None:
             out.append((name, *got))
     return out
@@ -76,14 +86,27 @@ def _simd_why(kf: KernelFile) -> str:
 
 def _jam_why(kf: KernelFile) -> str:
     reasons = [f"{name}(): {r}" for name, _, _ in _models(kf)
-               for r in jam_reasons(kf.body, name)]
+               for r in jam_reasons(_read_as(kf, name), name)]
     return "; ".join(reasons[:3]) or "no 2-deep nest with an inner reduction"
 
 
 def _accum_why(kf: KernelFile) -> str:
     reasons = [f"{name}(): {r}" for name, _, _ in _models(kf)
-               for r in accum_reasons(kf.body, name)]
+               for r in accum_reasons(_read_as(kf, name), name)]
     return "; ".join(reasons[:3]) or "no innermost reduction loop"
+
+
+def _bins_why(kf: KernelFile) -> str:
+    reasons = [f"{name}(): {r}" for name, _, _ in _models(kf)
+               for r in private_bins_reasons(kf.body, name)]
+    return "; ".join(reasons[:3]) or "no loop accumulates into an array of bins"
+
+
+def _scan_why(kf: KernelFile) -> str:
+    reasons = [f"{name}(): {r}" for name, _, _ in _models(kf)
+               for r in scan_reasons(kf.body, name)
+               if "carries no running sum" not in r and "not an innermost" not in r]
+    return "; ".join(reasons[:3]) or "no prefix-sum loop (`acc += x[i]; y[i] = acc;`)"
 
 
 def _restrict_why(kf: KernelFile) -> str:
@@ -96,7 +119,7 @@ def _restrict_why(kf: KernelFile) -> str:
 
 
 _WHY = {"omp_parallel": _threads_why, "accumulators": _accum_why, "simd": _simd_why, "unroll_and_jam": _jam_why,
-        "restrict": _restrict_why,
+        "restrict": _restrict_why, "private_bins": _bins_why, "blocked_scan": _scan_why,
         "unroll": lambda kf: "every innermost loop carries an unroll or OpenMP pragma"}
 
 

@@ -410,6 +410,17 @@ def remove_lines(src: Source, nodes: list[Node]) -> list[Edit]:
     return edits
 
 
+def subscript_index(sub: Node) -> Node | None:
+    """The index expression of `a[i]` (tree-sitter-cpp wraps it in an argument list),
+    None for `a[i, j]` or no index."""
+    idx = sub.child_by_field_name("indices") or sub.child_by_field_name("index")
+    if idx is None:
+        return None
+    if idx.type == "subscript_argument_list":
+        return idx.named_children[0] if len(idx.named_children) == 1 else None
+    return idx
+
+
 def identifiers(node: Node, name: str | None = None) -> Iterator[Node]:
     for n in walk(node):
         if n.type == "identifier" and (name is None or n.text.decode() == name):

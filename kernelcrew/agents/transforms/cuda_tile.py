@@ -15,7 +15,15 @@ from __future__ import annotations
 
 import re
 
-from kernelcrew.agents.transforms.cst import Edit, Node, Source, apply_edits, declarators, walk
+from kernelcrew.agents.transforms.cst import (
+    Edit,
+    Node,
+    Source,
+    apply_edits,
+    declarators,
+    subscript_index,
+    walk,
+)
 from kernelcrew.agents.transforms.cuda_shapes import (
     blocker,
     element_type,
@@ -75,15 +83,6 @@ def _mul(a: str, b: str) -> str:
 
 def _idents(n: Node) -> set[str]:
     return {x.text.decode() for x in walk(n) if x.type == "identifier"}
-
-
-def _index_node(sub: Node) -> Node | None:
-    idx = sub.child_by_field_name("indices") or sub.child_by_field_name("index")
-    if idx is None:
-        return None
-    if idx.type == "subscript_argument_list":
-        return idx.named_children[0] if len(idx.named_children) == 1 else None
-    return idx
 
 
 def tile_transpose(src: str, kernel: str, tile: str = "TILE") -> tuple[str, str, str, bool] | None:
@@ -153,7 +152,7 @@ def tile_transpose(src: str, kernel: str, tile: str = "TILE") -> tuple[str, str,
         return None
     # the flat index itself is a*C + b
     def lin_of(node):
-        node = _index_node(node)
+        node = subscript_index(node)
         if node is None:
             return None
         if s.text_of(node).strip() == pi.var:

@@ -46,6 +46,9 @@ class Verdict:
     reason: str = ""
     reductions: dict[str, str] = field(default_factory=dict)  # var -> + | * | max | min
     rewrites: list[tuple[Node, str]] = field(default_factory=list)  # if-max -> ternary
+    # conditions the verdict rests on, to be tested at run time (`ldc >= N`: a leading
+    # dimension no smaller than the row it strides over); only with check_loop(assume=)
+    assume: list[str] = field(default_factory=list)
 
 
 def _assign_target(n: Node) -> Node | None:
@@ -185,8 +188,14 @@ def impure_helpers(src: Source) -> dict[str, str]:
 
 
 def check_loop(model: FunctionModel, lp: Loop, *, allow_reductions: bool,
-               owned: set[str] | None = None) -> Verdict:
-    """Can the iterations of `lp` run in any order (parallel for / simd)?"""
+               owned: set[str] | None = None, exclude: frozenset[str] = frozenset(),
+               assume: bool = False) -> Verdict:
+    """Can the iterations of `lp` run in any order (parallel for / simd)? `exclude`: Decl
+    keys of scalars and arrays that the caller has checked itself and will rewrite (the
+    bins of a privatized histogram, a scan's running sum); they are left out here. With
+    `assume`, a leading dimension that the code does not fix may make the answer
+    conditional: the verdict's `assume` lists the conditions the caller must test at run
+    time."""
     if not lp.canonical:
         return Verdict(False, f"loop at line {model.src.line_of(lp.node)} is not in the "
                               "countable form `for (i = a; i < b; ++i)`")
@@ -234,6 +243,8 @@ def check_loop(model: FunctionModel, lp: Loop, *, allow_reductions: bool,
             return Verdict(False, f"writes {name}, declared outside the function")
         if within(d.node, region):
             continue  # private to an iteration (or an inner loop's variable)
+        if d.key in exclude:
+            continue
         if not allow_reductions:
             return Verdict(False, f"updates {name} (declared outside the loop) at line "
                                   f"{src.line_of(n)}: a loop-carried dependence")
@@ -266,7 +277,7 @@ def check_loop(model: FunctionModel, lp: Loop, *, allow_reductions: bool,
         d = lookup(a.root.split("@")[0], a.node)
         if d is not None and within(d.node, region):
             local_roots.add(a.root)
-    written = {a.root for a in accs if a.write} - local_roots
+    written = {a.root for a in accs if a.write} - local_roots - set(exclude)
     for root in written:
         ref = None
         for a in (x for x in accs if x.root == root):
@@ -274,7 +285,7 @@ def check_loop(model: FunctionModel, lp: Loop, *, allow_reductions: bool,
                    f"{src.line_of(a.node)}"
             if a.offset is None:
                 return Verdict(False, f"cannot tell which element the {what} touches")
-            ds = digits(model, a.offset, region)
+            ds = digits(model, a.offset, region, verdict.assume if assume else None)
             if ds is None:
                 return Verdict(False, f"cannot prove the {what} touches one element per "
                                       "iteration (subscript not a mixed-radix form)")
@@ -289,6 +300,7 @@ def check_loop(model: FunctionModel, lp: Loop, *, allow_reductions: bool,
             elif sig != ref:
                 return Verdict(False, f"the {what} reaches an element another iteration of "
                                       f"{lp.var} writes")
+    verdict.assume = list(dict.fromkeys(verdict.assume))
     return verdict
 
 

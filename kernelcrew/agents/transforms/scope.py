@@ -67,14 +67,34 @@ def _uses_as_value(s: Source, name: str, defined_fns: list[Node]) -> bool:
     return False
 
 
+_CXX_CASTS = ("const_cast", "static_cast", "reinterpret_cast")
+
+
+def _cxx_cast_operand(node: Node) -> Node | None:
+    """`const_cast<float*>(x)` (a C++ cast, a call to tree-sitter): its operand, else None.
+    `kernelcrew import` passes the harness's `const float*` inputs to code that takes
+    `float*` this way."""
+    if node.type != "call_expression":
+        return None
+    fn = node.child_by_field_name("function")
+    name = fn.text.decode().split("<", 1)[0].strip() if fn is not None else ""
+    args = node.child_by_field_name("arguments")
+    if name in _CXX_CASTS and args is not None and len(args.named_children) == 1:
+        return args.named_children[0]
+    return None
+
+
 def _strip_casts(node: Node) -> Node:
-    while node.type in ("cast_expression", "parenthesized_expression"):
-        inner = node.child_by_field_name("value") if node.type == "cast_expression" else (
-            node.named_children[0] if len(node.named_children) == 1 else None)
+    while True:
+        if node.type == "cast_expression":
+            inner = node.child_by_field_name("value")
+        elif node.type == "parenthesized_expression":
+            inner = node.named_children[0] if len(node.named_children) == 1 else None
+        else:
+            inner = _cxx_cast_operand(node)
         if inner is None:
-            break
+            return node
         node = inner
-    return node
 
 
 def _pointer_args_distinct(s: Source, caller: FunctionModel, call: Node, callee: Node

@@ -75,15 +75,18 @@ def owned_loops(m: FunctionModel, lp: Loop) -> set[str]:
     return out
 
 
-def parallel_verdict(m: FunctionModel, lp: Loop, *, reductions: bool = False) -> Verdict:
+def parallel_verdict(m: FunctionModel, lp: Loop, *, reductions: bool = False,
+                     assume: bool = False) -> Verdict:
     """Whether the iterations of `lp` may run on different threads (tiles count as the
     elements they own). With `reductions`, scalars declared outside the loop may also be
     updated as recognized reductions (+, *, max, min) of plain arithmetic locals: each
-    thread then reduces into its own copy, combined at the end (`reduction(op : s)`)."""
-    v = check_loop(m, lp, allow_reductions=False, owned=owned_loops(m, lp))
+    thread then reduces into its own copy, combined at the end (`reduction(op : s)`).
+    With `assume`, the answer may rest on run-time conditions (`Verdict.assume`), which the
+    caller must test before the threaded copy."""
+    v = check_loop(m, lp, allow_reductions=False, owned=owned_loops(m, lp), assume=assume)
     if v.ok or not reductions:
         return v
-    r = check_loop(m, lp, allow_reductions=True, owned=owned_loops(m, lp))
+    r = check_loop(m, lp, allow_reductions=True, owned=owned_loops(m, lp), assume=assume)
     if not r.ok or not r.reductions or r.rewrites:
         return v  # an if-max form must be rewritten first (simd does that)
     for name in r.reductions:
@@ -125,7 +128,7 @@ def omp_parallel_outer(src: str, entry: str, *, min_work: int = DEFAULT_MIN_WORK
 
     def threadable(lp: Loop) -> bool:
         return lp.canonical and _threaded_pragma(s, lp, "omp for") is not None and \
-            parallel_verdict(m, lp, reductions=True).ok
+            parallel_verdict(m, lp, reductions=True, assume=True).ok
 
     for top in m.forest:
         if threadable(top):
@@ -195,13 +198,26 @@ def _parallel_version(s: Source, m: FunctionModel, group: list[Loop], min_work: 
             if with_pragmas:
                 at, to = lead_start(s, lp.node) - start, s.line_start(lp.node) - start
                 clause = (" collapse(2)" if _collapsible(m, lp) else "") + _reduction_clause(
-                    s, lp, parallel_verdict(m, lp, reductions=True))
+                    s, lp, parallel_verdict(m, lp, reductions=True, assume=True))
                 line = f"{_threaded_pragma(s, lp, construct, clause)}\n"
                 text = text[:at] + line.encode() + text[to:]
         lines = text.decode().split("\n")
         return "\n".join(ln if not ln.strip() or ln.startswith("#") else extra + ln
                          for ln in lines)
 
+    # what the threaded copy's legality rests on (leading dimensions), tested with the size
+    conds = list(dict.fromkeys(c for lp in group
+                               for c in parallel_verdict(m, lp, reductions=True,
+                                                         assume=True).assume))
+    if conds:
+        test = " && ".join(f"({c})" for c in conds)
+    if work is None and conds:
+        st = "    "
+        par = copy(True, st + (st if region else ""))
+        ser = copy(False, st)
+        if region:
+            par = f"#pragma omp parallel\n{ind}{st}{{\n{par}\n{ind}{st}}}"
+        return Edit(start, end, f"{ind}if ({test}) {{\n{par}\n{ind}}} else {{\n{ser}\n{ind}}}")
     if work is None:  # no size known before the loop: thread it unconditionally
         if region:
             return Edit(start, end, f"#pragma omp parallel\n{ind}{{\n{copy(True, '    ')}\n"
@@ -212,7 +228,8 @@ def _parallel_version(s: Source, m: FunctionModel, group: list[Loop], min_work: 
     ser = copy(False, st)
     if region:
         par = f"#pragma omp parallel\n{ind}{st}{{\n{par}\n{ind}{st}}}"
-    text = (f"{ind}if ({work} >= {min_work}) {{\n{par}\n{ind}}} else {{\n{ser}\n{ind}}}")
+    cond = f"{work} >= {min_work}" + (f" && {test}" if conds else "")
+    text = (f"{ind}if ({cond}) {{\n{par}\n{ind}}} else {{\n{ser}\n{ind}}}")
     return Edit(start, end, text)
 
 

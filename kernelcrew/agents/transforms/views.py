@@ -1,6 +1,7 @@
-"""The same function written the way the loop moves read best: indexing macros expanded
-(`macros`), helpers called in loops inlined (`inline`), pointer walks turned into
-subscripts (`pointers`). A move that does not
+"""The same function written the way the loop moves read best: counters declared at the
+top moved into their loops (`counters`), indexing macros expanded (`macros`), helpers
+called in loops inlined (`inline`), pointer walks turned into subscripts (`pointers`),
+array elements used as accumulators kept in locals (`scalarize`). A move that does not
 apply to the source as written is tried on these views, so a nest split across a call or
 walked with `*p++` is still seen whole; the result is the view with the move applied."""
 
@@ -8,17 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from kernelcrew.agents.transforms.counters import scope_counters
 from kernelcrew.agents.transforms.inline import inline_calls
 from kernelcrew.agents.transforms.macros import expand_macros
 from kernelcrew.agents.transforms.pointers import index_pointers
+from kernelcrew.agents.transforms.scalarize import scalarize
 
 
 def views(src: str, entry: str) -> list[str]:
     """The rewritten views of `entry` that differ from `src`, each step on the one before:
-    macros expanded, then helpers inlined, then pointer walks indexed."""
+    counters scoped, macros expanded, helpers inlined, pointer walks indexed, then array
+    accumulators scalarized."""
     out: list[str] = []
     cur = src
-    for step in (expand_macros, inline_calls, index_pointers):
+    for step in (scope_counters, expand_macros, inline_calls, index_pointers, scalarize):
         new = step(cur, entry)
         if new is not None and new != cur:
             cur = new

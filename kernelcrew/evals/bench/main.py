@@ -113,10 +113,11 @@ def main(argv: list[str] | None = None) -> int:
     data["load_end"] = [round(x, 2) for x in os.getloadavg()]
     data["minutes"] = say.minutes
     data["method_notes"] = [
-        ("Speedups are measured side by side: the candidate and the incumbent alternate in "
-         "rounds within one race, each call in a fresh sandboxed worker with NaN-poisoned "
-         "outputs, every timed output re-checked; a noise band from the baseline's own spread "
-         "gates acceptance."),
+        ("Speedups are measured side by side: the candidate and the incumbent run in two "
+         "sandboxed workers alive at once and alternate in short rounds within one race, "
+         "with NaN-poisoned outputs and every timed output re-checked; the measured noise "
+         "(the bootstrap interval of the speedup over the rounds) and the 10% minimum "
+         "speedup make the band a win must clear (README, 'How the gate decides')."),
         ("fast_p counts operators whose best kernel is correct and at least p times faster "
          "(gate speedup >= p); the geometric mean counts a failed or incorrect run as 1.0x "
          "(the user keeps the baseline)."),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from datetime import datetime
 from pathlib import Path
@@ -27,6 +28,12 @@ from kernelcrew.results import ProfileResult
 from kernelcrew.trace import emit
 
 
+def extent(shape: list[str | int]) -> str:
+    """The element count of an array of this shape, as a C expression in the sizes."""
+    dims = [str(d).strip() for d in shape] or ["1"]
+    return " * ".join(d if re.fullmatch(r"\w+", d) else f"({d})" for d in dims)
+
+
 def agent_context(state: CrewState, ctx: RunContext) -> AgentContext:
     tools = tools_for(state, ctx)
     spec = tools.spec
@@ -42,6 +49,7 @@ def agent_context(state: CrewState, ctx: RunContext) -> AgentContext:
         recent=recent, tried=tried, reflections=state.get("reflections", []),
         change_stats=state.get("change_stats", {}), iteration=state["iteration"],
         entry_params=entry_params(spec) if state["backend"] != "cuda" else [],
+        extents={name: extent(ts.shape) for name, ts in {**spec.inputs, **spec.outputs}.items()},
         compile_report=(state.get("profile") or {}).get("compile_report", ""))
 
 

@@ -157,6 +157,12 @@ def assign_roles(sf: SourceFile, fn: Function, *, shapes: dict[str, str],
                 kind = "output"
             elif p.name in inputs or p.const:
                 kind = "input"
+            elif outputs and not _written(fn, sf, p.name):
+                # the outputs are named and the code never stores through this one nor
+                # hands it to a call: an input (old C rarely says const; the harness
+                # checks after every run that inputs are unchanged, so a wrong guess is
+                # caught as a kernel writing its inputs)
+                kind = "input"
             else:
                 raise _role_error(sf, fn, p, inputs, outputs)
             if p.name not in shapes:
@@ -232,7 +238,8 @@ def _written(fn: Function, sf: SourceFile, name: str) -> bool:
     return bool(re.search(rf"\b{n}\s*\[[^\]]*\]\s*(?:[-+*/|&^]?=(?!=)|\+\+|--)", body) or
                 re.search(rf"\*\s*\(?\s*{n}\b[^;=]*\)?\s*=(?!=)", body) or
                 re.search(rf"\b(?!const\b)\w+\s*\*\s*\w+\s*=\s*{n}\b", body) or
-                re.search(rf"\w\s*\([^;]*\b{n}\b", body))
+                # the pointer itself passed to a call (not an element: `pow(x[i], 2)`)
+                re.search(rf"\w\s*\([^;]*\b{n}\b(?!\s*\[)", body))
 
 
 def fn_returns(sf: SourceFile, fn: Function) -> str | None:
@@ -420,6 +427,8 @@ def import_function(req: ImportRequest) -> ImportResult:
     sizes = [r.param.name for r in roles if r.kind == "size"]
     sig = _signature_order(roles, ret)
     shapes = {r.param.name: r.shape for r in roles if r.kind in ("input", "output", "inout")}
+    # an array read and written is split into NAME_in (input) and NAME (output), one shape
+    shapes.update({f"{r.param.name}_in": r.shape for r in roles if r.kind == "inout"})
     if ret is not None:
         shapes["result"] = ["1"]
     notes: list[str] = []

@@ -298,17 +298,27 @@ SETTLE_POLL_S = 0.0002
 
 
 def _settle(other: _Worker | None) -> tuple[float, bool]:
-    """Wait until no thread of `other` is running (see above); (ms waited, settled)."""
+    """Wait until no thread of `other` is running (see above); (ms waited, settled).
+
+    When the wait runs out, the other worker counts as unsettled only if its threads
+    really ran for most of it (CPU time from schedstat): on a busy machine a team's
+    threads can stay runnable for longer, waiting for a CPU to finish their spin, and
+    take nothing from anyone meanwhile."""
     if other is None:
         return 0.0, True
     t0 = time.perf_counter()
+    c0 = other.cpu_ns()
     while True:
         busy = other.running()
         waited = time.perf_counter() - t0
         if not busy:  # 0, or None where /proc cannot tell
             return waited * 1e3, True
         if waited >= SETTLE_MAX_S:
-            return waited * 1e3, False
+            c1 = other.cpu_ns()
+            if c0 is None or c1 is None:
+                return waited * 1e3, False
+            ran = max((v[0] - c0.get(t, (0, 0))[0] for t, v in c1.items()), default=0) / 1e9
+            return waited * 1e3, ran < 0.5 * waited
         time.sleep(SETTLE_POLL_S)
 
 

@@ -1,0 +1,326 @@
+"""Private bins: thread a histogram / scatter-add loop with a private copy of the bins per
+thread.
+
+`for (i = 0; i < n; i++) counts[values[i]]++;` cannot be threaded as it is: two iterations
+may hit the same bin. When the bins are only ever accumulated in the loop (`++`, `--`,
+`+= v`, `-= v`, `b[e] = b[e] + v`) and not otherwise read or written there, each thread
+can count its share into its own zeroed copy and the copies be added at the end: an
+OpenMP 4.5 array-section reduction, `reduction(+ : counts[0:bins])`. The extent of the
+section must be provable: it comes from the operator's shape of that array (op.yaml), never
+from the code that clears it. The threaded copy runs only where it pays: enough work to
+start threads (OMP_MIN_WORK), at least PRIVATE_PER_BIN values per bin (clearing and adding
+the copies costs a pass over the bins per thread: four copies of 65536 counters for 999
+values made a hand-written kernel 0.28x), and copies of at most PRIVATE_MAX_BYTES each
+(GCC puts them on the threads' stacks); the serial loop, as written, everywhere else.
+
+Integer bins give the same counts exactly (the values added must be integers too: a float
+added to an int bin rounds at every step). Float bins are reassociated, as every reduction
+move here is: the sums change in the last bits, which the verifier checks against the op's
+tolerance.
+"""
+
+from __future__ import annotations
+
+import re
+
+from kernelcrew.agents.transforms.affine import FunctionModel
+from kernelcrew.agents.transforms.common import (
+    collapsed,
+    finish,
+    guard_edit,
+    in_small_path,
+    invariant_text,
+    model_of,
+    reduction_clauses,
+)
+from kernelcrew.agents.transforms.cst import (
+    Edit,
+    Loop,
+    Node,
+    Source,
+    lead_start,
+    lookup,
+    pragma_text,
+    pragmas_before,
+    walk,
+    within,
+)
+from kernelcrew.agents.transforms.dependence import accesses, check_loop
+
+PER_BIN = 8  # values per bin below which private copies cost more than they save
+MAX_BYTES = 1 << 20  # one private copy, on a thread's stack
+_INT = re.compile(r"(const\s+)?(unsigned\s+)?(char|short|int|long|long long|unsigned|size_t|"
+                  r"u?int(8|16|32|64)_t|std::u?int(8|16|32|64)_t)")
+_FLOAT = re.compile(r"(const\s+)?(float|double)")
+_OMP = re.compile(r"omp\s+(parallel|for|single|master|critical|task|sections|atomic)\b")
+
+
+def in_omp_construct(s: Source, node: Node) -> bool:
+    """`node` sits inside an OpenMP construct (parallel region, worksharing loop, ...):
+    a move that starts threads there would nest."""
+    p = node
+    while p is not None and p.type != "function_definition":
+        if any(_OMP.match(pragma_text(s, q)) for q in pragmas_before(p)):
+            return True
+        p = p.parent
+    return False
+
+
+def _elem_type(s: Source, d) -> str | None:
+    ty = d.node.child_by_field_name("type")
+    return s.text_of(ty).replace("const", "").strip() if ty is not None else None
+
+
+def _is_int_expr(m: FunctionModel, node: Node) -> bool:
+    """An expression whose value is an integer: integer literals, integer variables and
+    elements, and arithmetic on them (no division surprises: / of ints is an int)."""
+    s = m.src
+    t = node.type
+    if t == "number_literal":
+        return not re.search(r"[.eEpP]|[fF]$", node.text.decode()) or \
+            node.text.decode().lower().startswith("0x") and "." not in node.text.decode()
+    if t == "identifier":
+        d = lookup(node.text.decode(), node)
+        return d is not None and not d.pointer and not d.array and \
+            bool(_INT.fullmatch(_elem_type(s, d) or ""))
+    if t == "subscript_expression":
+        root = m.pointer_root(node.child_by_field_name("argument"), node)
+        if root is None:
+            return False
+        d = lookup(root[0].split("@")[0], node)
+        return d is not None and bool(_INT.fullmatch(_elem_type(s, d) or ""))
+    if t == "parenthesized_expression" and len(node.named_children) == 1:
+        return _is_int_expr(m, node.named_children[0])
+    if t == "cast_expression":
+        return bool(_INT.fullmatch(s.text_of(node.child_by_field_name("type")).strip()))
+    if t == "unary_expression":
+        return _is_int_expr(m, node.child_by_field_name("argument"))
+    if t == "binary_expression":
+        op = node.child_by_field_name("operator").type
+        return op in ("+", "-", "*", "/", "%", "&", "|", "^", "<<", ">>") and \
+            _is_int_expr(m, node.child_by_field_name("left")) and \
+            _is_int_expr(m, node.child_by_field_name("right"))
+    return False
+
+
+def _mentions(node: Node | None, key: str) -> bool:
+    if node is None:
+        return False
+    for n in walk(node):
+        if n.type == "identifier":
+            d = lookup(n.text.decode(), n)
+            if d is not None and d.key == key:
+                return True
+    return False
+
+
+def _updates(m: FunctionModel, lp: Loop, key: str) -> tuple[list[Node], list[Node], str] | str:
+    """The accumulating updates of the array `key` in the loop: (update nodes, subscript
+    nodes they own, the added value's kind "int"/"any"), or why the array is not only
+    accumulated there."""
+    s = m.src
+    ups: list[Node] = []
+    owned: list[Node] = []
+    kinds = set()
+    for n in walk(lp.body):
+        if n.type == "update_expression":
+            arg = n.child_by_field_name("argument")
+            if arg.type == "subscript_expression" and _root_key(m, arg, lp) == key:
+                ups.append(n)
+                owned.append(arg)
+                kinds.add("int")
+        elif n.type == "assignment_expression":
+            left = n.child_by_field_name("left")
+            if left.type != "subscript_expression" or _root_key(m, left, lp) != key:
+                continue
+            op = n.child_by_field_name("operator").type
+            right = n.child_by_field_name("right")
+            value = None
+            if op in ("+=", "-="):
+                value = right
+            elif op == "=" and right.type == "binary_expression" and \
+                    right.child_by_field_name("operator").type == "+":
+                a, b = right.child_by_field_name("left"), right.child_by_field_name("right")
+                for same_side, other in ((a, b), (b, a)):
+                    if same_side.type == "subscript_expression" and \
+                            s.text_of(same_side).replace(" ", "") == \
+                            s.text_of(left).replace(" ", ""):
+                        value = other
+                        owned.append(same_side)
+                        break
+            if value is None:
+                return (f"{s.text_of(n)!r} at line {s.line_of(n)} is not an accumulation "
+                        "(only ++, --, += and -= can be privatized)")
+            if _mentions(value, key) or _mentions(left.child_by_field_name("indices"), key):
+                return f"the bins are read in {s.text_of(n)!r} at line {s.line_of(n)}"
+            ups.append(n)
+            owned.append(left)
+            kinds.add("int" if _is_int_expr(m, value) else "any")
+    return ups, owned, "any" if "any" in kinds else "int"
+
+
+def _root_key(m: FunctionModel, sub: Node, lp: Loop) -> str | None:
+    got = m.subscript(sub, lp.node)
+    return got[0] if got is not None else None
+
+
+def scatter_plan(m: FunctionModel, lp: Loop, extents: dict[str, str]
+                 ) -> tuple[dict[str, tuple[str, str]], str] | str:
+    """Which arrays of `lp` to privatize: ({name: (element type, extent)}, reduction
+    clauses of the loop's scalar reductions), or why the loop cannot be threaded that way."""
+    s = m.src
+    line = s.line_of(lp.node)
+    if not lp.canonical or lp.step is not None or lp.inclusive:
+        return f"loop at line {line} is not a countable unit-step loop"
+    if in_omp_construct(s, lp.node) or any(re.match(r"omp\b", pragma_text(s, p))
+                                            for p in pragmas_before(lp.node)):
+        return f"loop at line {line} is inside an OpenMP construct or carries an omp pragma"
+    accs = accesses(m, lp.node)
+    if isinstance(accs, str):
+        return accs
+    roots = {a.root for a in accs if a.write}
+    bins: dict[str, tuple[str, str]] = {}
+    for key in sorted(roots):
+        d = lookup(key.split("@")[0], lp.node)
+        if d is None or d.key != key or within(d.node, lp.node):
+            continue
+        # one-to-one writes (y[i] = ..., y[i] += ...) need no private copy
+        alone = check_loop(m, lp, allow_reductions=True, exclude=frozenset(roots - {key}))
+        if alone.ok:
+            continue
+        if not any(w in alone.reason for w in ("reaches an element", "touches one element",
+                                               "does not depend on", "cannot tell which")):
+            return alone.reason  # the loop fails for another reason than these bins
+        got = _updates(m, lp, key)
+        if isinstance(got, str):
+            return got
+        ups, owned, kind = got
+        mine = [a for a in accs if a.root == key]
+        if not ups:
+            continue
+        stray = [a for a in mine if not any(a.node == o for o in owned)]
+        if stray:
+            a = stray[0]
+            how = "written" if a.write else "read"
+            return (f"the bins {d.name} are {how} at line {s.line_of(a.node)} "
+                    f"({s.text_of(a.node)!r}) besides being accumulated")
+        for o in owned:
+            base = o.child_by_field_name("argument")
+            if base.type != "identifier" or base.text.decode() != d.name:
+                return (f"{s.text_of(o)!r} at line {s.line_of(o)} reaches the bins through "
+                        f"another pointer: a private copy of {d.name} would not see it")
+        if not d.param or not d.pointer:
+            return (f"{d.name} is not a pointer parameter: the extent of its private copies "
+                    "cannot be named")
+        ety = _elem_type(s, d)
+        if ety is None or not (_INT.fullmatch(ety) or _FLOAT.fullmatch(ety)):
+            return f"the bins {d.name} are not of an arithmetic type"
+        if _INT.fullmatch(ety) and kind != "int":
+            return (f"integer bins {d.name} get a value that may not be an integer (it would "
+                    "round at every step, not once per copy)")
+        ext = extents.get(d.name)
+        if ext is None:
+            return (f"the extent of {d.name} is not known (it is taken from the operator's "
+                    "shape of that array, passed to this move)")
+        for ident in re.findall(r"\b[A-Za-z_]\w*\b", ext):
+            e = lookup(ident, lp.node)
+            if e is not None and (m.is_written(e) or within(e.node, lp.node)):
+                return f"the extent {ext} of {d.name} changes in the function"
+        bins[d.name] = (ety, ext)
+    if not bins:
+        return f"loop at line {line} accumulates into no array of bins"
+    keys = frozenset(lookup(n, lp.node).key for n in bins)
+    v = check_loop(m, lp, allow_reductions=True, exclude=keys)
+    if not v.ok:
+        return v.reason
+    if v.rewrites:
+        return f"loop at line {line} reduces through an if"
+    for name in v.reductions:
+        d = lookup(name, lp.node)
+        if d is None or d.pointer or d.array or not (
+                _INT.fullmatch(_elem_type(s, d) or "") or _FLOAT.fullmatch(_elem_type(s, d) or "")):
+            return f"{name} is reduced but is not a plain arithmetic local"
+    for node in (lp.start, lp.end):
+        if invariant_text(s, m, node, lp.node) is None:
+            return f"the bounds of the loop at line {line} change inside it"
+    return bins, reduction_clauses(v.reductions)
+
+
+def _hint_free(s: Source, lp: Loop) -> bool:
+    """No pragma on the loop but compiler hints (unroll, ivdep): the threaded copy drops
+    them; any other pragma keeps the loop out."""
+    return all(re.match(r"(GCC\s+)?(unroll|nounroll|ivdep)\b", pragma_text(s, p))
+               for p in pragmas_before(lp.node))
+
+
+def _once(s: Source, m: FunctionModel, extents: dict[str, str], knob: str, min_work: int
+          ) -> str | None:
+    for lp in m.loops:
+        if in_small_path(lp.node) or collapsed(s, lp) or not _hint_free(s, lp):
+            continue
+        plan = scatter_plan(m, lp, extents)
+        if isinstance(plan, str):
+            continue
+        bins, clauses = plan
+        start = invariant_text(s, m, lp.start, lp.node)
+        end = invariant_text(s, m, lp.end, lp.node)
+        trip = f"(long long)({end})" if start == "0" else \
+            f"((long long)({end}) - (long long)({start}))"
+        ind = s.indent_of(lp.node)
+        sections = ", ".join(f"{n}[0:{e}]" for n, (_, e) in bins.items())
+        conds = [f"{trip} >= {knob}"]
+        for ty, e in bins.values():
+            conds.append(f"{trip} >= PRIVATE_PER_BIN * (long long)({e})")
+            conds.append(f"(long long)({e}) * (long long)sizeof({ty}) <= PRIVATE_MAX_BYTES")
+        last = ""
+        if lp.decl is None or lp.decl.parent is None or \
+                lp.decl.parent.start_byte != lp.node.start_byte:
+            last = f" lastprivate({lp.var})"  # declared outside: its value after the loop
+        begin = lead_start(s, lp.node)
+        original = s.data[begin:lp.node.end_byte].decode()
+        bare = s.data[s.line_start(lp.node):lp.node.end_byte].decode()
+
+        def shift(text: str) -> str:
+            return "\n".join(ln if not ln.strip() or ln.lstrip().startswith("#") else
+                             "    " + ln for ln in text.split("\n"))
+
+        cond = (" &&\n" + ind + "    ").join(conds)
+        text = (f"{ind}if ({cond}) {{  // kernelcrew: private bins\n"
+                f"#pragma omp parallel for schedule(static) reduction(+ : {sections})"
+                f"{clauses}{last}\n{shift(bare)}\n"
+                f"{ind}}} else {{\n{shift(original)}\n{ind}}}")
+        edits = [Edit(begin, lp.node.end_byte, text)]
+        for name, value in ((knob, min_work), ("PRIVATE_PER_BIN", PER_BIN),
+                            ("PRIVATE_MAX_BYTES", MAX_BYTES)):
+            if f"#define {name}" not in s.text:
+                edits.append(guard_edit(s, m, name, value))
+        return finish(s, edits)
+    return None
+
+
+def private_bins(src: str, entry: str, *, extents: dict[str, str] | None = None,
+                 knob: str = "OMP_MIN_WORK", min_work: int = 1 << 20) -> str | None:
+    """Thread the scatter-add loops of `entry` with private bins (see the module doc).
+    `extents`: the element count of each array of bins, by its parameter name in `entry`."""
+    got = model_of(src, entry)
+    if got is None or not extents:
+        return None
+    s, m = got
+    if "// kernelcrew: private bins" in s.text_of(m.fn):
+        return None  # one of ours already
+    return _once(s, m, dict(extents), knob, min_work)
+
+
+def private_bins_reasons(src: str, entry: str, extents: dict[str, str] | None = None
+                         ) -> list[str]:
+    """Why each loop of `entry` that accumulates into an array cannot take private bins."""
+    got = model_of(src, entry)
+    if got is None:
+        return []
+    _, m = got
+    out = []
+    for lp in m.loops:
+        plan = scatter_plan(m, lp, dict(extents or {}))
+        if isinstance(plan, str) and "accumulates into no array" not in plan:
+            out.append(plan)
+    return out

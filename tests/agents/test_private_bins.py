@@ -1,0 +1,303 @@
+"""Histogram / scatter-add privatization (`private_bins`): a loop that only accumulates into
+an array of bins is threaded with a private copy of the bins per thread, the extent taken
+from the op's shape; on small sources in several styles, each threaded result compiled and
+compared with the serial one, and the loops where it would be wrong left alone, with the
+reason."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from kernelcrew.agents.transforms import apply_transform, helper_extents
+from kernelcrew.agents.transforms.affine import FunctionModel
+from kernelcrew.agents.transforms.cst import Source, find_function, pragma_text, walk
+from kernelcrew.agents.transforms.privatize import private_bins, scatter_plan
+
+HEAD = "/* kernelcrew\nentry: histogram\nflags: [-O2]\n*/\n"
+
+
+def kernel(body: str) -> str:
+    return HEAD + "#include <cstring>\n#include <cstdint>\n" + body
+
+
+def omp_pragmas(src: str) -> list[str]:
+    s = Source(src)
+    assert not s.has_errors(), src
+    return [pragma_text(s, n) for n in walk(s.root) if n.type == "preproc_call"
+            and pragma_text(s, n).startswith("omp")]
+
+
+def reason(src: str, entry: str, extents: dict[str, str]) -> str:
+    s = Source(src)
+    m = FunctionModel(s, find_function(s, entry))
+    out = [scatter_plan(m, lp, extents) for lp in m.loops]
+    texts = [r for r in out if isinstance(r, str) and "accumulates into no array" not in r]
+    assert texts and not any(isinstance(r, tuple) for r in out), out
+    return texts[0]
+
+
+MAIN = """
+#include <cstdio>
+int main() {
+    const int64_t n = 300007, bins = 97;
+    static int32_t values[300007];
+    static float w[300007];
+    static int32_t counts[97];
+    static float sums[97];
+    for (int64_t i = 0; i < n; ++i) {
+        values[i] = (int32_t)((i * 7919 + (i >> 3) * 31) % bins);
+        w[i] = (float)((i * 13) % 17) * 0.25f;
+    }
+    ENTRY_CALL;
+    long long check = 0;
+    double fsum = 0.0;
+    for (int64_t b = 0; b < bins; ++b) { check += (long long)counts[b] * (b + 1);
+                                         fsum += (double)sums[b] * (double)(b + 1); }
+    std::printf("%lld %.1f\\n", check, fsum);
+    return 0;
+}
+"""
+
+
+def run(src: str, call: str, tmp_path, *flags: str) -> str:
+    """Compile the kernel body with a main that calls it on 300007 values in 97 bins; the
+    program prints a weighted checksum of the int and float bins."""
+    body = src.split("*/\n", 1)[1] if src.startswith("/* kernelcrew") else src
+    prog = tmp_path / "p.cpp"
+    prog.write_text(body + MAIN.replace("ENTRY_CALL", call))
+    exe = tmp_path / "p"
+    subprocess.run(["g++", "-O2", "-fopenmp", *flags, str(prog), "-o", str(exe)], check=True,
+                   capture_output=True, text=True)
+    out = subprocess.run([str(exe)], capture_output=True, text=True, check=True,
+                         env={"OMP_NUM_THREADS": "3", "PATH": "/usr/bin:/bin"})
+    return out.stdout
+
+
+# the library's style: memset, then one increment per value, a `long` counter
+TEXTBOOK = kernel("""
+extern "C" void histogram(const int32_t* values, int32_t* counts, int64_t n, int64_t bins) {
+    memset(counts, 0, sizeof(int32_t) * (size_t)bins);
+    for (long i = 0; i < n; i++) {
+        counts[values[i]]++;
+    }
+}
+""")
+
+# real-world C: a static helper with `int` sizes and counters, a clearing loop, `+= 1`
+HELPER = kernel("""
+static void count_values(const int* v, int n, int* hist, int nbins) {
+    for (int b = 0; b < nbins; b++) hist[b] = 0;
+    for (int i = 0; i < n; i++) hist[v[i]] += 1;
+}
+
+extern "C" void histogram(const int32_t* values, int32_t* counts, int64_t n, int64_t bins) {
+    count_values(values, (int)n, counts, (int)bins);
+}
+""")
+
+# C89: the counter declared before the loop (its value after the loop is kept), a macro
+# for the bin, the update written out as `b[e] = b[e] + 1`
+C89_MACRO = kernel("""
+#define BIN(x) ((x) % 97)
+extern "C" void histogram(const int32_t* values, int32_t* counts, int64_t n, int64_t bins) {
+    long i;
+    memset(counts, 0, sizeof(int32_t) * (size_t)bins);
+    for (i = 0; i < n; ++i)
+        counts[BIN(values[i])] = counts[BIN(values[i])] + 1;
+    counts[0] += (int32_t)(i - n);
+}
+""")
+
+# scatter-add of float weights next to the counts, and a scalar total: reduction clauses
+WEIGHTED = kernel("""
+extern "C" void histogram(const int32_t* values, const float* w, int32_t* counts,
+                          float* sums, int64_t n, int64_t bins) {
+    memset(counts, 0, sizeof(int32_t) * (size_t)bins);
+    memset(sums, 0, sizeof(float) * (size_t)bins);
+    float total = 0.0f;
+    for (int64_t i = 0; i < n; ++i) {
+        const int32_t b = values[i];
+        counts[b]++;
+        sums[b] += w[i];
+        total += w[i];
+    }
+    sums[0] += total * 0.0f;
+}
+""")
+
+
+def test_the_textbook_histogram_gets_private_bins(tmp_path):
+    out = apply_transform("private_bins", TEXTBOOK, {"extents": {"counts": "bins"}})
+    assert out is not None
+    assert omp_pragmas(out) == ["omp parallel for schedule(static) reduction(+ : counts[0:bins])"]
+    assert "memset(counts, 0" in out  # the clearing stays, before the loop
+    # the version test: enough work, enough values per bin, a copy that fits the stack
+    assert ">= OMP_MIN_WORK" in out and ">= PRIVATE_PER_BIN * (long long)(bins)" in out
+    assert "-fopenmp" in out.split("*/")[0] and "OMP_MIN_WORK: 1048576" in out
+    call = "histogram(values, counts, n, bins)"
+    serial = run(TEXTBOOK, call, tmp_path)
+    assert run(out, call, tmp_path, "-DOMP_MIN_WORK=1") == serial  # threaded: same counts
+    assert run(out, call, tmp_path) == serial  # below the threshold: the serial copy
+    # few values per bin: the serial copy (the threaded one would clear more than it counts)
+    few = run(out, call, tmp_path, "-DOMP_MIN_WORK=1", "-DPRIVATE_PER_BIN=100000")
+    assert few == serial
+    assert apply_transform("private_bins", out, {"extents": {"counts": "bins"}}) is None
+
+
+def test_the_extent_must_be_known():
+    assert apply_transform("private_bins", TEXTBOOK) is None
+    assert apply_transform("private_bins", TEXTBOOK, {"extents": {"values": "n"}}) is None
+    src = TEXTBOOK.split("*/\n", 1)[1]
+    assert "extent of counts is not known" in reason(src, "histogram", {})
+
+
+def test_a_helper_gets_the_extent_through_its_call(tmp_path):
+    body = HELPER.split("*/\n", 1)[1]
+    assert helper_extents(body, "histogram", "count_values", {"counts": "bins"}) == \
+        {"hist": "nbins"}
+    out = apply_transform("private_bins", HELPER, {"extents": {"counts": "bins"}})
+    assert out is not None
+    assert omp_pragmas(out) == ["omp parallel for schedule(static) reduction(+ : hist[0:nbins])"]
+    call = "histogram(values, counts, n, bins)"
+    assert run(out, call, tmp_path, "-DOMP_MIN_WORK=1") == run(HELPER, call, tmp_path)
+
+
+def test_c89_counters_and_macros(tmp_path):
+    out = apply_transform("private_bins", C89_MACRO, {"extents": {"counts": "bins"}})
+    assert out is not None
+    # the counter is declared outside the loop: its last value is kept
+    assert omp_pragmas(out) == [
+        "omp parallel for schedule(static) reduction(+ : counts[0:bins]) lastprivate(i)"]
+    call = "histogram(values, counts, n, bins)"
+    assert run(out, call, tmp_path, "-DOMP_MIN_WORK=1") == run(C89_MACRO, call, tmp_path)
+
+
+def test_float_bins_and_scalar_sums_are_reduced_too(tmp_path):
+    out = apply_transform("private_bins", WEIGHTED,
+                          {"extents": {"counts": "bins", "sums": "bins"}})
+    assert out is not None
+    assert omp_pragmas(out) == [("omp parallel for schedule(static) reduction(+ : "
+                                 "counts[0:bins], sums[0:bins]) reduction(+ : total)")]
+    call = "histogram(values, w, counts, sums, n, bins)"
+    serial = run(WEIGHTED, call, tmp_path).split()
+    threaded = run(out, call, tmp_path, "-DOMP_MIN_WORK=1").split()
+    assert threaded[0] == serial[0]  # the counts exactly
+    # the float sums reassociated: quarters summed in float, close to the serial sums
+    assert abs(float(threaded[1]) - float(serial[1])) <= 1e-4 * abs(float(serial[1]))
+
+
+@pytest.mark.parametrize("body, why", [
+    # the bins are read in the loop (a capped histogram): the private copies would not see
+    # the other threads' counts
+    ("""void h(const int* v, int* counts, long n, long bins) {
+    for (long i = 0; i < n; i++)
+        if (counts[v[i]] < 100) counts[v[i]]++;
+}""", "read at line"),
+    # `=` is not an accumulation
+    ("""void h(const int* v, int* counts, long n, long bins) {
+    for (long i = 0; i < n; i++) counts[v[i]] = 1;
+}""", "not an accumulation"),
+    # the index reads the bins
+    ("""void h(const int* v, int* counts, long n, long bins) {
+    for (long i = 0; i < n; i++) counts[counts[v[i]] % bins] += 1;
+}""", "read"),
+    # another loop-carried dependence: the previous value
+    ("""void h(const int* v, int* counts, long n, long bins) {
+    int prev = 0;
+    for (long i = 0; i < n; i++) { counts[(v[i] + prev) % bins]++; prev = v[i]; }
+}""", "prev"),
+    # a float added to int bins rounds at every step, not once per private copy
+    ("""void h(const int* v, const float* w, int* counts, long n, long bins) {
+    for (long i = 0; i < n; i++) counts[v[i]] += w[i];
+}""", "may not be an integer"),
+    # the bins reached through a row pointer: a private copy of `counts` would not see it
+    ("""void h(const int* v, int* counts, long n, long bins) {
+    int* row = counts;
+    for (long i = 0; i < n; i++) row[v[i]]++;
+}""", "another pointer"),
+    # a call that may write anything
+    ("""void log_value(int);
+void h(const int* v, int* counts, long n, long bins) {
+    for (long i = 0; i < n; i++) { counts[v[i]]++; log_value(v[i]); }
+}""", "side effects"),
+])
+def test_not_offered_where_it_would_be_wrong(body, why):
+    assert private_bins(body, "h", extents={"counts": "bins"}) is None
+    assert why in reason(body, "h", {"counts": "bins"})
+
+
+def test_a_helper_that_aliases_its_bins_is_out_of_reach():
+    src = kernel("""
+static void add_counts(const int* v, int n, int* hist, int* other, int nbins) {
+    for (int i = 0; i < n; i++) { hist[v[i]] += 1; other[i % nbins] = 0; }
+}
+
+extern "C" void histogram(const int32_t* values, int32_t* counts, int64_t n, int64_t bins) {
+    add_counts(values, (int)n, counts, counts, (int)bins);
+}
+""")
+    assert apply_transform("private_bins", src, {"extents": {"counts": "bins"}}) is None
+
+
+def test_already_threaded_loops_are_left_alone():
+    src = """void h(const int* v, int* counts, long n, long bins) {
+#pragma omp parallel for
+    for (long i = 0; i < n; i++) {
+#pragma omp atomic
+        counts[v[i]]++;
+    }
+}"""
+    assert private_bins(src, "h", extents={"counts": "bins"}) is None
+    assert "OpenMP" in reason(src, "h", {"counts": "bins"})
+
+
+def test_one_to_one_writes_beside_the_bins_are_fine(tmp_path):
+    src = """void h(const int* v, int* counts, int* copy, long n, long bins) {
+#pragma GCC unroll 4
+    for (long i = 0; i < n; i++) { copy[i] = v[i]; counts[v[i]]++; }
+}"""
+    out = private_bins(src, "h", extents={"counts": "bins"})
+    assert out is not None
+    assert omp_pragmas(out) == ["omp parallel for schedule(static) reduction(+ : counts[0:bins])"]
+    assert out.count("#pragma GCC unroll 4") == 1  # the hint stays on the serial copy
+
+
+def _library_ctx(op: str, kernel: str | None = None):
+    from kernelcrew.agents.context import AgentContext
+    from kernelcrew.graph.nodes.plan import extent
+    from kernelcrew.kernels.signature import entry_params
+    from kernelcrew.kernels.spec import load_op
+    from tests.agents.conftest import baseline_text
+
+    spec = load_op(op)
+    return AgentContext(
+        op=op, family=spec.family, description="", backend="cpu", signature="",
+        tolerance="rtol=0, atol=0", kernel=kernel or baseline_text(op),
+        entry_params=entry_params(spec),
+        extents={n: extent(t.shape) for n, t in {**spec.inputs, **spec.outputs}.items()})
+
+
+def test_the_loop_specialist_offers_private_bins_with_the_ops_extent():
+    from kernelcrew.agents.heuristic.loop import Loop
+    from kernelcrew.graph.nodes.plan import extent
+
+    assert extent(["bins"]) == "bins" and extent(["rows", "n + 1"]) == "rows * (n + 1)"
+    props = [p for p in Loop().propose(_library_ctx("histogram"))
+             if p.change.kind == "private_bins"]
+    assert len(props) == 1
+    assert props[0].change.params == {"extents": {"values": "n", "counts": "bins"}}
+    assert "reduction(+ : counts[0:bins])" in props[0].change.kernel
+    # the source may call the entry's parameters anything: they are matched by position
+    renamed = baseline_text_renamed()
+    props = [p for p in Loop().propose(_library_ctx("histogram", renamed))
+             if p.change.kind == "private_bins"]
+    assert props and "reduction(+ : hist[0:nb])" in props[0].change.kernel
+
+
+def baseline_text_renamed() -> str:
+    from tests.agents.conftest import baseline_text
+
+    return (baseline_text("histogram").replace("counts", "hist").replace("bins", "nb")
+            .replace("values", "vals"))
