@@ -106,7 +106,9 @@ def test_network_connection_is_unreachable(tmp_path, contained):
                     "writable pids cgroup): a fork bomb would only be stopped by the timeout")
 def test_fork_bomb_ends_within_limits_then_next_kernel_is_judged_normally(tmp_path):
     j = judge("fork_bomb_evasive.cpp", timeout=3)
-    assert_rejected(j, r"kernel timed out after 3\.\d s \(killed\)")
+    # killed at its 3 s timeout: the parent notices a little later while thousands of
+    # processes hold both CPUs (6.3 s once in a full suite), the whole check stays bounded
+    assert_rejected(j, r"kernel timed out after \d+\.\d s \(killed\)")
     assert j.seconds < 3 + 30, j.seconds
     nxt = judge(fresh_copy(TINY / "baseline.cpp", tmp_path))
     assert_judged_normally(nxt)
