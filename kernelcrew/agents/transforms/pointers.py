@@ -23,7 +23,7 @@ own innermost loop's body (not under a condition) and the loop bounds fixed in t
 
 from __future__ import annotations
 
-from kernelcrew.agents.transforms.common import finish, invariant_text, model_of
+from kernelcrew.agents.transforms.common import finish, invariant_text, repeat_rewrite
 from kernelcrew.agents.transforms.cst import Edit, Loop, Node, Source, lookup, walk, within
 
 _BRANCHY = ("if_statement", "conditional_expression", "switch_statement", "while_statement",
@@ -131,13 +131,4 @@ def _once(s: Source, m) -> str | None:
 
 def index_pointers(src: str, entry: str, limit: int = 8) -> str | None:
     """Turn the `*p++` walks of `entry` into subscripts where legal (module docstring)."""
-    out = None
-    for _ in range(limit):
-        got = model_of(out if out is not None else src, entry)
-        if got is None:
-            break
-        new = _once(*got)
-        if new is None:
-            break
-        out = new
-    return out
+    return repeat_rewrite(src, entry, _once, limit)

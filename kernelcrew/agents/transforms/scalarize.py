@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 
-from kernelcrew.agents.transforms.common import finish, model_of
+from kernelcrew.agents.transforms.common import finish, repeat_rewrite
 from kernelcrew.agents.transforms.cst import (
     Edit,
     Node,
@@ -133,13 +133,4 @@ def same_target(x: Node) -> bool:
 def scalarize(src: str, entry: str, limit: int = 8) -> str | None:
     """Keep array elements used as accumulators in locals where legal (module docstring);
     None when none applies."""
-    out = None
-    for _ in range(limit):
-        got = model_of(out if out is not None else src, entry)
-        if got is None:
-            break
-        new = _once(*got)
-        if new is None:
-            break
-        out = new
-    return out
+    return repeat_rewrite(src, entry, _once, limit)
