@@ -124,7 +124,9 @@ def main(argv: list[str] | None = None) -> int:
         (f"The machine is shared: the load average was {data['load_start']} at the start and "
          f"{data['load_end']} at the end; timings on a busy 2-core machine are noisy, which "
          "widens the gate's noise band and can hide real wins."),
-        f"Raw results: {work / 'results.json'} (runs, traces and kernels under {work}).",
+        ("Raw results: `results.json` in the bench's work directory (`--work-dir`, printed "
+         "at the start; runs, traces and kernels are kept there). The path is not written "
+         "here: it names the machine the bench ran on."),
     ]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
