@@ -4,7 +4,6 @@ versioned small-size paths, fresh names."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 
 from kernelcrew.agents.transforms.affine import FunctionModel
 from kernelcrew.agents.transforms.cst import (
@@ -70,22 +69,6 @@ def model_of(src: str, entry: str) -> tuple[Source, FunctionModel] | None:
     if fn is None or fn.child_by_field_name("body") is None:
         return None
     return s, FunctionModel(s, fn)
-
-
-def repeat_rewrite(src: str, entry: str, once: Callable[[Source, FunctionModel], str | None],
-                   limit: int = 8) -> str | None:
-    """Apply `once(source, model)` to `entry` again and again on its own result, at most
-    `limit` times, until it finds nothing more; None when it never applied."""
-    out = None
-    for _ in range(limit):
-        got = model_of(out if out is not None else src, entry)
-        if got is None:
-            break
-        new = once(*got)
-        if new is None:
-            break
-        out = new
-    return out
 
 
 def finish(s: Source, edits: list[Edit]) -> str | None:

@@ -23,7 +23,7 @@ own innermost loop's body (not under a condition) and the loop bounds fixed in t
 
 from __future__ import annotations
 
-from kernelcrew.agents.transforms.common import finish, invariant_text, repeat_rewrite
+from kernelcrew.agents.transforms.common import finish, invariant_text, repeat
 from kernelcrew.agents.transforms.cst import Edit, Loop, Node, Source, lookup, walk, within
 
 _BRANCHY = ("if_statement", "conditional_expression", "switch_statement", "while_statement",
@@ -129,6 +129,6 @@ def _once(s: Source, m) -> str | None:
     return None
 
 
-def index_pointers(src: str, entry: str, limit: int = 8) -> str | None:
+def index_pointers(src: str, entry: str) -> str | None:
     """Turn the `*p++` walks of `entry` into subscripts where legal (module docstring)."""
-    return repeat_rewrite(src, entry, _once, limit)
+    return repeat(src, entry, _once)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 
-from kernelcrew.agents.transforms.common import finish, repeat_rewrite
+from kernelcrew.agents.transforms.common import finish, repeat
 from kernelcrew.agents.transforms.cst import (
     Edit,
     Node,
@@ -130,7 +130,7 @@ def same_target(x: Node) -> bool:
     return target is not None and target.start_byte == x.start_byte
 
 
-def scalarize(src: str, entry: str, limit: int = 8) -> str | None:
+def scalarize(src: str, entry: str) -> str | None:
     """Keep array elements used as accumulators in locals where legal (module docstring);
     None when none applies."""
-    return repeat_rewrite(src, entry, _once, limit)
+    return repeat(src, entry, _once)
