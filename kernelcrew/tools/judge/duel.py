@@ -200,23 +200,35 @@ class _Worker:
             return None
         return n
 
-    def place(self, cpu: int, cpus: list[int]) -> None:
-        """Before a run: a worker with a single thread runs on `cpu` (the parent sets its
-        affinity from outside); one with more threads (an OpenMP team) on all of `cpus`.
+    def place(self, cpu: int, cpus: list[int]) -> int:
+        """Before a run: the worker's threads get one CPU each, set by the parent from
+        outside: the main thread `cpu` (the round's), the others (an OpenMP team) the
+        next ones of `cpus` in turn. Returns how many threads the worker had (0: unknown).
 
         A single-threaded kernel left to the scheduler stays on whichever CPU it started
         on for the whole duel, and on a virtual machine one CPU can be slower than the
         other for minutes: both kernels are placed on the same CPU in a round, a
-        different one from round to round. A kernel with a team is not pinned: its main
-        thread pinned, a team thread queued behind it on that CPU waited out the whole
-        spin of the main thread's barrier (about 7 ms in one run of ten)."""
+        different one from round to round. A team left to the scheduler shared one CPU
+        with its main thread in about one run of four (a 3 ms run read 7 ms): the main
+        thread wakes the team while the parent, which has just sent `time`, is still on
+        the other CPU, and an idle CPU takes a queued thread only at its next balance,
+        up to a tick later. A team made while the worker had one thread inherits that
+        thread's CPU, so the threads are placed again after the warm-up that made the
+        team (see `_timed_batch`)."""
         if self.pid is None:
-            return
+            return 0
         try:
-            threads = sum(1 for _ in Path(f"/proc/{self.pid}/task").iterdir())
-            os.sched_setaffinity(self.pid, {cpu} if threads == 1 else set(cpus))
-        except (AttributeError, OSError, ValueError):
-            pass
+            tids = sorted(int(t.name) for t in Path(f"/proc/{self.pid}/task").iterdir())
+        except (OSError, ValueError):
+            return 0
+        tids.sort(key=lambda t: t != self.pid)  # the main thread first, then by age
+        first = cpus.index(cpu) if cpu in cpus else 0
+        for i, tid in enumerate(tids):
+            try:
+                os.sched_setaffinity(tid, {cpus[(first + i) % len(cpus)]})
+            except (AttributeError, OSError, ValueError):
+                pass
+        return len(tids)
 
     def kill(self) -> int:
         """Kill the worker and its sandbox (the processes whose command line names this
@@ -339,10 +351,11 @@ def _timed_batch(w: _Worker, cid: str, r: int, start: int, n: int, warm: int,
         # window: a wait between the two would let this kernel's own threads fall asleep
         # in some runs and not in others
         waited, settled = _settle(other)
-        if cpu is not None and cpus:
-            w.place(cpu, cpus)
+        threads = w.place(cpu, cpus) if cpu is not None and cpus else 0
         w.send("go", cid, 1, warm if j == 0 else 0)
         w.expect("warm", cid, timeout_s=step)
+        if threads == 1 and cpu is not None and cpus:
+            w.place(cpu, cpus)  # the warm-up may have made a team
         more, settled_again = _settle(other)
         settle.append(waited + more)
         unsettled += not (settled and settled_again)
