@@ -452,7 +452,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     ops = [o.strip() for item in (args.ops or []) for o in item.split(",") if o.strip()]
     require_executor(args.executor)
     settings = EvalSettings(ops=ops or library_ops(), backend=args.backend, agents=args.agents,
-                            budget=args.budget, reps=args.reps, memory=args.memory,
+                            budget=args.budget, memory=args.memory,
+                            **({"reps": args.reps} if args.reps else {}),
                             memory_dir=args.memory_dir, memory_embedding=args.memory_embedding,
                             runs_dir=args.runs_dir, seed=args.seed,
                             wall_budget_s=args.budget_s, executor=args.executor,
@@ -769,7 +770,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--agents", default="heuristic", help="heuristic | llm | per role")
     s.add_argument("--budget", type=POS_INT, default=8, help="maximum iterations per operator")
     s.add_argument("--budget-s", type=POS_FLOAT, help="wall-clock budget per operator (seconds)")
-    s.add_argument("--reps", type=POS_INT, default=10, help="timed runs per case (default 10)")
+    s.add_argument("--reps", type=POS_INT, help="timed runs per case (default 20, as check)")
     s.add_argument("--memory", default="off", choices=["off", "fresh", "shared"],
                    help="off (default, a fair table): no memory; fresh: an empty store per "
                         "operator; shared: the store at --memory-dir")

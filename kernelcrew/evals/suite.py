@@ -33,6 +33,7 @@ from kernelcrew.graph.runner import optimize
 from kernelcrew.kernels.spec import library_ops, load_op
 from kernelcrew.tools.backends.compile import tool_version
 from kernelcrew.tools.backends.cpu import CXX, cpu_threads
+from kernelcrew.tools.config import BenchSettings
 from kernelcrew.trace import read_trace
 
 FAST_P = (1.0, 1.5, 2.0)
@@ -54,7 +55,9 @@ class EvalSettings:
     backend: str = "cpu"
     agents: str = "heuristic"
     budget: int = 8  # maximum iterations per operator
-    reps: int = 10  # timed runs per case and kernel
+    # timed runs per case and kernel: the default of check and optimize (20, or
+    # $KERNELCREW_REPS), so a table's races have the noise a user's run has
+    reps: int = field(default_factory=lambda: BenchSettings().reps)
     memory: str = "off"  # off: no memory | fresh: an empty store per op | shared: memory_dir
     memory_dir: str | None = None  # the store for memory=shared (and the root for fresh)
     memory_embedding: str = "auto"  # auto (the store's own; new: minilm, else hashed) | ...

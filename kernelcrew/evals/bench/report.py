@@ -46,7 +46,7 @@ def render(data: dict[str, Any]) -> str:
                   f"{st.get('seed')}; wall-clock budget per run "
                   f"{fmt(st.get('wall_budget_s'), '{:.0f} s')} (library, parts 1-3) and "
                   f"{fmt(data.get('tunable_wall_s'), '{:.0f} s')} (tunable kernels, part 5b), "
-                  "checked after each iteration")],
+                  "checked before each evaluation starts")],
         ["memory in the suite", ("an empty Chroma store per operator (the run reads only its own"
                                  " reflections); the store of one op is reused in part 3")],
     ]))
