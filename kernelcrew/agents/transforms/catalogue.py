@@ -10,7 +10,7 @@ import re
 from kernelcrew.agents.transforms import TRANSFORMS, apply_transform, entries, parse_any
 from kernelcrew.agents.transforms.accum import accum_reasons
 from kernelcrew.agents.transforms.affine import FunctionModel
-from kernelcrew.agents.transforms.common import has_pragma, model_of
+from kernelcrew.agents.transforms.common import has_pragma, model_of, short_constant_loop
 from kernelcrew.agents.transforms.counters import scope_counters
 from kernelcrew.agents.transforms.cst import Source, find_function, params, pragma_text, walk
 from kernelcrew.agents.transforms.dependence import check_loop
@@ -77,6 +77,9 @@ def _simd_why(kf: KernelFile) -> str:
                 continue
             if has_pragma(s, lp, r"^omp\b.*\bsimd\b"):
                 reasons.append(f"{name}(): the loop at line {s.line_of(lp.node)} has omp simd")
+                continue
+            if (short := short_constant_loop(s, lp)) is not None:
+                reasons.append(f"{name}(): {short}")
                 continue
             v = check_loop(m, lp, allow_reductions=True)
             if not v.ok:
