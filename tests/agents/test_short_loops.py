@@ -62,7 +62,7 @@ extern "C" void f(const float* a, float* out, int64_t n) {
 
 def _trips(text: str, entry: str = "f") -> list[int | None]:
     s, m = model_of(parse_any(text).body, entry)
-    return [constant_trip(s, lp) for lp in m.loops]
+    return [constant_trip(s, m, lp) for lp in m.loops]
 
 
 def test_constant_trip_counts_literals_macros_and_inclusive_bounds():

@@ -53,7 +53,7 @@ def accum_reason(m, lp: Loop) -> str | None:
     line = s.line_of(lp.node)
     if lp.children or not lp.canonical or lp.step is not None or lp.inclusive:
         return f"loop at line {line} is not an innermost unit-step loop"
-    if (short := short_constant_loop(s, lp)) is not None:
+    if (short := short_constant_loop(s, m, lp)) is not None:
         return short
     if any(re.match(r"omp\b(?!\s+simd\b)", pragma_text(s, p)) for p in pragmas_before(lp.node)):
         # a worksharing loop (`omp for reduction`) must stay one: its iterations are the

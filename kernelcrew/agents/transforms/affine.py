@@ -67,7 +67,7 @@ def p_str(p: Poly) -> str:
     return " + ".join(terms)
 
 
-def _int_literal(text: str) -> int | None:
+def int_literal(text: str) -> int | None:
     t = text.rstrip("uUlL")
     try:
         return int(t, 0)
@@ -156,7 +156,7 @@ class FunctionModel:
             return None
         t = node.type
         if t == "number_literal":
-            v = _int_literal(node.text.decode())
+            v = int_literal(node.text.decode())
             return None if v is None else ({(): v} if v else {})
         if t == "identifier":
             return self._ident(node, region, depth)

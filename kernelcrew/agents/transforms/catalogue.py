@@ -78,7 +78,7 @@ def _simd_why(kf: KernelFile) -> str:
             if has_pragma(s, lp, r"^omp\b.*\bsimd\b"):
                 reasons.append(f"{name}(): the loop at line {s.line_of(lp.node)} has omp simd")
                 continue
-            if (short := short_constant_loop(s, lp)) is not None:
+            if (short := short_constant_loop(s, m, lp)) is not None:
                 reasons.append(f"{name}(): {short}")
                 continue
             v = check_loop(m, lp, allow_reductions=True)

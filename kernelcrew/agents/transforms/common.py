@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from kernelcrew.agents.transforms.affine import FunctionModel
+from kernelcrew.agents.transforms.affine import FunctionModel, int_literal
 from kernelcrew.agents.transforms.cst import (
     Edit,
     Loop,
@@ -109,69 +109,57 @@ def invariant_text(s: Source, m: FunctionModel, node: Node | None, at: Node) -> 
     return s.text_of(node).strip()
 
 
-def constant_trip(s: Source, lp: Loop) -> int | None:
+def constant_trip(s: Source, m: FunctionModel, lp: Loop) -> int | None:
     """The trip count of a unit-step loop whose bounds are integer constants: literals,
     object-like macros of a literal (`#define KSIZE 3`; not a knob, which a `#ifndef`
-    guards and a tuner may change) and + - * of those. None when it is not known."""
+    guards and a tuner may change) and + - * of those (the bounds' affine forms, with
+    the macros put in). None when it is not known."""
     if not lp.canonical or lp.step is not None:
         return None
-    lo, hi = _const(s, lp.start), _const(s, lp.end)
+    lo, hi = _constant(s, m, lp.start, lp.node), _constant(s, m, lp.end, lp.node)
     if lo is None or hi is None:
         return None
     return max(0, hi - lo + (1 if lp.inclusive else 0))
 
 
-def short_constant_loop(s: Source, lp: Loop) -> str | None:
+def short_constant_loop(s: Source, m: FunctionModel, lp: Loop) -> str | None:
     """Why a loop is best left to the compiler: it runs a constant number of times below
     MIN_INNER (a 3x3 filter's taps), which -O3 unrolls whole; a simd loop or split
     accumulators of it are mostly set-up and tail (None: it is not such a loop)."""
-    t = constant_trip(s, lp)
+    t = constant_trip(s, m, lp)
     if t is None or t >= MIN_INNER:
         return None
     return (f"loop at line {s.line_of(lp.node)} runs a constant {t} time(s): the compiler "
             "unrolls it whole")
 
 
-def _const(s: Source, node: Node | None, depth: int = 0) -> int | None:
-    if node is None or depth > 8:
+def _constant(s: Source, m: FunctionModel, node: Node | None, at: Node) -> int | None:
+    poly = m.linear(node, at)
+    if poly is None:
         return None
-    t = node.type
-    if t == "number_literal":
-        m = re.fullmatch(r"(0[xX][0-9a-fA-F]+|\d+)[uUlL]*", s.text_of(node).strip())
-        return int(m.group(1), 0) if m else None
-    if t == "parenthesized_expression" and node.named_children:
-        return _const(s, node.named_children[0], depth + 1)
-    if t == "cast_expression":
-        return _const(s, node.child_by_field_name("value"), depth + 1)
-    if t == "binary_expression":
-        op = node.child_by_field_name("operator").type
-        a = _const(s, node.child_by_field_name("left"), depth + 1)
-        b = _const(s, node.child_by_field_name("right"), depth + 1)
-        if a is None or b is None or op not in ("+", "-", "*"):
-            return None
-        return a + b if op == "+" else a - b if op == "-" else a * b
-    if t == "identifier" and lookup(node.text.decode(), node) is None:
-        return _macro_value(s, node.text.decode())
-    return None
+    total = 0
+    for mono, coef in poly.items():
+        for sym in mono:  # a name the code does not declare: a macro, maybe a constant one
+            value = _macro_value(s, sym)
+            if value is None:
+                return None
+            coef *= value
+        total += coef
+    return total
 
 
 def _macro_value(s: Source, name: str) -> int | None:
     """The value of `#define NAME <integer>` when it is the file's only definition of NAME
     and no `#ifndef NAME` guards it (a knob)."""
-    found = []
-    for n in walk(s.root):
-        if n.type == "preproc_def":
-            nm = n.child_by_field_name("name")
-            if nm is not None and nm.text.decode() == name:
-                found.append(n)
+    found = [n for n in walk(s.root) if n.type == "preproc_def" and
+             (nm := n.child_by_field_name("name")) is not None and nm.text.decode() == name]
     if len(found) != 1 or found[0].parent is not None and \
             found[0].parent.type in ("preproc_ifdef", "preproc_if", "preproc_else",
                                      "preproc_elif"):
         return None
     value = found[0].child_by_field_name("value")
-    text = s.text_of(value).strip() if value is not None else ""
-    m = re.fullmatch(r"\(?\s*(0[xX][0-9a-fA-F]+|\d+)[uUlL]*\s*\)?", text)
-    return int(m.group(1), 0) if m else None
+    return int_literal(s.text_of(value).strip().strip("()").strip()) if value is not None \
+        else None
 
 
 def descendants(lp: Loop) -> list[Loop]:

@@ -7,6 +7,7 @@ import re
 
 from kernelcrew.agents.transforms.affine import FunctionModel, split_terms
 from kernelcrew.agents.transforms.common import (
+    MIN_INNER,
     SMALL_MARK,
     assignment,
     finish,
@@ -33,8 +34,6 @@ from kernelcrew.agents.transforms.cst import (
     walk,
 )
 from kernelcrew.agents.transforms.dependence import check_loop
-
-MIN_INNER = 8  # below this inner trip count an interchanged (vectorized) loop does not pay
 
 # ---------------------------------------------------------------- interchange (matmul)
 

@@ -67,7 +67,7 @@ def omp_simd_inner(src: str, entry: str) -> str | None:
     edits: list[Edit] = []
     for lp in m.loops:
         if lp.children or not lp.canonical or has_pragma(s, lp, r"^omp\b.*\bsimd\b") or \
-                in_small_path(lp.node) or collapsed(s, lp) or short_constant_loop(s, lp):
+                in_small_path(lp.node) or collapsed(s, lp) or short_constant_loop(s, m, lp):
             continue
         v = check_loop(m, lp, allow_reductions=True)
         if not v.ok or _scatters(m, lp):

@@ -218,10 +218,11 @@ class _Worker:
         if self.pid is None:
             return 0
         try:
-            tids = sorted(int(t.name) for t in Path(f"/proc/{self.pid}/task").iterdir())
+            # the main thread first, then by age
+            tids = sorted((int(t.name) for t in Path(f"/proc/{self.pid}/task").iterdir()),
+                          key=lambda t: (t != self.pid, t))
         except (OSError, ValueError):
             return 0
-        tids.sort(key=lambda t: t != self.pid)  # the main thread first, then by age
         first = cpus.index(cpu) if cpu in cpus else 0
         for i, tid in enumerate(tids):
             try:
@@ -354,7 +355,7 @@ def _timed_batch(w: _Worker, cid: str, r: int, start: int, n: int, warm: int,
         threads = w.place(cpu, cpus) if cpu is not None and cpus else 0
         w.send("go", cid, 1, warm if j == 0 else 0)
         w.expect("warm", cid, timeout_s=step)
-        if threads == 1 and cpu is not None and cpus:
+        if threads == 1:
             w.place(cpu, cpus)  # the warm-up may have made a team
         more, settled_again = _settle(other)
         settle.append(waited + more)
