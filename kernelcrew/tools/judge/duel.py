@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import select
 import signal
 import threading
@@ -35,6 +36,7 @@ from kernelcrew.kernels.kernelfile import KernelFile
 from kernelcrew.results import CompileResult
 from kernelcrew.tools.judge.gate import median_ci_ranks
 from kernelcrew.tools.judge.harness import Harness, KernelRun, case_key
+from kernelcrew.tools.judge.worker import plan_checks
 from kernelcrew.tools.sandbox import SandboxRun
 
 
@@ -335,13 +337,40 @@ def _settle(other: _Worker | None) -> tuple[float, bool]:
         time.sleep(SETTLE_POLL_S)
 
 
+@dataclass
+class Plan:
+    """One case's timed runs as the parent picked them (`plan_checks`), the same for
+    both kernels: run -> probe index, and the runs whose outputs are checked.
+
+    Saving a checked run's outputs happens in its window (the copy starts the moment the
+    call returns, before a thread of the kernel could change them), so with one plan both
+    workers take the same steps in every run, and what one needed around a run is what
+    the other may (`cpu_disagreement`). Picked by each worker on its own, a short check
+    (3 runs) could check all 3 runs of one kernel and 1 of the other: a 4 MB copy's worth
+    of CPU in every window of one and not the other, and an honest kernel was rejected."""
+
+    probe_at: dict[int, int]
+    checked: set[int]
+
+
+def _plans(h: Harness, reps: int) -> dict[str, Plan]:
+    pick = random.SystemRandom()
+    out = {}
+    for c in h.cases:
+        d = h.data(c)
+        out[case_key(c)] = Plan(*plan_checks(reps, len(d.input_files),
+                                             [p.set for p in d.probes], pick))
+    return out
+
+
 def _timed_batch(w: _Worker, cid: str, r: int, start: int, n: int, warm: int,
-                 step: float, other: _Worker | None = None, cpu: int | None = None,
-                 cpus: list[int] | None = None) -> Batch:
+                 step: float, plan: Plan, other: _Worker | None = None,
+                 cpu: int | None = None, cpus: list[int] | None = None) -> Batch:
     """Round r's batch of n timed runs of one kernel, one run per window: the worker sets
-    each run up (poisoned outputs, a probe, the flush when cold), says `warm`, the parent
-    waits for the other kernel's worker to go idle (`_settle`), and the parent's clock and
-    CPU readings cover only the call and the worker's reply."""
+    each run up (poisoned outputs, the plan's probe, the flush when cold), says `warm`,
+    the parent waits for the other kernel's worker to go idle (`_settle`), and the
+    parent's clock and CPU readings cover only the call, the copy of a checked run's
+    outputs and the worker's reply."""
     windows: list[tuple[float, float | None, float | None]] = []
     settle: list[float] = []
     unsettled = 0
@@ -353,7 +382,8 @@ def _timed_batch(w: _Worker, cid: str, r: int, start: int, n: int, warm: int,
         # in some runs and not in others
         waited, settled = _settle(other)
         threads = w.place(cpu, cpus) if cpu is not None and cpus else 0
-        w.send("go", cid, 1, warm if j == 0 else 0)
+        run = start + j
+        w.send("go", cid, warm if j == 0 else 0, plan.probe_at.get(run, -1))
         w.expect("warm", cid, timeout_s=step)
         if threads == 1:
             w.place(cpu, cpus)  # the warm-up may have made a team
@@ -362,7 +392,7 @@ def _timed_batch(w: _Worker, cid: str, r: int, start: int, n: int, warm: int,
         unsettled += not (settled and settled_again)
         c0 = w.cpu_ns()
         t0 = time.perf_counter_ns()
-        w.send("time")
+        w.send("time", int(run in plan.checked))
         w.expect("done", cid, timeout_s=step)
         t1 = time.perf_counter_ns()
         c1 = w.cpu_ns()
@@ -414,6 +444,7 @@ def duel(h: Harness, a: tuple[CompileResult, KernelFile], b: tuple[CompileResult
         cpus = sorted(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cpus = []
+    plans = _plans(h, reps)
     failed, why, finished = "", "", False
     ws: dict[str, _Worker] = {}
     try:
@@ -437,7 +468,7 @@ def duel(h: Harness, a: tuple[CompileResult, KernelFile], b: tuple[CompileResult
                 for who in order:
                     batches[who].setdefault(key, []).append(
                         _timed_batch(ws[who], cid, r, start, per_round[r], warm, step,
-                                     ws["b" if who == "a" else "a"],
+                                     plans[key], ws["b" if who == "a" else "a"],
                                      cpus[(r // 2 + ci) % len(cpus)] if cpus else None, cpus))
                 t_all1, i_all1 = _busy_sample()
                 busy_acc[r][0] += t_all1 - t_all0
@@ -462,7 +493,8 @@ def duel(h: Harness, a: tuple[CompileResult, KernelFile], b: tuple[CompileResult
         if run is None:  # killed, and its sandbox still not ended
             run = SandboxRun(None, True, 0.0, "", "", "")
             failure = failure or "the worker's sandbox did not end when killed"
-        runs[who] = h.collect(run, w.job, w.out_dir, w.kf, failure=failure)
+        runs[who] = h.collect(run, w.job, w.out_dir, w.kf, failure=failure,
+                              checked={k: p.checked for k, p in plans.items()})
     busy = [1.0 - i / t if t > 0 else 0.0 for t, i in busy_acc]
     return Duel(runs["a"], runs["b"], rounds, batches, busy, failed)
 

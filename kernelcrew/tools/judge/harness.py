@@ -316,9 +316,11 @@ class Harness:
             open_files=self.limits.open_files, env=env, log_name="worker")
 
     def collect(self, run: SandboxRun, job: dict, out_dir: Path, kf: KernelFile, *,
-                 keep: bool = False, judge: bool = True, failure: str = "") -> KernelRun:
+                 keep: bool = False, judge: bool = True, failure: str = "",
+                 checked: dict[str, set[int]] | None = None) -> KernelRun:
         """Judge what a finished worker wrote; `failure` (from the parent's handshake)
-        overrides the reason the worker's exit would give."""
+        overrides the reason the worker's exit would give; `checked` (a duel): per case
+        key, the timed runs whose outputs the parent asked for."""
         events = _read_progress(out_dir / "progress.jsonl")
         done = {e["case"]: e for e in events if e.get("event") == "done"}
         finished = any(e.get("event") == "finished" for e in events)
@@ -351,7 +353,8 @@ class Harness:
                 rows.append(CaseRow(group=c.group, case=c.label, sizes=c.sizes, status="fail",
                                     detail=reason or "not run"))
                 continue
-            row = self._judge(c, ev) if judge else CaseRow(
+            row = self._judge(c, ev, None if checked is None else checked[case_key(c)]) \
+                if judge else CaseRow(
                 group=c.group, case=c.label, sizes=c.sizes, status="pending",
                 detail="not judged (a profiling re-run)")
             if ev["times_ms"]:
@@ -371,8 +374,18 @@ class Harness:
         return KernelRun(outcome, rows, samples, out_dir=out_dir if keep else None,
                          repeats=repeats)
 
-    def _judge(self, c: Case, ev: dict) -> CaseRow:
+    def _judge(self, c: Case, ev: dict, checked: set[int] | None = None) -> CaseRow:
+        """One case's verdict from the worker's report; `checked`: the timed runs whose
+        outputs the parent asked for (a duel), which the report must hold."""
         d = self.data(c)
+        if checked is not None:
+            missing = {r for r in checked if r < len(ev["times_ms"])} - \
+                {t.get("run") for t in ev["outputs"]["timed"]}
+            if missing:
+                return CaseRow(group=c.group, case=c.label, sizes=c.sizes, status="fail",
+                               detail=f"the worker report lacks the outputs of timed runs "
+                                      f"{sorted(missing)} the parent asked for (tampered "
+                                      "report?)")
         tol = self.spec.tolerance
         max_abs = max_rel = 0.0
         for k, after in enumerate(ev["input_checksums"]):

@@ -14,10 +14,11 @@ and it cannot know which timed call is checked. It judges nothing: the parent
 computes the reference and decides. Progress goes to `progress.jsonl` line by line,
 so a crash leaves the case it died on.
 
-In `duel` mode (two kernels raced side by side) the worker times its case in short
-batches, each one started and ended by a handshake with the parent (see `Link`), so
-the two kernels alternate many times within one pair of worker processes and the
-parent measures every batch with its own clock.
+In `duel` mode (two kernels raced side by side) the worker times its case one run at a
+time, each run started and ended by a handshake with the parent (see `Link`), so the
+two kernels alternate many times within one pair of worker processes and the parent
+measures every run with its own clock. There the parent picks which runs are checked
+and which gets the probe, the same for both kernels, and tells the worker run by run.
 """
 
 from __future__ import annotations
@@ -101,6 +102,21 @@ class CpuRuntime:
 EXTRA_CHECKED_RUNS = 1  # timed runs checked at random, besides the last of each set
 
 
+def plan_checks(reps: int, nsets: int, probe_sets: list[int], pick: random.Random
+                ) -> tuple[dict[int, int], set[int]]:
+    """Which timed runs of a case get a probe (run -> probe index) and which are checked
+    (their outputs saved for the parent): the last run of every input set, each probe's
+    run, and EXTRA_CHECKED_RUNS picked at random."""
+    probe_at: dict[int, int] = {}
+    for i, s in enumerate(probe_sets):
+        runs = [r for r in range(reps) if r % nsets == s and r not in probe_at]
+        if runs:
+            probe_at[pick.choice(runs)] = i
+    checked = set(range(max(0, reps - nsets), reps)) | set(probe_at)
+    checked |= set(pick.sample(range(reps), min(reps, EXTRA_CHECKED_RUNS)))
+    return probe_at, checked
+
+
 def _xp(a: Any) -> Any:
     """The array module of `a`: NumPy, or CuPy (which the CUDA runtime imported)."""
     return np if isinstance(a, np.ndarray) else sys.modules["cupy"]
@@ -137,10 +153,13 @@ class Case:
     """One shape case in a worker: its input sets, verified first calls, and timed runs.
 
     The timed runs are numbered 0..reps-1 over the whole case, whether they run in one
-    go (`bench`) or in batches the parent asks for (`duel`); which runs are checked
-    (the last of every input set, one at random, the probe's) is decided up front."""
+    go (`bench`) or one by one as the parent asks (`duel`). Which runs are checked (the
+    last of every input set, one at random, the probe's, see `plan_checks`) is decided
+    up front by the worker in `bench`, by the parent run by run in a duel (`planned`
+    False: the parent's `go` names the run's probe, its `time` whether it is checked)."""
 
-    def __init__(self, rt: Any, case: dict, out_dir: Path, reps: int) -> None:
+    def __init__(self, rt: Any, case: dict, out_dir: Path, reps: int,
+                 planned: bool = True) -> None:
         self.rt, self.case, self.out_dir, self.reps = rt, case, out_dir, reps
         self.cid = case["id"]
         sets = [{n: np.load(p) for n, p in s.items()} for s in case["input_sets"]]
@@ -149,15 +168,21 @@ class Case:
         self.times: list[float] = []
         self.snaps: dict[int, dict[str, np.ndarray]] = {}
         self._undo: dict[str, dict] | None = None
-        nsets = len(self.states)
-        pick = random.SystemRandom()
         self.probe_at: dict[int, int] = {}
-        for i, probe in enumerate(case.get("probes", [])):
-            runs = [r for r in range(reps) if r % nsets == probe["set"] and r not in self.probe_at]
-            if runs:
-                self.probe_at[pick.choice(runs)] = i
-        self.checked = set(range(max(0, reps - nsets), reps)) | set(self.probe_at)
-        self.checked |= set(pick.sample(range(reps), min(reps, EXTRA_CHECKED_RUNS)))
+        self.checked: set[int] = set()
+        if planned:
+            self.probe_at, self.checked = plan_checks(
+                reps, len(self.states), [p["set"] for p in case.get("probes", [])],
+                random.SystemRandom())
+
+    def plan_next(self, probe: int | None = None, check: bool | None = None) -> None:
+        """The parent's plan for the next timed run (a duel): its probe (before
+        `prepare`), whether its outputs are checked (before `run_prepared`)."""
+        r = len(self.times)
+        if probe is not None and 0 <= probe < len(self.case.get("probes", [])):
+            self.probe_at[r] = probe
+        if check:
+            self.checked.add(r)
 
     def verify(self) -> None:
         for k, st in enumerate(self.states):
@@ -224,10 +249,12 @@ class Case:
 
 class Link:
     """The parent's handshake (`duel` mode): two FIFOs in the scratch directory. The
-    worker says `ready CASE` when a case is verified and warm, then runs each batch the
-    parent asks for (`go CASE N`) and answers `done CASE`; `end CASE` saves the case.
-    The parent timestamps each batch from its side of the pipe, out of the kernel's
-    reach, and checks the times the worker reports against its own clock."""
+    worker says `ready CASE` when a case is verified and warm. For each timed run the
+    parent says `go CASE WARMUP PROBE` (the probe's index, -1 for none), the worker sets
+    the run up and says `warm CASE`, the parent says `time CHECK` (1: save the run's
+    outputs) and the worker runs it and answers `done CASE`; `end CASE` saves the case.
+    The parent timestamps each run from its side of the pipe, out of the kernel's reach,
+    and checks the times the worker reports against its own clock."""
 
     def __init__(self, job: dict) -> None:
         # The parent holds both FIFOs open before the worker starts. A plain open() of a
@@ -273,7 +300,8 @@ def main(job_path: str) -> int:
         link.say("loaded")
     for spec in job["cases"]:
         note(event="case", case=spec["id"])
-        case = Case(rt, spec, out_dir, job["reps"] if job["mode"] != "verify" else 0)
+        case = Case(rt, spec, out_dir, job["reps"] if job["mode"] != "verify" else 0,
+                    planned=not duel)
         case.verify()
         if job["mode"] == "bench":
             case.warmup(job["warmup"])
@@ -282,17 +310,20 @@ def main(job_path: str) -> int:
             case.warmup(job["warmup"])
             link.say("ready", case.cid)
             while (cmd := link.hear())[0] == "go":
-                # a batch starts warm in warm mode (the other kernel ran in between); its
-                # first run is set up (poisoned, flushed when cold) before the parent's
-                # clock starts, so with batches of one run the parent times the call alone
-                case.warmup(int(cmd[3]) if len(cmd) > 3 else 0)
+                # `go CASE WARMUP PROBE`: one timed run, which starts warm in warm mode
+                # (the other kernel ran in between) and is set up (its probe, poisoned
+                # outputs, the flush when cold) before the parent's clock starts, so the
+                # parent times the call alone; `time CHECK` starts it
+                case.warmup(int(cmd[2]))
+                case.plan_next(probe=int(cmd[3]))
                 ready = case.prepare()
                 link.say("warm", case.cid)
-                if link.hear()[0] != "time":
+                start = link.hear()
+                if start[0] != "time":
                     return 3
-                for i in range(int(cmd[2]) if ready else 0):
-                    if i == 0 or case.prepare():
-                        case.run_prepared()
+                if ready:
+                    case.plan_next(check=start[1] == "1")
+                    case.run_prepared()
                 link.say("done", case.cid)
         note(**case.report())
         if link is not None:
