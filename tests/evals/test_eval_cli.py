@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.conftest import OPS, kernelcrew
 
 
+@pytest.mark.slow  # a whole eval: about 19 s
 def test_eval_json_table_and_fast_p(tmp_path) -> None:
     p = kernelcrew("eval", "--ops", str(OPS / "vadd"), "--budget", "1", "--reps", "3", "--json",
                    "--runs-dir", str(tmp_path / "runs"), timeout=240)

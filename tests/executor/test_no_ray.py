@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT
 
 BLOCK = '''
@@ -52,6 +54,7 @@ def test_executor_ray_without_ray_is_one_line_naming_the_extra(tmp_path: Path) -
         assert "kernelcrew[ray]" in lines[0] and lines[0].startswith("kernelcrew: error:")
 
 
+@pytest.mark.slow  # a crew run: about 11 s
 def test_a_local_crew_run_never_imports_ray(tmp_path: Path) -> None:
     """The graph, its nodes, the suite and the CLI load and a local executor evaluates a
     kernel with Ray unimportable; `ray` is not among the loaded modules afterwards."""

@@ -87,6 +87,7 @@ def test_three_compile_failures_switch_to_plan_first(tmp_path, registered):
     assert out["result"]["compile_errors"] >= 1
 
 
+@pytest.mark.slow  # a killed and a resumed crew run: about 23 s
 def test_kill_9_then_resume_finishes_without_repeating_an_evaluation(tmp_path):
     run_dir = tmp_path / "run"
     env = {**os.environ, "KERNELCREW_REPS": "4"}

@@ -30,6 +30,7 @@ def optimize(op: str, run_dir: Path, *extra: str, env: dict | None = None,
     return json.loads(res.stdout)
 
 
+@pytest.mark.slow  # two crew runs: about 35 s
 def test_second_run_of_the_family_retrieves_and_uses_the_first_runs_reflections(tmp_path):
     mem = str(tmp_path / "mem")
     first = optimize("vadd", tmp_path / "a", "--memory-dir", mem)
@@ -49,6 +50,7 @@ def test_second_run_of_the_family_retrieves_and_uses_the_first_runs_reflections(
     assert len(coord["candidates"]) < len(coord_a["candidates"])
 
 
+@pytest.mark.slow  # two crew runs at once: about 26 s
 def test_two_runs_at_once_on_one_local_store_lose_no_reflection(tmp_path):
     mem = str(tmp_path / "mem")
     procs = [optimize(op, tmp_path / op, "--memory-dir", mem, wait=False)
@@ -73,6 +75,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow  # a Chroma server and a crew run: about 21 s
 def test_run_against_a_real_chroma_server(tmp_path):
     chroma = Path(sys.executable).parent / "chroma"
     if not chroma.exists():

@@ -45,6 +45,7 @@ def test_a_run_where_every_answer_is_malformed_says_so_and_names_the_agents(serv
     assert rec["answer"] == "malformed" and "not valid JSON" in rec["error"]
 
 
+@pytest.mark.slow  # a crew run: about 18 s
 def test_a_token_budget_smaller_than_one_iteration_stops_after_it(serve):
     srv = serve({("memory_access", "plan"): [answer(PLAN)] * 3,
                  ("memory_access", "code"): [answer(code())] * 3})
@@ -122,6 +123,7 @@ def test_a_recorded_run_replays_with_no_endpoint_and_reports_a_changed_prompt(
         miss["replay_miss"]["diff"]
 
 
+@pytest.mark.slow  # a crew run: about 18 s
 def test_a_wrong_result_goes_back_with_the_worst_elements_and_is_explained_first(serve):
     wrong = FAST_VADD.replace("y[i] = x[i] + z[i];",
                               "y[i] = x[i] + z[i] + (i == n - 1 ? 1.0f : 0.0f);")
@@ -150,6 +152,7 @@ def test_a_wrong_result_goes_back_with_the_worst_elements_and_is_explained_first
     assert rev["explanation"] == explain and "wrong result" in rev["summary"]
 
 
+@pytest.mark.slow  # a crew run: about 19 s
 def test_an_llm_reflector_stores_explanations_that_cite_the_measured_numbers(serve, tmp_path):
     import re
 

@@ -12,6 +12,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import kernelcrew
 from tests.llm.conftest import API_KEY
 from tests.llm.scripted_server import answer, hang
@@ -34,6 +36,7 @@ def trace(run_dir: str) -> list[dict]:
     return [json.loads(ln) for ln in (Path(run_dir) / "trace.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow  # a crew run: about 17 s
 def test_an_llm_written_kernel_is_accepted_after_a_compile_error_is_fixed(serve):
     srv = serve({("memory_access", "plan"): [answer(PLAN)],
                  ("memory_access", "code"): [answer(code(BROKEN_VADD)), answer(code())]})
@@ -85,6 +88,7 @@ def test_an_llm_written_kernel_is_accepted_after_a_compile_error_is_fixed(serve)
     assert API_KEY.encode() not in (run / "checkpoints.sqlite").read_bytes()
 
 
+@pytest.mark.slow  # a crew run that waits out its timeouts: about 15 s
 def test_an_endpoint_that_never_answers_stops_the_run_cleanly_with_the_best_kernel(serve):
     srv = serve(default=hang())
     p = optimize(srv.base_url, "--llm-timeout", "1", env={"KERNELCREW_LLM_RETRIES": "1"})

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from kernelcrew.memory.minilm import model_installed
 from tests.conftest import OPS, ROOT
 
@@ -62,6 +64,7 @@ def _model_files(home: Path) -> list[str]:
                                                                    ".safetensors"))]
 
 
+@pytest.mark.slow  # a crew run with memory, then the memory commands: about 30 s
 def test_a_run_with_memory_and_the_memory_commands_download_nothing(tmp_path):
     # The run uses the sentence model where it is installed (the dev install has it), and
     # the memory commands then use both embeddings; one run keeps the test short.

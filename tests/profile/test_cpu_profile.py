@@ -20,6 +20,9 @@ from kernelcrew.tools.observe.summary import CPU_LABELS, SUMMARY_MAX
 from .conftest import BENCH, REPO, fast_kernel
 
 OPS = library_ops()
+# profiled in the quick suite (about 4 s each): memory-bound, compute-bound, strided, a
+# scatter and a threaded baseline; the rest in the slow one
+PROFILED_QUICK = {"scale_shift_sum", "small_matmul", "transpose", "histogram", "conv2d"}
 
 
 def fields(summary: str) -> list[str]:
@@ -35,7 +38,8 @@ def assert_template(summary: str) -> None:
         assert part[len(label):].strip(), f"field {label!r} is empty: {summary}"
 
 
-@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("op", [pytest.param(op, marks=() if op in PROFILED_QUICK else
+                                             pytest.mark.slow) for op in OPS])
 def test_every_library_op_gets_the_summary_roofline_and_bottleneck(op: str, profiled) -> None:
     # a mid-sized case keeps the folder fast; the default (largest typical) case is
     # profiled by the diagnosis tests below
