@@ -95,13 +95,35 @@ def _alone(p: Proposal, stats: dict[str, dict]) -> str:
            f"{record_note(p.change.kind, stats)})"
 
 
+# moves that must see a loop before another move rewrites it: move -> the moves it has to
+# come after in a merge. A jammed loop steps by its factor, which `omp_parallel` cannot
+# thread, while the jam keeps a `parallel for` already on the loop (jam.worksharing).
+APPLY_AFTER = {"unroll_and_jam": ("omp_parallel",)}
+
+
+def apply_order(props: list[Proposal]) -> list[Proposal]:
+    """`props` in score order, except that a move of APPLY_AFTER's right side goes just
+    before the first move that has to come after it."""
+    out = list(props)
+    for later, firsts in APPLY_AFTER.items():
+        kinds = [p.change.kind for p in out]
+        if later not in kinds:
+            continue
+        at = kinds.index(later)
+        ahead = [p for p in out[at + 1:] if p.change.kind in firsts]
+        moved = {id(p) for p in ahead}
+        out = out[:at] + ahead + [p for p in out[at:] if id(p) not in moved]
+    return out
+
+
 def _merge(props: list[Proposal], apply: ApplyFn,
            notes: list[str]) -> tuple[Proposal | None, list[Proposal]]:
-    """One candidate from several compatible proposals, each applied on top of the last,
-    and the proposals in it; a part that does not apply is left out (and noted). None when
-    fewer than two apply."""
+    """One candidate from several compatible proposals, each applied on top of the last
+    (in `apply_order`), and the proposals in it; a part that does not apply is left out
+    (and noted). None when fewer than two apply."""
     if len(props) < 2:
         return None, []
+    props = apply_order(props)
     text, used = props[0].change.kernel, [props[0]]
     for p in props[1:]:
         new = apply(p, text)

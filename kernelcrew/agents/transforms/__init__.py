@@ -549,7 +549,8 @@ def _t_register_block(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
 register_transform("unroll_and_jam", ("cpu",),
                    "register-tile dot-product nests: FACTOR outputs of the outer loop share one "
                    "pass of the inner reduction (FACTOR accumulators, omp simd reduction), the "
-                   "rest kept; a nest split across a helper call or walked with *p++ is seen whole",
+                   "rest kept; a nest split across a helper call or walked with *p++ is seen whole; "
+                   "an omp parallel for on the outer loop stays on the jammed loop",
                    through_views(unroll_and_jam), factor=4)
 register_transform("accumulators", ("cpu",),
                    "WAYS accumulators for innermost reduction loops (WAYS contiguous parts "

@@ -22,6 +22,13 @@ depend on the outer variable; each accumulator still sums its terms in the origi
 (the inner loop's `omp simd` reduction reassociates them, as `simd` would). Offered only
 where the inner loop's reads are unit-stride or invariant in its variable (otherwise the
 vectorized inner loop would gather: interchange is the move there).
+
+The jammed loop is written in OpenMP's canonical form (`for (i = a; i < i_jam; i += U)`,
+the leftover iterations from `i_jam` on), so an `omp parallel for` the outer loop carried
+stays on it: groups of U independent iterations are as independent as the iterations
+were. Its clauses must mean the same on groups (schedule, num_threads, if, proc_bind,
+default); any other OpenMP pragma on the loop (a reduction, private copies, a bare `omp
+for` whose leftover iterations every thread of the team would run) refuses the jam.
 """
 
 from __future__ import annotations
@@ -105,8 +112,9 @@ def jam_reason(m: FunctionModel, lp: Loop) -> str | None:
     if not all(_plain(m, st) for st in others):
         return f"the body of the loop at line {line} has statements other than set-up and " \
                "wrap-up around the inner loop"
-    if any(re.match(r"omp\b", pragma_text(s, p)) for p in pragmas_before(lp.node)):
-        return f"loop at line {line} carries an OpenMP pragma"
+    why = _pragma_reason(s, lp)
+    if why:
+        return f"loop at line {line} {why}"
     if not inner.canonical:
         return f"inner loop at line {s.line_of(inner.node)} is not countable"
     for n in (inner.start, inner.end, inner.step):
@@ -129,6 +137,35 @@ def jam_reason(m: FunctionModel, lp: Loop) -> str | None:
     if invariant_text(s, m, lp.end, lp.node) is None:
         return f"the bound of {lp.var} is not fixed before the loop"
     return None
+
+
+# clauses of a `parallel for` on the jammed loop that mean the same on groups of its
+# iterations (anything else, a reduction, private copies, collapse, ordered, refuses)
+_KEPT_CLAUSES = re.compile(r"(schedule|num_threads|if|proc_bind|default)\s*\([^()]*\)")
+
+
+def worksharing(s: Source, lp: Loop) -> str | None:
+    """The loop's own `omp parallel for` pragma, when it is one the jam keeps (see
+    `_pragma_reason`), else None."""
+    ps = [pragma_text(s, p) for p in pragmas_before(lp.node)]
+    omp = [t for t in ps if re.match(r"omp\b", t)]
+    if len(omp) != 1:
+        return None
+    m = re.fullmatch(r"omp\s+parallel\s+for\b(.*)", omp[0])
+    if m is None or _KEPT_CLAUSES.sub("", m.group(1)).replace(",", "").strip():
+        return None
+    return omp[0]
+
+
+def _pragma_reason(s: Source, lp: Loop) -> str:
+    """Why the OpenMP pragmas on `lp` stop the jam ("" when there are none, or only an
+    `omp parallel for` whose clauses mean the same on groups of iterations: the jammed
+    loop keeps it, its leftover iterations run on the calling thread)."""
+    omp = [pragma_text(s, p) for p in pragmas_before(lp.node)
+           if re.match(r"omp\b", pragma_text(s, p))]
+    if not omp or worksharing(s, lp) is not None:
+        return ""
+    return f"carries an OpenMP pragma the jam cannot keep (`#pragma {omp[0]}`)"
 
 
 def _declared_names(node: Node) -> dict[int, int]:
@@ -227,30 +264,52 @@ def _jam_once(s: Source, m: FunctionModel, factor: int) -> str | None:
         if start is None or end is None:
             continue
         var = lp.var
-        decl_type = None
-        if lp.decl is not None and lp.decl.parent is not None and \
-                lp.decl.parent.start_byte == lp.node.start_byte:
-            decl_type = s.text_of(lp.decl.child_by_field_name("type"))
+        own = lp.decl is not None and lp.decl.parent is not None and \
+            lp.decl.parent.start_byte == lp.node.start_byte
+        if own:
+            ty = lp.decl.child_by_field_name("type")
+        else:
+            d = lookup(var, lp.node)
+            ty = d.node.child_by_field_name("type") if d is not None else None
+        if ty is None:
+            continue
+        decl_type = s.text_of(ty).replace("const ", "").strip()
+        lim = f"{var}_jam"
+        if lim in taken:
+            continue
         cmp = "<=" if lp.inclusive else "<"
+        e, b = _paren(end), _paren(start)
+        span = e if b == "0" else f"{e} - {b}"
+        count = f"({span} + 1)" if lp.inclusive else (span if span == e else f"({span})")
         orig_body = s.text_of(lp.body).replace("\n", "\n    ")
-        head = (f"{decl_type} {var} = {start};" if decl_type else f"{var} = {start};")
+        init = f"{decl_type} {var}" if own else var
+        # the main loop in OpenMP's canonical form (`for (v = a; v < b; v += F)`), so a
+        # `parallel for` it carried stays on it; the leftover iterations start at its end
+        par = worksharing(s, lp)
         text = (
             f"{{  {JAM_MARK} {factor}\n"
-            f"{st1}{head}\n"
-            f"{st1}for (; {var} + {factor - 1} {cmp} {end}; {var} += {factor}) {{\n"
+            f"{st1}const {decl_type} {lim} = {e} {'>=' if lp.inclusive else '>'} {b} ? "
+            f"{'' if b == '0' else b + ' + '}{count} / {factor} * {factor} : {b};\n"
+            + (f"#pragma {par}\n" if par else "") +
+            f"{st1}for ({init} = {start}; {var} < {lim}; {var} += {factor}) {{\n"
             f"{pre_txt}"
             f"{simd}"
             f"{st2}{ih} {{\n{body_txt}{st2}}}\n"
             f"{post_txt}"
             f"{st1}}}\n"
-            f"{st1}for (; {var} {cmp} {end}; ++{var}) {orig_body}\n"
+            f"{st1}for ({init} = {lim}; {var} {cmp} {end}; ++{var}) {orig_body}\n"
             f"{ind}}}"
         )
-        # the jammed loop's own pragmas (unroll hints) do not apply to the new loops
+        # the jammed loop's own pragmas (unroll hints; a kept `parallel for` is put back
+        # on the main loop above) do not apply to the new loops
         at = pragmas_before(lp.node)
         start_b = s.line_start(at[0]) if at else lp.node.start_byte
         return finish(s, [Edit(start_b, lp.node.end_byte, (ind if at else "") + text)])
     return None
+
+
+def _paren(text: str) -> str:
+    return text if re.fullmatch(r"[\w.]+", text) else f"({text})"
 
 
 def unroll_and_jam(src: str, entry: str, factor: int = 4) -> str | None:
