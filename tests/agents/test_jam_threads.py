@@ -119,3 +119,29 @@ def test_a_merge_threads_the_rows_before_it_jams_them(tmp_path):
         lib.qmatvec(ptr(w), ptr(x), ptr(scale), ptr(y), ctypes.c_int64(m), ctypes.c_int64(n))
         want = scale.astype(np.float64) * (w.astype(np.int64) @ x)
         assert np.allclose(y, want, rtol=1e-5), (m, n)
+
+
+def test_two_row_loops_in_one_function_are_both_jammed(tmp_path):
+    """Each jammed loop gets its own bound's name (the second does not reuse the first's;
+    its accumulator has another name, as copies of one name in two nests are refused)."""
+    src = kernel("""
+extern "C" void f(const float* A, const float* x, float* y, long m, long n) {
+    for (long i = 0; i < m; i++) {
+        float s = 0.0f;
+        for (long j = 0; j < n; j++) s += A[i * n + j] * x[j];
+        y[i] = s;
+    }
+    for (long i = 0; i < m; i++) {
+        float t = 0.0f;
+        for (long j = 0; j < n; j++) t += A[i * n + j] * x[j];
+        y[i] = 0.5f * (y[i] + t);
+    }
+}
+""")
+    text = apply_transform("unroll_and_jam", src)
+    assert text is not None and text.count("jammed by 4") == 2
+    assert "i < i_jam;" in text and "i < i_jam1;" in text
+    lib = build(text, tmp_path)
+    rng = np.random.default_rng(14)
+    for m, n in ((3, 5), (9, 40)):
+        gemv(lib, m, n, rng)

@@ -274,9 +274,8 @@ def _jam_once(s: Source, m: FunctionModel, factor: int) -> str | None:
         if ty is None:
             continue
         decl_type = s.text_of(ty).replace("const ", "").strip()
-        lim = f"{var}_jam"
-        if lim in taken:
-            continue
+        lim = next(f"{var}_jam{k or ''}" for k in range(len(taken) + 1)
+                   if f"{var}_jam{k or ''}" not in taken)
         cmp = "<=" if lp.inclusive else "<"
         e, b = _paren(end), _paren(start)
         span = e if b == "0" else f"{e} - {b}"
