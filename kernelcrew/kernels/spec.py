@@ -163,6 +163,17 @@ class OpSpec(_Strict):
     def cost_flops(self, sizes: dict[str, int]) -> int:
         return evaluate(self.cost.flops, sizes)
 
+    def written_share(self, sizes: dict[str, int]) -> float | None:
+        """The share of the cost model's bytes that are the outputs written (each output
+        once), at most 1; None when the cost model counts no bytes. Sets the bandwidth
+        ceiling of the op's mix of reads and writes (`peaks.bandwidth_ceiling`)."""
+        total = self.cost_bytes(sizes)
+        if total <= 0:
+            return None
+        written = sum(int(np.prod(self.shape(n, sizes), dtype=np.int64))
+                      * np.dtype(t.dtype).itemsize for n, t in self.outputs.items())
+        return min(written / total, 1.0)
+
     def baseline_path(self, backend: str) -> Path:
         if backend not in self.baselines or self.folder is None:
             raise InputError(

@@ -11,7 +11,7 @@ from kernelcrew.evals import bench as B
 from kernelcrew.evals.bench.main import chosen_ops
 from kernelcrew.evals.bench.sections import SECTIONS
 from kernelcrew.evals.bench.sections.library import LibraryRow, goals
-from kernelcrew.evals.peers.cache_state import CaseBound, probe_folder, roofline_share
+from kernelcrew.evals.peers.cache_state import CaseBound, probe_folder, probe_gbps, roofline_share
 from kernelcrew.evals.peers.side_by_side import (
     compiler_alone,
     fast_kernel_path,
@@ -58,6 +58,17 @@ def test_probe_folder_is_an_operator_with_the_cases_sizes(tmp_path):
     spec = load_op(probe_folder([1000, 4096], tmp_path))
     assert [c.sizes for c in spec.cases() if c.group == "typical"] == [{"n": 1000}, {"n": 4096}]
     assert spec.cost_bytes({"n": 1000}) == 12000
+    sweep = load_op(probe_folder([1000], tmp_path, "sweep"))
+    assert sweep.cost_bytes({"n": 1000}) == 12000 and sweep.written_share({"n": 1000}) <= 0.001
+
+
+def test_the_read_only_probe_is_correct_and_reads_at_least_as_fast_as_the_triad(tmp_path):
+    """Both probes at one size, cold in the harness: the sweep runs correctly, and counted
+    per byte it is not slower than the triad (it moves no write-allocate traffic)."""
+    n = 8 << 20  # 32 MiB per array, three arrays: past most last-level caches
+    triad = probe_gbps("triad", [n], tmp_path, reps=6, seed=0)[0]
+    read = probe_gbps("sweep", [n], tmp_path, reps=6, seed=0)[0]
+    assert triad and read and read > 0.8 * triad
 
 
 def test_side_by_side_times_every_kernel_and_catches_a_wrong_one(tmp_path):

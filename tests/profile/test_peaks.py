@@ -43,3 +43,36 @@ def test_triad_and_numpy_copy_agree_within_the_stated_factor() -> None:
     p = peaks.cpu_peaks()
     assert p.numpy_copy_gbps > 0.5
     assert p.numpy_factor <= NUMPY_FACTOR, peaks.describe(p)
+
+
+def test_the_read_only_sweep_is_measured_beside_the_triad() -> None:
+    p = peaks.cpu_peaks()
+    assert p.read_gbps and p.read_1t_gbps and p.read_warm_gbps
+    # three streams read as fast as the triad moves its counted bytes, give or take the
+    # noise of a shared machine (on a CPU that reads each written line first, faster)
+    assert p.read_gbps > 0.7 * p.triad_gbps
+
+
+def test_the_bandwidth_ceiling_follows_the_mix_of_reads_and_writes() -> None:
+    """Anchored on the two sweeps: the triad's mix gives the triad, nothing written gives
+    the read sweep, in between linear in time per byte; more written than the triad, the
+    triad; never below the triad."""
+    ceil = peaks.bandwidth_ceiling
+    # a CPU that reads each written line first: the read sweep is 4/3 of the triad
+    assert abs(ceil(18.0, 24.0, 1 / 3) - 18.0) < 1e-9
+    assert abs(ceil(18.0, 24.0, 0.0) - 24.0) < 1e-9
+    # a sixth written: 1 + 1/6 transfers per counted byte where the triad takes 1 + 1/3
+    assert abs(ceil(18.0, 24.0, 1 / 6) - 24.0 / (1 + 1 / 6)) < 1e-9
+    assert ceil(18.0, 24.0, 0.5) == ceil(18.0, 24.0, 1.0) == 18.0
+    # a CPU that skips that read: flat; a read sweep measured low never lowers the triad
+    assert abs(ceil(33.0, 33.0, 0.1) - 33.0) < 1e-9 and ceil(33.0, 20.0, 0.0) == 33.0
+    assert ceil(33.0, None, 0.0) == 33.0
+
+
+def test_a_gemv_is_judged_against_the_read_ceiling_and_a_copy_against_the_triad() -> None:
+    p = peaks.cpu_peaks()
+    read_only = p.peak_gbps_for("cold", 0.0)
+    assert read_only >= p.peak_gbps and read_only >= (p.read_gbps or 0)
+    assert p.peak_gbps_for("cold", 0.5) == p.peak_gbps
+    assert p.peak_gbps_for("cold") == p.peak_gbps  # no mix given: the triad as it is
+    assert p.peak_gbps_for("warm", 0.0) >= (p.read_warm_gbps or 0)

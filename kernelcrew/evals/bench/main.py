@@ -98,11 +98,13 @@ def main(argv: list[str] | None = None) -> int:
                             "tunable_wall_s": args.tunable_wall_s, "ops": ops,
                             "skipped": sorted(skip), "machine": S.machine_info("cpu"),
                             "settings": asdict(settings), "notes": [], "method_notes": []}
-    say("measuring the machine peaks (triad, FMA)")
+    say("measuring the machine peaks (triad, read-only sweep, FMA)")
     pk = cpu_peaks(remeasure=True)
-    data["peaks"] = P.Peaks(pk.triad_gbps, pk.fma_gflops, "kernelcrew.tools.backends.peaks")
+    data["peaks"] = P.Peaks(pk.triad_gbps, pk.fma_gflops, "kernelcrew.tools.backends.peaks",
+                            pk.read_gbps)
     data["llc_mib"] = pk.llc_mib
-    say(f"triad {pk.triad_gbps:.1f} GB/s, FMA {pk.fma_gflops:.0f} GFLOP/s")
+    say(f"triad {pk.triad_gbps:.1f} GB/s, read-only sweep {pk.read_gbps or 0:.1f} GB/s, FMA "
+        f"{pk.fma_gflops:.0f} GFLOP/s")
     b = BenchRun(ops=ops, settings=settings, work=work, say=say, skip=skip, data=data,
                  options={"tunable_wall_s": args.tunable_wall_s, "kt_seeds": args.kt_seeds})
     for s in SECTIONS:

@@ -2,7 +2,11 @@
 
 - bandwidth: a STREAM-style triad `a[i] = b[i] + s * c[i]` (double, 24 bytes counted per
   element, as STREAM does: no write-allocate traffic) on three arrays each at least twice
-  the last-level cache, best of a few passes;
+  the last-level cache, best of a few passes; and a read-only sweep (the max over the
+  same three arrays, 24 bytes per element). A kernel's ceiling depends on its mix of reads
+  and writes (`bandwidth_ceiling`): where each line of `a` is read before it is written,
+  the triad moves 32 bytes for every 24 counted, a kernel that only reads moves what it
+  counts, and a GEMV can pass the triad's figure by up to a third;
 - FLOP/s: independent vector FMA chains (enough accumulators to hide the FMA latency),
   fp32, the widest vectors the compiler targets with -march=native;
 - both compiled with the kernels' g++ (-O3 -march=native -fopenmp), run as a sandboxed
@@ -116,6 +120,28 @@ static double fma_gflops(int threads, int64_t iters, int reps, float* sink) {
     return 2.0 * LANES * NACC * (double)iters * threads / best / 1e9;
 }
 
+// A read-only sweep: the max over the three arrays (exact, so nothing is lost to
+// rounding), three streams at once as the triad has (one stream alone leaves a core's
+// prefetchers short of misses in flight and reads slower than the triad moves)
+static double sweep(const double* a, const double* b, const double* c, int64_t n,
+                    int threads, int passes, double* sink) {
+    double best = 1e30;
+    for (int p = 0; p < passes; ++p) {
+        double m = -1e300;
+        double t0 = omp_get_wtime();
+#pragma omp parallel for simd schedule(static) num_threads(threads) reduction(max : m)
+        for (int64_t i = 0; i < n; ++i) {
+            double v = a[i] > b[i] ? a[i] : b[i];
+            v = v > c[i] ? v : c[i];
+            m = v > m ? v : m;
+        }
+        double t = omp_get_wtime() - t0;
+        *sink += m;
+        if (t < best) best = t;
+    }
+    return best;
+}
+
 int main(int argc, char** argv) {
     if (argc < 4) return 2;
     const int64_t n = atoll(argv[1]);
@@ -133,16 +159,23 @@ int main(int argc, char** argv) {
     // kernels timed warm on cache-resident data
     const int64_t nw = argc > 4 ? atoll(argv[4]) : 0;
     double t_warm = nw > 0 ? triad(a, b, c, nw, threads, 50) : 0.0;
-    float sink = (float)a[n / 2];
+    double dsink = 0.0;
+    double r_all = sweep(a, b, c, n, threads, 4, &dsink);
+    double r_one = sweep(a, b, c, n, 1, 2, &dsink);
+    double r_warm = nw > 0 ? sweep(a, b, c, nw, threads, 50, &dsink) : 0.0;
+    float sink = (float)a[n / 2] + (float)dsink;
     const int64_t iters = fma_iters(fma_s, &sink);
     double f_one = fma_gflops(1, iters, 20, &sink);
     double f_all = fma_gflops(threads, 4 * iters, 12, &sink);  // longer: amortize fork/join
     const double bytes = 24.0 * (double)n;
     printf("{\"triad_gbps\": %.4f, \"triad_1t_gbps\": %.4f, \"fma_gflops\": %.4f, "
            "\"fma_1t_gflops\": %.4f, \"vector_bytes\": %d, \"triad_warm_gbps\": %.4f, "
+           "\"read_gbps\": %.4f, \"read_1t_gbps\": %.4f, \"read_warm_gbps\": %.4f, "
            "\"sink\": %g}\n",
            bytes / t_all / 1e9, bytes / t_one / 1e9, f_all, f_one, (int)sizeof(vf),
-           t_warm > 0 ? 24.0 * (double)nw / t_warm / 1e9 : 0.0, (double)sink);
+           t_warm > 0 ? 24.0 * (double)nw / t_warm / 1e9 : 0.0,
+           bytes / r_all / 1e9, bytes / r_one / 1e9,
+           r_warm > 0 ? 24.0 * (double)nw / r_warm / 1e9 : 0.0, (double)sink);
     free(a); free(b); free(c);
     return 0;
 }
@@ -158,6 +191,11 @@ class CpuPeaks(BaseModel):
     # warm: the bandwidth peak for kernels timed warm on cache-resident data (cold ones
     # compare with triad_gbps, whose arrays are at least twice the LLC)
     triad_warm_gbps: float | None = None
+    # the read-only sweep (the max of the triad's three arrays, 24 bytes per element):
+    # all kernel threads, one thread, and on cache-resident data (half the LLC, warm)
+    read_gbps: float | None = None
+    read_1t_gbps: float | None = None
+    read_warm_gbps: float | None = None
     fma_gflops: float  # fp32 FMA, all kernel threads
     fma_1t_gflops: float
     numpy_copy_gbps: float  # np.copyto, single thread, read + write bytes
@@ -169,21 +207,32 @@ class CpuPeaks(BaseModel):
     fingerprint: str
     measured_at: str  # ISO time of the measurement (a cache hit keeps it)
     seconds: float  # how long the measurement took
-    method: str = ("STREAM triad (double, 24 B/element counted, best of 4 passes) and fp32 "
-                   "vector FMA chains (best of many short windows), g++ -O3 -march=native "
-                   "-fopenmp, sandboxed; NumPy copy for comparison")
+    method: str = ("STREAM triad (double, 24 B/element counted, best of 4 passes), a "
+                   "read-only sweep (max of 3 arrays, 24 B/element) and fp32 vector FMA chains (best of "
+                   "many short windows), g++ -O3 -march=native -fopenmp, sandboxed; NumPy "
+                   "copy for comparison")
 
     @property
     def peak_gbps(self) -> float:
         """The best triad bandwidth, with all kernel threads or with one."""
         return max(self.triad_gbps, self.triad_1t_gbps)
 
-    def peak_gbps_for(self, cache: str) -> float:
-        """The bandwidth peak in the cache state a kernel was timed in: the DRAM triad
-        for `cold`, the cache-resident triad for `warm` (the DRAM one where unknown)."""
-        if cache == "warm" and self.triad_warm_gbps:
-            return max(self.triad_warm_gbps, self.peak_gbps)
-        return self.peak_gbps
+    def peak_gbps_for(self, cache: str, written_share: float | None = None, *,
+                      single: bool = False) -> float:
+        """The bandwidth peak in the cache state a kernel was timed in (the DRAM sweeps
+        for `cold`, the cache-resident ones for `warm`; the DRAM ones where unknown), for
+        a kernel that writes `written_share` of the bytes it moves (None: the triad's
+        figure as it is); `single`: one thread's."""
+        if single:
+            triad, read = self.triad_1t_gbps, self.read_1t_gbps
+        else:
+            triad, read = self.peak_gbps, max(self.read_gbps or 0, self.read_1t_gbps or 0)
+        if cache == "warm" and not single:
+            triad = max(self.triad_warm_gbps or 0, triad)
+            read = max(self.read_warm_gbps or 0, read)
+        if written_share is None:
+            return triad
+        return bandwidth_ceiling(triad, read or None, written_share)
 
     @property
     def peak_gflops(self) -> float:
@@ -195,6 +244,25 @@ class CpuPeaks(BaseModel):
         hi, lo = max(self.peak_gbps, self.numpy_copy_gbps), min(self.peak_gbps,
                                                                 self.numpy_copy_gbps)
         return hi / lo if lo > 0 else float("inf")
+
+
+TRIAD_WRITTEN = 1 / 3  # the triad's mix: a, written; b and c, read
+
+
+def bandwidth_ceiling(triad_gbps: float, read_gbps: float | None,
+                      written_share: float) -> float:
+    """The most counted bytes per second a kernel can move when `written_share` of the
+    bytes its cost model counts are written (the rest read), from the two measured mixes:
+    the read-only sweep (none written) and the triad (a third written), interpolated in
+    time per byte between them. Where a written line is first read for ownership (most
+    CPUs), a byte written costs two transfers, a byte read one, so the time per counted
+    byte grows linearly with the written share; where the CPU skips that read both
+    sweeps read alike and the ceiling is flat. A mix that writes more than the triad (a
+    copy) gets the triad's figure, which it cannot pass in either case. The read sweep
+    never counts below the triad: a ceiling must not be too low."""
+    read = max(read_gbps or triad_gbps, triad_gbps)
+    share = min(max(written_share, 0.0), TRIAD_WRITTEN) / TRIAD_WRITTEN
+    return 1.0 / (1.0 / read + share * (1.0 / triad_gbps - 1.0 / read))
 
 
 def available_bytes() -> int | None:
@@ -217,7 +285,7 @@ def triad_array_bytes() -> int:
 
 
 def peaks_path() -> Path:
-    key = cache_key("cpu-peaks-v2", machine_fingerprint(), cpu_threads(), tool_version(CXX))
+    key = cache_key("cpu-peaks-v3", machine_fingerprint(), cpu_threads(), tool_version(CXX))
     return cache_dir() / "peaks" / f"cpu-{key}.json"
 
 
@@ -274,6 +342,8 @@ def measure_cpu_peaks() -> CpuPeaks:
     return CpuPeaks(
         triad_gbps=out["triad_gbps"], triad_1t_gbps=out["triad_1t_gbps"],
         triad_warm_gbps=out.get("triad_warm_gbps") or None,
+        read_gbps=out.get("read_gbps") or None, read_1t_gbps=out.get("read_1t_gbps") or None,
+        read_warm_gbps=out.get("read_warm_gbps") or None,
         fma_gflops=out["fma_gflops"], fma_1t_gflops=out["fma_1t_gflops"],
         numpy_copy_gbps=numpy_gbps, threads=threads, vector_bytes=out["vector_bytes"],
         array_mib=n * 8 // 2**20, llc_mib=llc / 2**20 if llc else None,
@@ -366,8 +436,10 @@ def cuda_peaks(backend, *, remeasure: bool = False) -> CudaPeaks:
 
 def describe(p: CpuPeaks) -> str:
     warm = f", cache-resident {p.triad_warm_gbps:.1f}" if p.triad_warm_gbps else ""
+    read = (f", read-only sweep {p.read_gbps:.1f} GB/s (1 thread {p.read_1t_gbps or 0:.1f})"
+            if p.read_gbps else "")
     return (f"triad {p.triad_gbps:.1f} GB/s ({p.threads} threads; 1 thread "
-            f"{p.triad_1t_gbps:.1f}{warm}), FMA {p.fma_gflops:.0f} GFLOP/s fp32, NumPy copy "
+            f"{p.triad_1t_gbps:.1f}{warm}){read}, FMA {p.fma_gflops:.0f} GFLOP/s fp32, NumPy copy "
             f"{p.numpy_copy_gbps:.1f} GB/s (factor {p.numpy_factor:.2f})")
 
 

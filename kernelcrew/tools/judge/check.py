@@ -185,8 +185,11 @@ def _peak_rates(be: Backend) -> tuple[float | None, float | None, int | None, st
             pk = peaks.cpu_peaks()
             llc = int(pk.llc_mib * 2**20) if pk.llc_mib else None
             # the highest rates any of the measurements allow (peaks measured on a busy
-            # machine read low, and a floor must never be too high)
-            gbps = max(pk.triad_gbps, pk.triad_1t_gbps * pk.threads, pk.numpy_copy_gbps)
+            # machine read low, and a floor must never be too high), for a kernel that
+            # only reads (the highest ceiling of any mix)
+            gbps = peaks.bandwidth_ceiling(
+                max(pk.triad_gbps, pk.triad_1t_gbps * pk.threads, pk.numpy_copy_gbps),
+                max(pk.read_gbps or 0, (pk.read_1t_gbps or 0) * pk.threads) or None, 0.0)
             gflops = max(pk.fma_gflops, pk.fma_1t_gflops * pk.threads)
             return gbps, gflops, llc, "cpu peaks"
         if be.name == "cuda":

@@ -51,10 +51,13 @@ def render(data: dict[str, Any]) -> list[str]:
         bal = peaks.gflops / peaks.gbps if peaks.gflops else None
         add(f"Achieved rates of the crew's best kernel on the typical cases, from the op's cost "
             f"model (least bytes and flops any version must move) and the best time, against "
-            f"the peaks measured at the start (triad {peaks.gbps:.1f} GB/s, FMA "
-            f"{peaks.gflops:.0f} GFLOP/s; machine balance {_f(bal, '{:.1f}')} flop/byte). An "
-            "op whose cost-model intensity is below the balance is memory-bound. The triad "
-            "peak is DRAM bandwidth (arrays of twice the last-level cache); the typical cases "
+            f"the peaks measured at the start (triad {peaks.gbps:.1f} GB/s, read-only sweep "
+            f"{_f(peaks.read_gbps, '{:.1f}')} GB/s, FMA {peaks.gflops:.0f} GFLOP/s; machine "
+            f"balance {_f(bal, '{:.1f}')} flop/byte). An op whose cost-model intensity is "
+            "below the balance is memory-bound. Each case's bandwidth peak is the one for "
+            "its mix of reads and writes (between the read sweep, which writes nothing, and "
+            "the triad, which writes a third of its bytes; a GEMV writes almost nothing). "
+            "These peaks are DRAM bandwidth (arrays of twice the last-level cache); the typical cases "
             f"of these ops move far less data than that and the "
             f"{_f(data.get('llc_mib'), '{:.0f}')} MiB last-level cache holds much of it, so a "
             "share above 100% means the case ran from cache.\n")
