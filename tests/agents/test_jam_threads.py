@@ -61,6 +61,7 @@ def test_a_parallel_for_on_the_rows_stays_on_the_jammed_loop(tmp_path, clauses):
 @pytest.mark.parametrize("pragma, why", [
     ("omp parallel for reduction(+ : t)", "reduction"),
     ("omp parallel for private(t)", "private"),
+    ("omp parallel for private(i, t)", "private"),
     ("omp parallel for ordered", "ordered"),
     ("omp for", "for"),
 ])
@@ -91,6 +92,35 @@ extern "C" void f(const float* A, const float* x, float* y, long m, long n) {
     lib = build(text, tmp_path)
     rng = np.random.default_rng(12)
     for m, n in ((1, 3), (2, 9), (4, 4), (5, 31), (66, 70)):
+        gemv(lib, m, n, rng)
+
+
+def test_llama2c_matmul_as_written_is_jammed_and_stays_correct(tmp_path):
+    """llama2.c's `matmul` (karpathy/llama2.c, run.c) as it is written there: the counter
+    declared before the loop, `private(i)` on the rows' `parallel for`, no const."""
+    src = kernel("""
+void matmul(float* xout, float* x, float* w, int n, int d) {
+    int i;
+    #pragma omp parallel for private(i)
+    for (i = 0; i < d; i++) {
+        float val = 0.0f;
+        for (int j = 0; j < n; j++) {
+            val += w[i * n + j] * x[j];
+        }
+        xout[i] = val;
+    }
+}
+extern "C" void f(const float* A, const float* x, float* y, long m, long n) {
+    matmul(y, (float*)x, (float*)A, (int)n, (int)m);
+}
+""")
+    text = apply_transform("unroll_and_jam", src)
+    assert text is not None and "jammed by 4" in text
+    assert re.search(r"#pragma omp parallel for private\(i\)\n\s*for \(i = 0; i < i_jam; i \+= 4\)",
+                     text), text
+    lib = build(text, tmp_path)
+    rng = np.random.default_rng(13)
+    for m, n in ((1, 5), (3, 17), (4, 8), (7, 33), (67, 129)):
         gemv(lib, m, n, rng)
 
 

@@ -140,19 +140,27 @@ def jam_reason(m: FunctionModel, lp: Loop) -> str | None:
 
 
 # clauses of a `parallel for` on the jammed loop that mean the same on groups of its
-# iterations (anything else, a reduction, private copies, collapse, ordered, refuses)
+# iterations (anything else, a reduction, private copies of other variables, collapse,
+# ordered, refuses)
 _KEPT_CLAUSES = re.compile(r"(schedule|num_threads|if|proc_bind|default)\s*\([^()]*\)")
+_PRIVATE = re.compile(r"private\s*\(([^()]*)\)")
 
 
 def worksharing(s: Source, lp: Loop) -> str | None:
     """The loop's own `omp parallel for` pragma, when it is one the jam keeps (see
-    `_pragma_reason`), else None."""
+    `_pragma_reason`), else None. `private` naming only the loop's own counter (llama2.c's
+    `#pragma omp parallel for private(i)`) says what OpenMP does anyway, on the jammed
+    loop as on the original."""
     ps = [pragma_text(s, p) for p in pragmas_before(lp.node)]
     omp = [t for t in ps if re.match(r"omp\b", t)]
     if len(omp) != 1:
         return None
     m = re.fullmatch(r"omp\s+parallel\s+for\b(.*)", omp[0])
-    if m is None or _KEPT_CLAUSES.sub("", m.group(1)).replace(",", "").strip():
+    if m is None:
+        return None
+    rest = _PRIVATE.sub(lambda p: "" if {v.strip() for v in p.group(1).split(",")} == {lp.var}
+                        else p.group(0), m.group(1))
+    if _KEPT_CLAUSES.sub("", rest).replace(",", "").strip():
         return None
     return omp[0]
 
