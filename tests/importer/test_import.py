@@ -98,6 +98,9 @@ def test_the_imported_op_passes_check_of_its_own_baseline(rownorm_op):
     assert all(r["status"] == "pass" for r in res["rows"])
     # float32 code against its own float64 build: close, and not identical
     assert 0 < max(r["max_abs_err"] for r in res["rows"]) < 1e-4
+    # so the import kept the generated tolerance
+    assert "atol measured at import" not in (rownorm_op / "op.yaml").read_text()
+    assert load_op(rownorm_op).tolerance.atol == 1e-4
 
 
 def _rownorm_numpy(inp: np.ndarray, gain: np.ndarray, rows: int, cols: int) -> np.ndarray:
@@ -275,3 +278,27 @@ def test_pointers_never_written_are_inputs_and_read_write_arrays_import(tmp_path
     a, acc = rng.standard_normal(8 * 32), rng.standard_normal(8 * 32)
     got = spec.reference_fn()(a=a, acc_in=acc, s=0.5, m=8, n=32)["acc"]
     assert np.allclose(got, acc + 0.5 * a, rtol=1e-12)
+
+
+def test_a_long_reduction_gets_the_tolerance_its_own_rounding_needs(tmp_path):
+    """A float accumulator over 8192 inputs differs from its float64 build by more than
+    the generated atol: the import measures the baseline's own error (in a sandboxed
+    worker), raises atol to 4x it in op.yaml, and says so; the baseline then passes its
+    own check. The short rownorm above keeps the generated tolerance."""
+    out = tmp_path / "dense"
+    p = kernelcrew("import", str(SOURCES / "dense.c"), "--function", "dense_forward",
+                   "--shape", "out=n_out", "--shape", "in=n_in", "--shape", "weights=n_out*n_in",
+                   "--case", "n_in=8192,n_out=512", "--inputs", "in,weights", "--outputs", "out",
+                   "--out", str(out), timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "atol raised from 0.0001" in p.stdout and "own float32 rounding" in p.stdout
+    text = (out / "op.yaml").read_text()
+    assert "# atol measured at import" in text
+    tol = load_op(out).tolerance
+    assert tol.rtol == 1e-4 and 1e-4 < tol.atol < 0.1
+    c = kernelcrew("check", str(out), str(out / "baseline.cpp"), "--json", "--reps", "3",
+                   timeout=600)
+    res = json.loads(c.stdout)
+    assert res["correct"] is True, res["reason"]
+    worst = max(r["max_abs_err"] for r in res["rows"])
+    assert 1e-4 < worst < tol.atol  # the default would have failed it, the measured one holds
