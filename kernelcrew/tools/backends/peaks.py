@@ -208,9 +208,9 @@ class CpuPeaks(BaseModel):
     measured_at: str  # ISO time of the measurement (a cache hit keeps it)
     seconds: float  # how long the measurement took
     method: str = ("STREAM triad (double, 24 B/element counted, best of 4 passes), a "
-                   "read-only sweep (max of 3 arrays, 24 B/element) and fp32 vector FMA chains (best of "
-                   "many short windows), g++ -O3 -march=native -fopenmp, sandboxed; NumPy "
-                   "copy for comparison")
+                   "read-only sweep (max of 3 arrays, 24 B/element) and fp32 vector FMA "
+                   "chains (best of many short windows), g++ -O3 -march=native -fopenmp, "
+                   "sandboxed; NumPy copy for comparison")
 
     @property
     def peak_gbps(self) -> float:

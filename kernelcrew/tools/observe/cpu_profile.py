@@ -145,7 +145,8 @@ def profile_cpu(spec: OpSpec, kf: KernelFile, case: Case, *, bench: BenchSetting
     # -- roofline and diagnosis
     single = (busy or launched) == 1
     # the kernel's bandwidth against the machine's peak in the same cache state, for its
-    # mix of reads and writes (a kernel that only reads moves less than the triad per byte)
+    # mix of reads and writes (where a written line is read first, a kernel that only
+    # reads can pass the triad's figure)
     written = spec.written_share(case.sizes)
     roof = roofline(spec, case.sizes, t_ms, peaks.peak_gbps_for(cache, written),
                     peaks.peak_gflops)
