@@ -93,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
                               **({"reps": args.reps} if args.reps else {}),
                               runs_dir=str(work / "runs"), seed=0, wall_budget_s=args.run_wall_s)
     data: dict[str, Any] = {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+                            "out": args.out,
                             "load_start": [round(x, 2) for x in os.getloadavg()],
                             "kt_version": kernel_tuner.__version__, "kt_seeds": args.kt_seeds,
                             "tunable_wall_s": args.tunable_wall_s, "ops": ops,
