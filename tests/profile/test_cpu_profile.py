@@ -196,7 +196,9 @@ def test_cli_a_kernel_that_fails_exits_1_with_one_line(tmp_path) -> None:
 def test_profile_names_the_cache_state_and_uses_the_peak_measured_in_it(state: str) -> None:
     """`--cache` decides how the runs are timed; the profile says which state its numbers
     are for (JSON field, the summary's bandwidth field, the text output) and its
-    bandwidth share is taken against the machine's peak in that same state."""
+    bandwidth share is taken against the machine's peak in that same state, for the op's
+    mix of reads and writes."""
+    from kernelcrew.kernels.spec import load_op
     from kernelcrew.tools.backends.peaks import cpu_peaks
 
     args = ["profile", "scale_shift_sum", "--case", "unaligned[0]", "--reps", "3",
@@ -206,7 +208,12 @@ def test_profile_names_the_cache_state_and_uses_the_peak_measured_in_it(state: s
     doc = json.loads(proc.stdout)
     assert doc["cache"] == state
     assert f", {state})" in doc["summary"]  # "BW x of y GB/s (z%, cold)"
-    assert doc["roofline"]["peak_gbps"] == pytest.approx(cpu_peaks().peak_gbps_for(state))
+    spec = load_op("scale_shift_sum")
+    case = next(c for c in spec.cases() if (c.group, c.index) == ("unaligned", 0))
+    written = spec.written_share(case.sizes)
+    assert doc["roofline"]["peak_gbps"] == pytest.approx(cpu_peaks().peak_gbps_for(state,
+                                                                                 written))
+    assert f"for {written:.0%} of the bytes written" in doc["metrics"]["peak_bandwidth"]["reason"]
     warm_peak = state == "warm" and cpu_peaks().triad_warm_gbps
     assert ("cache-resident" in doc["metrics"]["peak_bandwidth"]["reason"]) == bool(warm_peak)
     text = cli(*args)
