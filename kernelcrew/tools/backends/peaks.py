@@ -262,6 +262,10 @@ def bandwidth_ceiling(triad_gbps: float, read_gbps: float | None,
     never counts below the triad: a ceiling must not be too low."""
     read = max(read_gbps or triad_gbps, triad_gbps)
     share = min(max(written_share, 0.0), TRIAD_WRITTEN) / TRIAD_WRITTEN
+    if share >= 1.0 or read == triad_gbps:  # the anchors as measured, not recomputed
+        return triad_gbps
+    if share <= 0.0:
+        return read
     return 1.0 / (1.0 / read + share * (1.0 / triad_gbps - 1.0 / read))
 
 
