@@ -546,17 +546,10 @@ def clock_disagreement(times: list[float], batches: list[Batch],
 # confidence interval (as the gate judges speedups): a window in which the machine
 # stalled the worker moves it by one rank, not by its size; a report forged in most runs
 # moves every one. A case is rejected when that bound is more than CPU_SLACK_MS +
-# AROUND_SHARE of what the other worker needed + CASE_SHARE of the case's median reported
-# run. The AROUND_SHARE is there because the same steps around a run do not always cost
-# the same in two processes: on a loaded 2-core machine, in one case of one duel, an
-# honest OpenMP candidate's worker used 0.156-0.179 ms around each of its 0.022 ms runs
-# where the baseline's used 0.055-0.077 ms (over 32 cases of other duels the two medians
-# differed by 0.002 ms, quartiles -0.019 to 0.010 ms). With three runs a case (the lower
-# bound of the median is then their least), a slack of 0.05 ms alone rejected honest
-# kernels in 2 of 5 fresh-clone `make test` runs. The whole duel is rejected when, over
-# all its cases' runs of at least POOLED_MIN_MS, the bound of the excess beyond
-# CPU_SLACK_MS is more than POOLED_SHARE of the reported time (a small forgery spread over
-# every case). A disagreement is confirmed by a second duel before the kernel is rejected
+# CASE_SHARE of the case's median reported run; the whole duel when, over all its cases'
+# runs of at least POOLED_MIN_MS, the bound of the excess beyond CPU_SLACK_MS is more
+# than POOLED_SHARE of the reported time (a small forgery spread over every case). A
+# disagreement is confirmed by a second duel before the kernel is rejected
 # (`crosschecked_duel`): a machine that stalls an honest worker in most runs twice
 # running is unlikely, a forged report disagrees every time. Without the other kernel,
 # the main thread may use OTHERLESS_SLACK_MS beyond its reported run. Another thread (a
@@ -566,7 +559,6 @@ def clock_disagreement(times: list[float], batches: list[Batch],
 # spinning when a window opens shows up to a tick it used before the window (an honest
 # rmsnorm read 3.98 ms of CPU for a 0.67 ms run in every run of a suite).
 CPU_SLACK_MS = 0.05
-AROUND_SHARE = 1.0
 CASE_SHARE = 0.25
 POOLED_SHARE = 0.10
 POOLED_MIN_MS = 0.25  # runs shorter than this are judged by the absolute slack only
@@ -632,7 +624,7 @@ def cpu_disagreement(times: list[float], batches: list[Batch],
     if diffs:
         low = _median_low([d for d, _ in diffs])
         rep = _median([r for _, r in diffs])
-        if low > CPU_SLACK_MS + AROUND_SHARE * (around or 0.0) + CASE_SHARE * rep:
+        if low > CPU_SLACK_MS + CASE_SHARE * rep:
             beyond = (f"beyond the {around:.3g} ms the other kernel's worker needed around "
                       "a run") if around is not None else f"beyond {OTHERLESS_SLACK_MS} ms"
             return (f"the worker's main thread used more CPU time than its reported runs "
