@@ -28,6 +28,9 @@ SMALL_SHAPES = {
                      "unaligned": [{"rows": 5, "cols": 20011}]},
     "rmsnorm": {"typical": [{"rows": 1024, "cols": 1100}],
                 "unaligned": [{"rows": 7, "cols": 10007}]},
+    # not in OPS: a wide row (two strips of row accumulators) and a narrow odd one
+    "conv2d": {"typical": [{"N": 1, "Cin": 4, "Cout": 3, "H": 9, "W": 300}],
+               "unaligned": [{"N": 2, "Cin": 3, "Cout": 2, "H": 5, "W": 7}]},
     "transpose": {"typical": [{"rows": 1100, "cols": 1000}],
                   "unaligned": [{"rows": 3, "cols": 30011}]},
 }

@@ -93,6 +93,22 @@ class MemoryAccess(HeuristicSpecialist):
                      "variable), so the inner loop walks the arrays with unit stride and "
                      "vectorizes.",
                 risks="none for the result; a loop with few iterations becomes the inner one"))
+        if ev.kf is not None and apply_transform("row_accumulate", ev.kf.text) is not None:
+            # the move's own check is the evidence: a per-output reduction nest whose
+            # innermost loop is a short constant count, every read unit-stride along the
+            # output loop
+            out.append(Move(
+                "row_accumulate", "row_accumulate", 3.0, 0.75,
+                why="Each output is computed by its own reduction nest whose innermost loop "
+                    "runs a short constant count (a filter's taps, the padding tested per "
+                    "tap): nothing vectorizes, and every tap is a branch.",
+                plan="Accumulate a strip of 256 outputs at once: the nest runs once per strip, "
+                     "each tap adds its product into the strip's accumulators in one "
+                     "unit-stride `omp simd` loop whose bounds are the padding tests, and the "
+                     "statements after the nest run over the strip (every sum keeps its "
+                     "order of terms).",
+                risks="a 1 KB accumulator array per strip; narrow outputs (a few pixels wide) "
+                      "gain little"))
         if ev.kf is not None and \
                 apply_transform("register_block", ev.kf.text) is not None:
             rb, jb = int(ev.knobs.get("RB", 4)), int(ev.knobs.get("JB", 16))

@@ -54,6 +54,7 @@ from kernelcrew.agents.transforms.jam import unroll_and_jam
 from kernelcrew.agents.transforms.nests import interchange, swap_loops, tile
 from kernelcrew.agents.transforms.privatize import private_bins
 from kernelcrew.agents.transforms.regblock import register_block
+from kernelcrew.agents.transforms.rowacc import row_accumulate
 from kernelcrew.agents.transforms.scan import DEFAULTS as SCAN_DEFAULTS
 from kernelcrew.agents.transforms.scan import blocked_scan
 from kernelcrew.agents.transforms.scope import scope_of
@@ -576,6 +577,12 @@ register_transform("loop_order", ("cpu",),
                    "walks memory with a stride and the outer contiguously (column-order "
                    "code, convolutions with the time loop outside the channels)",
                    through_views(swap_loops))
+register_transform("row_accumulate", ("cpu",),
+                   "accumulate a strip of outputs at once: a per-output reduction nest with a "
+                   "short constant inner loop (a convolution's taps, padding tested per tap) "
+                   "runs once per strip of 256 outputs, each tap a unit-stride simd loop over "
+                   "the strip with the padding tests as its bounds; each sum keeps its order",
+                   through_views(row_accumulate))
 register_transform("fusion", ("cpu",),
                    "fuse consecutive loops over the same range that touch the same elements",
                    fuse_loops)

@@ -16,6 +16,7 @@ from kernelcrew.agents.transforms.cst import Source, find_function, params, prag
 from kernelcrew.agents.transforms.dependence import check_loop
 from kernelcrew.agents.transforms.jam import jam_reasons
 from kernelcrew.agents.transforms.privatize import private_bins_reasons
+from kernelcrew.agents.transforms.rowacc import row_reasons
 from kernelcrew.agents.transforms.scan import scan_reasons
 from kernelcrew.agents.transforms.scope import scope_of
 from kernelcrew.agents.transforms.threads import parallel_verdict
@@ -112,6 +113,12 @@ def _scan_why(kf: KernelFile) -> str:
     return "; ".join(reasons[:3]) or "no prefix-sum loop (`acc += x[i]; y[i] = acc;`)"
 
 
+def _row_why(kf: KernelFile) -> str:
+    reasons = [f"{name}(): {r}" for name, _, _ in _models(kf)
+               for r in row_reasons(_read_as(kf, name), name)]
+    return "; ".join(reasons[:3]) or "no per-output reduction nest in a loop"
+
+
 def _restrict_why(kf: KernelFile) -> str:
     s = Source(kf.body)
     for name in entries(kf):
@@ -121,8 +128,9 @@ def _restrict_why(kf: KernelFile) -> str:
     return "every pointer parameter in reach is restrict already"
 
 
-_WHY = {"omp_parallel": _threads_why, "accumulators": _accum_why, "simd": _simd_why, "unroll_and_jam": _jam_why,
-        "restrict": _restrict_why, "private_bins": _bins_why, "blocked_scan": _scan_why,
+_WHY = {"omp_parallel": _threads_why, "accumulators": _accum_why, "simd": _simd_why,
+        "unroll_and_jam": _jam_why, "restrict": _restrict_why, "row_accumulate": _row_why,
+        "private_bins": _bins_why, "blocked_scan": _scan_why,
         "unroll": lambda kf: "every innermost loop carries an unroll or OpenMP pragma"}
 
 
