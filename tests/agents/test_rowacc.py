@@ -43,7 +43,8 @@ extern "C" void f(const float* src, const float* k, float* dst, long height, lon
 }
 """
 
-# a causal FIR filter with the update guarded instead of skipped, `size_t`-free `int` code
+# a causal FIR filter with the update guarded instead of skipped, `int` counters declared
+# at the top of a static helper (the move reads it through the view with them in their loops)
 FIR = """
 #define TAPS 5
 
@@ -158,6 +159,13 @@ WRONG = {
     "in place": (BLUR.replace("const float* src", "float* src")
                  .replace("dst[y * w + x] = s;", "src[y * w + x] = s;"),
                  "writes an array the reduction nest reads"),
+    # the same through a row pointer: the write lands in the buffer the nest reads
+    "in place, row pointer": (BLUR.replace("const float* src", "float* src")
+                              .replace("            float s = 0.f;",
+                                       "            float* row = src + y * w;\n"
+                                       "            float s = 0.f;")
+                              .replace("dst[y * w + x] = s;", "row[x] = s;"),
+                              "writes an array the reduction nest reads"),
     # a test on the pixel that is not the pixel plus an offset against a bound
     "parity test": (BLUR.replace("if (yy < 0 || yy >= h || xx < 0 || xx >= w)",
                                  "if (yy < 0 || yy >= h || xx % 2 == 1)"),

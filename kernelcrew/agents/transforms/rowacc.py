@@ -49,6 +49,7 @@ from __future__ import annotations
 
 from kernelcrew.agents.transforms.common import (
     MIN_INNER,
+    assignment,
     constant_trip,
     finish,
     fresh_name,
@@ -168,24 +169,18 @@ def _chain(n: Node, op: str) -> list[Node]:
 
 def _update(stmt: Node, acc: str) -> Node | None:
     """`acc += E;` or `acc = acc + E;` -> E."""
-    if stmt.type != "expression_statement" or not stmt.named_children:
+    if (got := assignment(stmt, "+=")) is not None:
+        left, right = got
+    elif (got := assignment(stmt, "=")) is not None:
+        left, r = got[0], _unparen(got[1])
+        if r.type != "binary_expression" or r.child_by_field_name("operator").type != "+":
+            return None
+        a, right = r.child_by_field_name("left"), r.child_by_field_name("right")
+        if a.type != "identifier" or a.text.decode() != acc:
+            return None
+    else:
         return None
-    e = stmt.named_children[0]
-    if e.type != "assignment_expression":
-        return None
-    left, right = e.child_by_field_name("left"), e.child_by_field_name("right")
-    if left.type != "identifier" or left.text.decode() != acc:
-        return None
-    op = e.child_by_field_name("operator").type
-    if op == "+=":
-        return right
-    if op == "=":
-        r = _unparen(right)
-        if r.type == "binary_expression" and r.child_by_field_name("operator").type == "+":
-            a, b = r.child_by_field_name("left"), r.child_by_field_name("right")
-            if a.type == "identifier" and a.text.decode() == acc:
-                return b
-    return None
+    return right if left.type == "identifier" and left.text.decode() == acc else None
 
 
 def _pure(s: Source, n: Node, allow_reads: bool) -> bool:
@@ -200,22 +195,21 @@ def _pure(s: Source, n: Node, allow_reads: bool) -> bool:
     return True
 
 
-def _roots(s: Source, n: Node, writes: bool) -> set[str]:
-    """Names of the arrays read (or written) through subscripts and derefs in `n`."""
+def _roots(m, n: Node, writes: bool) -> set[str]:
+    """The buffers (parameters or local arrays, seen through row pointers and casts) that
+    `n` reads (or writes) through subscripts and derefs; "?" for one it cannot trace."""
+    targets = {c.child_by_field_name("left").start_byte for c in walk(n)
+               if c.type == "assignment_expression"}
     out = set()
-    targets = set()
     for c in walk(n):
-        if c.type == "assignment_expression":
-            targets.add(c.child_by_field_name("left").start_byte)
-    for c in walk(n):
-        if c.type in ("subscript_expression", "pointer_expression"):
-            if (c.start_byte in targets) != writes:
+        if c.type in ("subscript_expression", "pointer_expression") and \
+                (c.start_byte in targets) == writes:
+            if c.type == "pointer_expression" and \
+                    c.child_by_field_name("operator").type != "*":
                 continue
             base = c.child_by_field_name("argument")
-            for i in walk(base) if base is not None else []:
-                if i.type == "identifier":
-                    out.add(i.text.decode())
-                    break
+            root = m.pointer_root(base, n) if base is not None else None
+            out.add(root[0] if root is not None else "?")
     return out
 
 
@@ -230,15 +224,15 @@ def _chain_of_loops(top: Loop) -> list[Loop] | None:
     return out
 
 
-def row_reason(s: Source, m, x_loop: Loop) -> str | None:
-    """Why `x_loop` cannot take row accumulators (None: it can; see the module text)."""
-    return _plan(s, m, x_loop)[0]
-
-
 def _plan(s: Source, m, xl: Loop) -> tuple[str | None, dict]:
     line = s.line_of(xl.node)
     if not xl.canonical or xl.step is not None or xl.inclusive or xl.node.type != "for_statement":
         return f"loop at line {line} is not a unit-step `<` loop", {}
+    init = xl.node.child_by_field_name("initializer")
+    if init is None or init.type != "declaration":
+        # the strips declare their own counters: a counter declared outside would keep
+        # its value from before the loop (the view with counters in their loops applies)
+        return f"loop at line {line} does not declare its counter", {}
     if has_pragma(s, xl, r"^omp\b"):
         return f"loop at line {line} carries an OpenMP pragma", {}
     body = statements(xl.body)
@@ -379,12 +373,13 @@ def _plan(s: Source, m, xl: Loop) -> tuple[str | None, dict]:
                 return f"line {s.line_of(n)}: a jump out of the nest", {}
     # the statements after the nest: they write no array the nest reads
     tail = body[2:]
-    read = _roots(s, red.node, writes=False)
+    read = _roots(m, red.node, writes=False)
     for st in tail:
         if not _pure(s, st, allow_reads=True) and not (
                 st.type == "expression_statement" and _single_store(s, st)):
             return f"line {s.line_of(st)}: after the nest, a statement the rewrite cannot repeat", {}
-        if _roots(s, st, writes=True) & read:
+        written = _roots(m, st, writes=True)
+        if written & read or "?" in written | read:
             return f"line {s.line_of(st)}: writes an array the reduction nest reads", {}
         if st.type == "declaration":
             return f"line {s.line_of(st)}: a declaration after the nest", {}
@@ -396,7 +391,7 @@ def _plan(s: Source, m, xl: Loop) -> tuple[str | None, dict]:
         return f"loop at line {line}: bounds or the accumulator's value change inside it", {}
     if _mentions(init, lead_names):
         return f"loop at line {line}: the accumulator's value uses {sorted(lead_names)}", {}
-    return None, {"acc": acc, "init": init, "ftype": ftype, "chain": chain, "inner": inner,
+    return None, {"acc": acc, "init": init, "ftype": ftype, "chain": chain,
                   "lead": [s.text_of(st).strip() for st in lead],
                   "before": before, "dep_decls": dep_decls, "lows": lows, "highs": highs,
                   "update": update, "tail": tail, "start": start, "end": end}
@@ -415,7 +410,8 @@ def _single_store(s: Source, st: Node) -> bool:
 
 def _rewrite(s: Source, m, xl: Loop, p: dict) -> str | None:
     x = xl.var
-    ctype = _counter_type(s, xl)
+    ctype = s.text_of(xl.node.child_by_field_name("initializer")
+                      .child_by_field_name("type")).strip()
     x0 = fresh_name(m, f"{x}_strip")
     x1 = fresh_name(m, f"{x}_end")
     acc = fresh_name(m, f"{p['acc']}_row")
@@ -476,13 +472,6 @@ def _rewrite(s: Source, m, xl: Loop, p: dict) -> str | None:
     start = s.line_start(xl.node)
     end = xl.node.end_byte
     return finish(s, [Edit(start, end, "\n".join(lines))])
-
-
-def _counter_type(s: Source, xl: Loop) -> str:
-    init = xl.node.child_by_field_name("initializer")
-    if init is not None and init.type == "declaration":
-        return s.text_of(init.child_by_field_name("type")).strip()
-    return "long"
 
 
 def _once(s: Source, m) -> str | None:

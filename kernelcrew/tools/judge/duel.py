@@ -29,6 +29,7 @@ import select
 import signal
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -379,80 +380,70 @@ def _timed_batch(w: _Worker, cid: str, r: int, start: int, n: int, warm: int,
     case, a worker's median excess was 0.04-0.09 ms or 0.18-0.22 ms, and an honest
     kernel was rejected). With the parent on that CPU (it waits on the pipe while the
     worker runs) every case read 0.04-0.08 ms in both workers (6 duels)."""
-    home = _pin_self(cpu)
-    try:
-        return _timed_runs(w, cid, r, start, n, warm, step, plan, other, cpu, cpus)
-    finally:
-        _unpin_self(home)
+    with _on_cpu(cpu):
+        windows: list[tuple[float, float | None, float | None]] = []
+        settle: list[float] = []
+        unsettled = 0
+        per_thread: dict[int, int] = {}
+        wait: float | None = 0.0
+        for j in range(n):
+            # the other worker goes idle before this one's warm-up, not only before its
+            # window: a wait between the two would let this kernel's own threads fall asleep
+            # in some runs and not in others
+            waited, settled = _settle(other)
+            threads = w.place(cpu, cpus) if cpu is not None and cpus else 0
+            run = start + j
+            w.send("go", cid, warm if j == 0 else 0, plan.probe_at.get(run, -1))
+            w.expect("warm", cid, timeout_s=step)
+            if threads == 1:
+                w.place(cpu, cpus)  # the warm-up may have made a team
+            more, settled_again = _settle(other)
+            settle.append(waited + more)
+            unsettled += not (settled and settled_again)
+            c0 = w.cpu_ns()
+            t0 = time.perf_counter_ns()
+            w.send("time", int(run in plan.checked))
+            w.expect("done", cid, timeout_s=step)
+            t1 = time.perf_counter_ns()
+            c1 = w.cpu_ns()
+            main = mx = None
+            if c0 is not None and c1 is not None:
+                deltas = {t: v[0] - c0.get(t, (0, 0))[0] for t, v in c1.items()}
+                for t, v in deltas.items():
+                    per_thread[t] = per_thread.get(t, 0) + v
+                main = deltas.get(w.pid, 0) / 1e6
+                mx = max(deltas.values()) / 1e6
+                if wait is not None and w.pid in c0 and w.pid in c1:
+                    wait += (c1[w.pid][1] - c0[w.pid][1]) / 1e6
+            else:
+                wait = None
+            windows.append(((t1 - t0) / 1e6, main, mx))
+        known = all(m is not None for _, m, _ in windows)
+        return Batch(r, start, n, sum(o for o, _, _ in windows),
+                     sum(m for _, m, _ in windows if m is not None) if known else None,
+                     max(per_thread.values()) / 1e6 if known and per_thread else None,
+                     wait if known else None, windows, settle, unsettled)
 
 
-def _pin_self(cpu: int | None) -> set[int] | None:
-    """Pin the calling thread to `cpu`; returns the affinity to go back to (None: left as
-    it was, where there is no CPU or the system refuses)."""
-    if cpu is None:
-        return None
-    try:
-        home = os.sched_getaffinity(0)
-        os.sched_setaffinity(0, {cpu})
-        return home
-    except (AttributeError, OSError, ValueError):
-        return None
-
-
-def _unpin_self(home: set[int] | None) -> None:
-    if home is not None:
+@contextmanager
+def _on_cpu(cpu: int | None):
+    """The calling thread pinned to `cpu` for the block, its affinity restored after
+    (left as it is where there is no CPU or the system refuses)."""
+    home = None
+    if cpu is not None:
         try:
-            os.sched_setaffinity(0, home)
-        except OSError:
-            pass
-
-
-def _timed_runs(w: _Worker, cid: str, r: int, start: int, n: int, warm: int, step: float,
-                plan: Plan, other: _Worker | None, cpu: int | None, cpus: list[int] | None
-                ) -> Batch:
-    """`_timed_batch` with the parent's thread where it should be."""
-    windows: list[tuple[float, float | None, float | None]] = []
-    settle: list[float] = []
-    unsettled = 0
-    per_thread: dict[int, int] = {}
-    wait: float | None = 0.0
-    for j in range(n):
-        # the other worker goes idle before this one's warm-up, not only before its
-        # window: a wait between the two would let this kernel's own threads fall asleep
-        # in some runs and not in others
-        waited, settled = _settle(other)
-        threads = w.place(cpu, cpus) if cpu is not None and cpus else 0
-        run = start + j
-        w.send("go", cid, warm if j == 0 else 0, plan.probe_at.get(run, -1))
-        w.expect("warm", cid, timeout_s=step)
-        if threads == 1:
-            w.place(cpu, cpus)  # the warm-up may have made a team
-        more, settled_again = _settle(other)
-        settle.append(waited + more)
-        unsettled += not (settled and settled_again)
-        c0 = w.cpu_ns()
-        t0 = time.perf_counter_ns()
-        w.send("time", int(run in plan.checked))
-        w.expect("done", cid, timeout_s=step)
-        t1 = time.perf_counter_ns()
-        c1 = w.cpu_ns()
-        main = mx = None
-        if c0 is not None and c1 is not None:
-            deltas = {t: v[0] - c0.get(t, (0, 0))[0] for t, v in c1.items()}
-            for t, v in deltas.items():
-                per_thread[t] = per_thread.get(t, 0) + v
-            main = deltas.get(w.pid, 0) / 1e6
-            mx = max(deltas.values()) / 1e6
-            if wait is not None and w.pid in c0 and w.pid in c1:
-                wait += (c1[w.pid][1] - c0[w.pid][1]) / 1e6
-        else:
-            wait = None
-        windows.append(((t1 - t0) / 1e6, main, mx))
-    known = all(m is not None for _, m, _ in windows)
-    return Batch(r, start, n, sum(o for o, _, _ in windows),
-                 sum(m for _, m, _ in windows if m is not None) if known else None,
-                 max(per_thread.values()) / 1e6 if known and per_thread else None,
-                 wait if known else None, windows, settle, unsettled)
+            home = os.sched_getaffinity(0)
+            os.sched_setaffinity(0, {cpu})
+        except (AttributeError, OSError, ValueError):
+            home = None
+    try:
+        yield
+    finally:
+        if home is not None:
+            try:
+                os.sched_setaffinity(0, home)
+            except OSError:
+                pass
 
 
 def _busy_sample() -> tuple[int, int]:
