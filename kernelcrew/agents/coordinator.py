@@ -98,7 +98,12 @@ def _alone(p: Proposal, stats: dict[str, dict]) -> str:
 # moves that must see a loop before another move rewrites it: move -> the moves it has to
 # come after in a merge. A jammed loop steps by its factor, which `omp_parallel` cannot
 # thread, while the jam keeps a `parallel for` already on the loop (jam.worksharing).
-APPLY_AFTER = {"unroll_and_jam": ("omp_parallel",)}
+# keep_values matches a helper call across two loops: it goes before the moves that inline
+# helpers (the views) or rewrite the loops' bodies.
+_KEEP_FIRST = ("vector_math", "vector_math_ext", "accumulators", "simd", "unroll", "restrict",
+               "omp_parallel", "omp_version", "row_accumulate", "loop_order", "interchange")
+APPLY_AFTER = {"unroll_and_jam": ("omp_parallel", "keep_values"),
+               **{k: ("keep_values",) for k in _KEEP_FIRST}}
 
 
 def apply_order(props: list[Proposal]) -> list[Proposal]:

@@ -31,6 +31,9 @@ SMALL_SHAPES = {
     # not in OPS: a wide row (two strips of row accumulators) and a narrow odd one
     "conv2d": {"typical": [{"N": 1, "Cin": 4, "Cout": 3, "H": 9, "W": 300}],
                "unaligned": [{"N": 2, "Cin": 3, "Cout": 2, "H": 5, "W": 7}]},
+    # not in OPS: rows inside the kept buffer
+    "attention": {"typical": [{"B": 2, "T": 64, "D": 32}],
+                  "unaligned": [{"B": 1, "T": 77, "D": 17}]},
     "transpose": {"typical": [{"rows": 1100, "cols": 1000}],
                   "unaligned": [{"rows": 3, "cols": 30011}]},
 }

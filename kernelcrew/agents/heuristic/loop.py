@@ -10,6 +10,7 @@ import re
 from kernelcrew.agents.context import AgentContext
 from kernelcrew.agents.heuristic.base import HeuristicSpecialist, Move
 from kernelcrew.agents.heuristic.evidence import Evidence
+from kernelcrew.agents.transforms import apply_transform
 from kernelcrew.agents.transforms.cst import Source, find_function, params
 
 # knobs searched elsewhere: TILE by memory_access, the threading threshold by its own rule;
@@ -170,6 +171,21 @@ class Loop(HeuristicSpecialist):
                      f"({versions}), so the loops vectorize under omp simd.",
                 risks="results differ from libm in the last bit or two (inside the op "
                       "tolerance); float arguments only"))
+        if ev.kf is not None and apply_transform("keep_values", ev.kf.text) is not None:
+            # the move's own check is the evidence: a pure call that a later loop over the
+            # same range makes again with the same arguments
+            out.append(Move(
+                "keep_values", "keep_values", 2.0, 0.8,
+                why="A later loop recomputes, call for call, a value an earlier loop over the "
+                    "same range already computed (a score recomputed to exponentiate it): "
+                    "the work of that call is done twice.",
+                plan="Keep the value: the first loop stores each call's result in a row "
+                     "buffer (on the stack, 32 KB; a longer range runs the code as it was) "
+                     "and the later loop reads it back; a math function of it that opens "
+                     "the later loop runs first as its own simd loop over the buffer, so it "
+                     "vectorizes.",
+                risks="none for the result (the same values, in the same order); the buffer "
+                      "is a pass through L1"))
         if ev.facts.dot_nests:
             nest = ev.facts.dot_nests[0]
             for rank, factor in enumerate((4, 8)):

@@ -11,7 +11,8 @@ Body-level functions (`str -> str | None`, on the source after the front matter)
 (interchange, tiling), `regblock` (register blocking of i-k-j matmul nests), `fusion`,
 `vecmath` / `vecmath_ext` (vectorizable exp/erf, tanh/log), `jam` (unroll-and-jam of
 dot-product nests), `privatize` (private bins for histograms and scatter-adds), `scan`
-(blocked two-pass parallel prefix sums), `scope` (which helpers are in reach) and `cuda` (device-code specifics); `cst` holds the tree-sitter
+(blocked two-pass parallel prefix sums), `keep` (a value recomputed by a later pass kept in a
+buffer), `scope` (which helpers are in reach) and `cuda` (device-code specifics); `cst` holds the tree-sitter
 layer; `affine` (subscripts as polynomials, bounds), `reductions` and `dependence` (may a
 loop's iterations run in any order) the analysis; `common` the helpers they share.
 """
@@ -51,6 +52,7 @@ from kernelcrew.agents.transforms.cuda_vector import vector_access
 from kernelcrew.agents.transforms.fusion import fuse_loops
 from kernelcrew.agents.transforms.inline import inline_calls
 from kernelcrew.agents.transforms.jam import unroll_and_jam
+from kernelcrew.agents.transforms.keep import keep_values
 from kernelcrew.agents.transforms.nests import interchange, swap_loops, tile
 from kernelcrew.agents.transforms.privatize import private_bins
 from kernelcrew.agents.transforms.regblock import register_block
@@ -583,6 +585,12 @@ register_transform("row_accumulate", ("cpu",),
                    "runs once per strip of 256 outputs, each tap a unit-stride simd loop over "
                    "the strip with the padding tests as its bounds; each sum keeps its order",
                    through_views(row_accumulate))
+register_transform("keep_values", ("cpu",),
+                   "a pure call (a helper, exp/log/tanh...) that a later loop over the same "
+                   "range recomputes is kept in a row buffer by the first loop and read back; "
+                   "a math function of it that opens the later loop runs first as its own "
+                   "simd loop over the buffer",
+                   through_views(keep_values))
 register_transform("fusion", ("cpu",),
                    "fuse consecutive loops over the same range that touch the same elements",
                    fuse_loops)

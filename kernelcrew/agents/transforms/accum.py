@@ -8,8 +8,12 @@ stride stream:
 
     q = (b - a) / WAYS;
     for (j = 0; j < q; ++j) { s += f(a + j); s_1 += f(a + q + j); ... }
-    for (i = a + WAYS*q; i < b; ++i) s += f(i);          // the rest, as written
+    for (i = a + WAYS*q; i < b; ++i) s += f(i);          // the rest, under omp simd
     s += s_1 + ...;
+
+A range shorter than WAYS * MIN_PART (a row of 32 or 64 floats, say) is left whole to the
+last loop (q = 0): split in WAYS parts of a few elements, no part would fill the vector
+registers of AVX-512, and the short loops would run in their scalar tails.
 
 Legal for the same loops `omp simd` takes (iterations independent apart from recognized
 +, max, min reductions); the sum is reassociated, as `omp simd` already does. Offered only
@@ -43,6 +47,7 @@ from kernelcrew.agents.transforms.cst import (
 from kernelcrew.agents.transforms.dependence import check_loop
 from kernelcrew.agents.transforms.jam import body_locals, rename_copy, unit_or_invariant
 
+MIN_PART = 64  # elements per part below which the range runs as one simd chain
 MARK = "// kernelcrew: accumulators"
 _IDENTITY = {"+": "0"}
 
@@ -139,13 +144,17 @@ def _once(s: Source, m, ways: int) -> str | None:
             tail_head = (s.data[lp.node.start_byte:lp.start.start_byte].decode()
                          + f"({start}) + {ways} * {q}"
                          + s.data[lp.start.end_byte:lp.body.start_byte].decode())
+            tail_clauses = "".join(f" reduction({op} : {r})" for r, op in red.items())
+            span = f"((long long)({end}) - ({start}))"
             text = (f"{{  {MARK}: {ways}\n"
-                    f"{st1}const long long {q} = ((long long)({end}) - ({start})) / {ways};\n"
+                    f"{st1}const long long {q} = {span} >= {ways * MIN_PART} ? "
+                    f"{span} / {ways} : 0;  // a short range: one chain\n"
                     + "".join(inits) +
                     f"#pragma omp simd{clauses}\n"
                     f"{st1}for (long long {j} = 0; {j} {cond} {q}; ++{j}) {{\n"
                     + "".join(copies) +
                     f"{st1}}}\n"
+                    f"#pragma omp simd{tail_clauses}\n"
                     f"{st1}{tail_head}{s.text_of(lp.body).replace(chr(10), chr(10) + '    ')}\n"
                     + "".join(combine) +
                     f"{ind}}}")

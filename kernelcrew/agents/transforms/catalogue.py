@@ -15,6 +15,7 @@ from kernelcrew.agents.transforms.counters import scope_counters
 from kernelcrew.agents.transforms.cst import Source, find_function, params, pragma_text, walk
 from kernelcrew.agents.transforms.dependence import check_loop
 from kernelcrew.agents.transforms.jam import jam_reasons
+from kernelcrew.agents.transforms.keep import keep_reasons
 from kernelcrew.agents.transforms.privatize import private_bins_reasons
 from kernelcrew.agents.transforms.rowacc import row_reasons
 from kernelcrew.agents.transforms.scan import scan_reasons
@@ -119,6 +120,13 @@ def _row_why(kf: KernelFile) -> str:
     return "; ".join(reasons[:3]) or "no per-output reduction nest in a loop"
 
 
+def _keep_why(kf: KernelFile) -> str:
+    reasons = [f"{name}(): {r}" for name, _, _ in _models(kf)
+               for r in keep_reasons(_read_as(kf, name), name)]
+    return "; ".join(reasons[:3]) or "no pure call (a helper, exp/log/tanh...) that a later " \
+        "loop over the same range computes again"
+
+
 def _restrict_why(kf: KernelFile) -> str:
     s = Source(kf.body)
     for name in entries(kf):
@@ -130,6 +138,7 @@ def _restrict_why(kf: KernelFile) -> str:
 
 _WHY = {"omp_parallel": _threads_why, "accumulators": _accum_why, "simd": _simd_why,
         "unroll_and_jam": _jam_why, "restrict": _restrict_why, "row_accumulate": _row_why,
+        "keep_values": _keep_why,
         "private_bins": _bins_why, "blocked_scan": _scan_why,
         "unroll": lambda kf: "every innermost loop carries an unroll or OpenMP pragma"}
 
