@@ -301,3 +301,47 @@ def baseline_text_renamed() -> str:
 
     return (baseline_text("histogram").replace("counts", "hist").replace("bins", "nb")
             .replace("values", "vals"))
+
+
+# y = x A with A read along its rows, the way a row-major code adds scaled rows into the
+# output: every row updates all n outputs, so the work is m * n updates, n bins
+ROWS_INTO_Y = """
+extern "C" void vecmat(const float* a, const float* x, float* y, long m_, long n_) {
+    int m = (int)m_, n = (int)n_;
+    for (int j = 0; j < n; j++) y[j] = 0.0f;
+    for (int i = 0; i < m; i++) {
+        const float* row = a + (long)i * n;
+        float xi = x[i];
+        for (int j = 0; j < n; j++) y[j] += row[j] * xi;
+    }
+}
+"""
+
+
+def test_rows_added_into_a_vector_count_every_update(tmp_path):
+    import ctypes
+
+    import numpy as np
+
+    from tests.agents.test_reach import build, ptr
+
+    text = HEAD.replace("histogram", "vecmat") + ROWS_INTO_Y
+    out = apply_transform("private_bins", text, {"extents": {"y": "n"}})
+    assert out is not None
+    assert "omp parallel for schedule(static) reduction(+ : y[0:n])" in omp_pragmas(out)
+    # the work of one run is rows times columns, not the row count alone: threads start
+    # for a 2048 x 2048 product, and a copy of y pays once there are 8 rows per column
+    assert "(long long)(m) * (long long)(n) >= OMP_MIN_WORK" in out
+    assert "(long long)(m) * (long long)(n) >= PRIVATE_PER_BIN * (long long)(n)" in out
+    rng = np.random.default_rng(7)
+    threaded = out.replace("#define OMP_MIN_WORK 1048576", "#define OMP_MIN_WORK 1")
+    assert threaded != out
+    for name, t in (("threaded", threaded), ("serial", out)):
+        lib = build(t, tmp_path, name)
+        for m, n in ((1, 1), (9, 3), (64, 1000), (1000, 17)):
+            a = rng.standard_normal((m, n)).astype(np.float32)
+            x = rng.standard_normal(m).astype(np.float32)
+            y = np.full(n, np.nan, np.float32)
+            lib.vecmat(ptr(a), ptr(x), ptr(y), ctypes.c_long(m), ctypes.c_long(n))
+            assert np.allclose(y, x.astype(np.float64) @ a.astype(np.float64), rtol=1e-4,
+                               atol=1e-4), (name, m, n)

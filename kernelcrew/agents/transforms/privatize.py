@@ -246,6 +246,39 @@ def scatter_plan(m: FunctionModel, lp: Loop, extents: dict[str, str]
     return bins, reduction_clauses(v.reductions)
 
 
+def _updates_per_run(s: Source, m: FunctionModel, lp: Loop, bins: dict[str, tuple[str, str]],
+                     trip: str) -> str:
+    """How many updates of the bins one run of `lp` makes: its trip count times the trip
+    counts of the loops inside it around the updates (a row added into an output vector
+    per iteration, `y[j] += a[i * n + j] * x[i]`, updates each of n bins once per row).
+    Where an inner count is not fixed over `lp`, or the updates sit in different nests,
+    the trip count alone (a lower bound)."""
+    nests = set()
+    for name in bins:
+        d = lookup(name, lp.node)
+        got = _updates(m, lp, d.key) if d is not None else None
+        if not isinstance(got, tuple):
+            return trip
+        for up in got[0]:
+            counts = []
+            inner = next((x for x in m.loops if x.node == up), None)
+            p = up.parent
+            while p is not None and p != lp.node:
+                inner = next((x for x in m.loops if x.node == p), None)
+                if inner is not None:
+                    lo = invariant_text(s, m, inner.start, lp.node)
+                    hi = invariant_text(s, m, inner.end, lp.node)
+                    if lo is None or hi is None or inner.step is not None or inner.inclusive:
+                        return trip
+                    counts.append(f"(long long)({hi})" if lo == "0" else
+                                  f"((long long)({hi}) - (long long)({lo}))")
+                p = p.parent
+            nests.add(" * ".join(counts))
+    if len(nests) != 1 or not next(iter(nests)):
+        return trip
+    return f"{trip} * {next(iter(nests))}"
+
+
 def _hint_free(s: Source, lp: Loop) -> bool:
     """No pragma on the loop but compiler hints (unroll, ivdep): the threaded copy drops
     them; any other pragma keeps the loop out."""
@@ -268,9 +301,10 @@ def _once(s: Source, m: FunctionModel, extents: dict[str, str], knob: str, min_w
             f"((long long)({end}) - (long long)({start}))"
         ind = s.indent_of(lp.node)
         sections = ", ".join(f"{n}[0:{e}]" for n, (_, e) in bins.items())
-        conds = [f"{trip} >= {knob}"]
+        work = _updates_per_run(s, m, lp, bins, trip)
+        conds = [f"{work} >= {knob}"]
         for ty, e in bins.values():
-            conds.append(f"{trip} >= PRIVATE_PER_BIN * (long long)({e})")
+            conds.append(f"{work} >= PRIVATE_PER_BIN * (long long)({e})")
             conds.append(f"(long long)({e}) * (long long)sizeof({ty}) <= PRIVATE_MAX_BYTES")
         last = ""
         if lp.decl is None or lp.decl.parent is None or \
