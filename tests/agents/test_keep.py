@@ -160,6 +160,11 @@ WRONG = {
     # the passes cover different ranges
     "other range": (SOFTMAX.replace("for (int i = 0; i < n; i++) {\n        y[i]",
                                     "for (int i = 1; i < n; i++) {\n        y[i]"), None),
+    # the bound changes between the passes: the same text, another range
+    "bound changed": (SOFTMAX.replace("    for (int i = 0; i < n; i++) {\n        y[i]",
+                                      "    n = n + 1;\n"
+                                      "    for (int i = 0; i < n; i++) {\n        y[i]"),
+                      "changes between them"),
     # the first pass leaves early
     "early exit": (SOFTMAX.replace("        sum += expf(x[i] - mx);",
                                    "        sum += expf(x[i] - mx);\n"

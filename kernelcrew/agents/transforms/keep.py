@@ -37,7 +37,8 @@ rest of the block after the first pass goes into both versions, so declarations 
 passes stay in scope). Every value is the one the code computed before, in the same order.
 
 Legal when: the two loops are siblings of one block with the same header (start, bound,
-unit step; each declares its own counter, which the body does not assign); the call is a
+unit step; each declares its own counter, which the body does not assign; nothing named in
+the bounds is assigned from the first loop to the end of the second); the call is a
 pure function (a helper that writes nothing outside its locals, or a math function) whose
 arguments name only the counter, variables declared before the first loop, and locals at
 the top of each loop body initialized the same way, none of them assigned between the
@@ -399,6 +400,11 @@ def _try(pair: _Pair, helpers: dict[str, Node]) -> tuple[str | None, str | None]
                 t = _target(n)
                 if t is not None and t.type == "identifier" and t.text.decode() == lp.var:
                     return None, f"the loop at line {s.line_of(lp.node)} assigns its counter"
+        for bound in (l1.start, l1.end):  # the same text must mean the same range
+            for n in _walk(bound):
+                d = lookup(n.text.decode(), n) if n.type == "identifier" else None
+                if d is not None and not pair._fixed(d):
+                    return None, f"{n.text.decode()}, in the loops' bounds, changes between them"
         written = _written_roots(pair, pair.block[pair.i:pair.j + 1], set(helpers))
         if isinstance(written, str):
             return None, written
