@@ -51,7 +51,8 @@ class Verdict:
     assume: list[str] = field(default_factory=list)
 
 
-def _assign_target(n: Node) -> Node | None:
+def assign_target(n: Node) -> Node | None:
+    """The variable or element an assignment or ++/-- writes (None for other nodes)."""
     if n.type == "assignment_expression":
         return n.child_by_field_name("left")
     if n.type == "update_expression":
@@ -81,7 +82,7 @@ def accesses(model: FunctionModel, region: Node) -> list[Access] | str:
             out.append(Access(root[0], root[1], read, write, n))
         elif n.type == "pointer_expression" and n.child_by_field_name("operator").type == "*":
             p = n.parent
-            if _assign_target(p) == n:
+            if assign_target(p) == n:
                 return f"writes through a pointer at line {model.src.line_of(n)}"
             root = model.pointer_root(n.child_by_field_name("argument"), region)
             if root is None:
@@ -152,7 +153,7 @@ def impure_helpers(src: Source) -> dict[str, str]:
             continue
         calls[name] = set()
         for n in walk(fn):
-            target = _assign_target(n)
+            target = assign_target(n)
             if target is not None and name not in out:
                 if target.type != "identifier":
                     out[name] = f"writes {src.text_of(target)!r}"
@@ -230,7 +231,7 @@ def check_loop(model: FunctionModel, lp: Loop, *, allow_reductions: bool,
                 return Verdict(False, f"passes a pointer to {name}() at line {src.line_of(n)}")
     # scalar writes
     for n in walk(lp.body):
-        target = _assign_target(n)
+        target = assign_target(n)
         if target is None:
             continue
         if target.type in ("subscript_expression", "pointer_expression"):

@@ -67,7 +67,12 @@ from kernelcrew.agents.transforms.cst import (
     within,
 )
 from kernelcrew.agents.transforms.cst import walk as _walk
-from kernelcrew.agents.transforms.dependence import PURE_CALLS, defined_functions, impure_helpers
+from kernelcrew.agents.transforms.dependence import (
+    PURE_CALLS,
+    defined_functions,
+    impure_helpers,
+)
+from kernelcrew.agents.transforms.dependence import assign_target as _target
 
 MARK = "// kernelcrew: values kept"
 KEEP_BYTES = 32768  # the buffer's size on the stack
@@ -199,14 +204,6 @@ class _Pair:
                             lookup(arg.text.decode(), arg).key == d.key:
                         return False  # its address is taken
         return True
-
-
-def _target(n: Node) -> Node | None:
-    if n.type == "assignment_expression":
-        return n.child_by_field_name("left")
-    if n.type == "update_expression":
-        return n.child_by_field_name("argument")
-    return None
 
 
 def _same_header(s: Source, a: Loop, b: Loop) -> bool:

@@ -261,7 +261,6 @@ def _updates_per_run(s: Source, m: FunctionModel, lp: Loop, bins: dict[str, tupl
             return trip
         for up in got[0]:
             counts = []
-            inner = next((x for x in m.loops if x.node == up), None)
             p = up.parent
             while p is not None and p != lp.node:
                 inner = next((x for x in m.loops if x.node == p), None)
