@@ -375,6 +375,90 @@ extern "C" void f(const float* x, float* y, int64_t n) {
         "no reduction" in not_applicable(out)["accumulators"]
 
 
+# ---------------------------------------------------------------- padded rows, braced if-max
+
+# rows of `stride` floats of which the first `n` are live, as a padded vocabulary is stored;
+# the running maximum written `if (...) { m = ...; }`, braces and all; the rows threaded
+# by the source's own pragma
+PADDED = kernel("""
+static void row_softmax(float* dst, float* src, int rows, int n, int stride) {
+    #pragma omp parallel for
+    for (int r = 0; r < rows; r++) {
+        float* in = src + r * stride;
+        float* out = dst + r * stride;
+        float m = -1e30f;
+        for (int i = 0; i < n; i++) {
+            if (in[i] > m) {
+                m = in[i];
+            }
+        }
+        float total = 0.0f;
+        for (int i = 0; i < n; i++) {
+            out[i] = expf(in[i] - m);
+            total += out[i];
+        }
+        for (int i = 0; i < n; i++) {
+            out[i] /= total;
+        }
+        for (int i = n; i < stride; i++) {
+            out[i] = 0.0f;
+        }
+    }
+}
+extern "C" void f(const float* x, float* y, int64_t rows, int64_t n, int64_t stride) {
+    row_softmax(y, (float*)x, (int)rows, (int)n, (int)stride);
+}
+""", flags="[-O2, -fopenmp]")
+
+
+def test_inner_loops_of_padded_rows_vectorize_and_a_braced_if_max_is_a_reduction(tmp_path):
+    """The row loop's iterations are not provably disjoint (n < stride is not known), but
+    an inner loop runs with its row fixed: its own counter is all that must be one-to-one.
+    `if (x > m) { m = x; }` is the max reduction it reads as."""
+    text = apply_transform("simd", PADDED)
+    assert text is not None
+    ps = pragmas(text)
+    assert "omp simd reduction(max : m)" in ps and "omp simd reduction(+ : total)" in ps
+    assert ps.count("omp simd") == 2  # the division and the padding loops, plain
+    assert "m = (in[i] > m) ? in[i] : m;" in text  # the if as a select, so it vectorizes
+    acc = apply_transform("accumulators", text)
+    assert acc is not None and "reduction(max : m, m_1" in acc  # the sum loop also stores
+    assert apply_transform("omp_parallel", PADDED) is None  # threaded already, never stacked
+    rng = np.random.default_rng(5)
+    for variant, name in ((text, "simd"), (acc, "acc")):
+        lib = build(variant, tmp_path, f"padded_{name}")
+        for rows, n, stride in ((7, 1001, 1008), (1, 1, 1), (3, 5, 9), (2, 300, 300)):
+            x = rng.standard_normal((rows, stride)).astype(np.float32) * 4
+            y = np.full((rows, stride), np.nan, np.float32)
+            lib.f(ptr(x), ptr(y), ctypes.c_int64(rows), ctypes.c_int64(n),
+                  ctypes.c_int64(stride))
+            xd = x[:, :n].astype(np.float64)
+            e = np.exp(xd - xd.max(-1, keepdims=True))
+            assert np.allclose(y[:, :n], e / e.sum(-1, keepdims=True), rtol=1e-4, atol=1e-7)
+            assert not y[:, n:].any()
+
+
+@pytest.mark.parametrize("body", [
+    # a recurrence along a row reached through a row pointer
+    "float* row = y + r * n;\n        for (int i = 1; i < n; i++) row[i] = row[i - 1] * 0.5f + x[i];",
+    # the row below read while this one is written, through two row pointers
+    "float* row = y + r * n;\n        float* below = y + (r + 1) * n;\n"
+    "        for (int i = 0; i < n; i++) row[i] = below[i] + x[i];",
+    # a braced if that updates the maximum and something else
+    "float m = 0.0f;\n        for (int i = 0; i < n; i++) { if (x[i] > m) { m = x[i]; y[i] = m; } }\n"
+    "        y[r] = m;",
+])
+def test_a_fixed_row_does_not_hide_a_dependence_along_the_inner_loop(body):
+    text = kernel("static void g(float* y, float* x, int rows, int n) {\n"
+                  "    for (int r = 0; r < rows; r++) {\n"
+                  f"        {body}\n"
+                  "    }\n}\n"
+                  "extern \"C\" void f(const float* x, float* y, int64_t rows, int64_t n) "
+                  "{ g(y, (float*)x, (int)rows, (int)n); }\n")
+    for name in ("simd", "accumulators", "omp_parallel"):
+        assert apply_transform(name, text) is None, name
+
+
 # ---------------------------------------------------------------- macros
 
 def test_function_like_macros_without_side_effects_do_not_block_vectorization():

@@ -14,7 +14,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from kernelcrew.agents.transforms.affine import FunctionModel, Poly, digits, split_terms
+from kernelcrew.agents.transforms.affine import (
+    VAR_MARK,
+    FunctionModel,
+    Poly,
+    digits,
+    split_terms,
+)
 from kernelcrew.agents.transforms.cst import (
     Loop,
     Node,
@@ -257,7 +263,7 @@ def check_loop(model: FunctionModel, lp: Loop, *, allow_reductions: bool,
         if prev is not None and prev != kind[0]:
             return Verdict(False, f"{name} is reduced two ways ({prev}, {kind[0]})")
         verdict.reductions[name] = kind[0]
-        holder = n.parent.parent if kind[1] is not None else n.parent
+        holder = kind[1][0] if kind[1] is not None else n.parent
         red_stmts.append(holder)
         if kind[1] is not None:
             verdict.rewrites.append(kind[1])
@@ -280,29 +286,68 @@ def check_loop(model: FunctionModel, lp: Loop, *, allow_reductions: bool,
             local_roots.add(a.root)
     written = {a.root for a in accs if a.write} - local_roots - set(exclude)
     for root in written:
-        ref = None
-        for a in (x for x in accs if x.root == root):
-            what = f"{'write' if a.write else 'read'} {src.text_of(a.node)!r} at line " \
-                   f"{src.line_of(a.node)}"
-            if a.offset is None:
-                return Verdict(False, f"cannot tell which element the {what} touches")
-            ds = digits(model, a.offset, region, verdict.assume if assume else None)
-            if ds is None:
-                return Verdict(False, f"cannot prove the {what} touches one element per "
-                                      "iteration (subscript not a mixed-radix form)")
-            mine = [(v, c) for v, c in ds if v in own]
-            if len(mine) != 1:
-                return Verdict(False, f"the {what} does not depend on {lp.var}: iterations "
-                                      "would write the same element")
-            split = split_terms(a.offset)
-            sig = (mine[0][0], sorted(mine[0][1].items()), sorted(split[1].items()))
-            if ref is None:
-                ref = sig
-            elif sig != ref:
-                return Verdict(False, f"the {what} reaches an element another iteration of "
-                                      f"{lp.var} writes")
+        # first as a whole (every counter one digit); failing that, with the enclosing
+        # loops' counters held fixed (the region runs with them fixed); the first reason
+        # is the one reported
+        assumed = list(verdict.assume)
+        why = _root_partition(model, lp, region, own, [x for x in accs if x.root == root],
+                              verdict.assume if assume else None, frozen=False)
+        if why is not None:
+            verdict.assume[:] = assumed
+            if _root_partition(model, lp, region, own, [x for x in accs if x.root == root],
+                               verdict.assume if assume else None, frozen=True) is not None:
+                return Verdict(False, why)
     verdict.assume = list(dict.fromkeys(verdict.assume))
     return verdict
+
+
+def _root_partition(model: FunctionModel, lp: Loop, region: Node, own: set[str],
+                    accs: list[Access], assume: list[str] | None, *, frozen: bool
+                    ) -> str | None:
+    """None when every access to one written buffer touches one element per iteration of
+    `lp`, all at the same digit position (iterations then touch disjoint elements); else
+    why not. With `frozen`, the enclosing loops' counters count as invariants."""
+    src = model.src
+    ref = None
+    for a in accs:
+        what = f"{'write' if a.write else 'read'} {src.text_of(a.node)!r} at line " \
+               f"{src.line_of(a.node)}"
+        if a.offset is None:
+            return f"cannot tell which element the {what} touches"
+        offset = freeze_enclosing(model, a.offset, region) if frozen else a.offset
+        ds = digits(model, offset, region, assume)
+        if ds is None:
+            return f"cannot prove the {what} touches one element per iteration " \
+                   "(subscript not a mixed-radix form)"
+        mine = [(v, c) for v, c in ds if v in own]
+        if len(mine) != 1:
+            return f"the {what} does not depend on {lp.var}: iterations would write the " \
+                   "same element"
+        split = split_terms(offset)
+        sig = (mine[0][0], sorted(mine[0][1].items()), sorted(split[1].items()))
+        if ref is None:
+            ref = sig
+        elif sig != ref:
+            return f"the {what} reaches an element another iteration of {lp.var} writes"
+    return None
+
+
+def freeze_enclosing(model: FunctionModel, off: Poly, region: Node) -> Poly:
+    """The offset with the counters of loops around `region` as plain symbols: they hold
+    one value while the region runs, so only the region's own counters need to be one-to-one
+    (`probs_bt[i]` with `probs_bt = probs + b*T*Vp + t*Vp` and `i < V`: the rows of b and t
+    need not be disjoint for the iterations of i to write distinct elements). Two accesses
+    still match only when their frozen parts are the same (`split_terms`' invariant rest)."""
+    def plain(sym: str) -> str:
+        if VAR_MARK not in sym:
+            return sym
+        lp = model.loop_by_key(sym)
+        return sym if lp is None or within(lp.node, region) else sym.replace(VAR_MARK, "~")
+    out: Poly = {}
+    for mono, c in off.items():
+        key = tuple(sorted(plain(x) for x in mono))
+        out[key] = out.get(key, 0) + c
+    return {k: v for k, v in out.items() if v}
 
 
 def _pointer_valued(a: Node) -> bool:

@@ -42,6 +42,11 @@ def reduction(model: FunctionModel, assign: Node, d: Decl, lp: Loop
         return ("*" if op == "*=" else "+"), None
     if op != "=":
         return None
+    if holder is not None and holder.type == "compound_statement" and \
+            len([c for c in holder.named_children if c.type != "comment"]) == 1 and \
+            holder.parent is not None and holder.parent.type == "if_statement" and \
+            holder.parent.child_by_field_name("consequence") == holder:
+        holder = holder.parent  # `if (e > m) { m = e; }`, as most code writes it
     if holder is not None and holder.type == "if_statement":
         return _if_minmax(model, holder, assign, name)
     if right.type == "binary_expression":

@@ -42,7 +42,7 @@ extern "C" void histogram(const int32_t* __restrict__ values, int32_t* __restric
         for (int64_t i = 0; i < n; ++i) counts[values[i]]++;
         return;
     }
-    if (n < (int64_t)1 << 20 || bins > (int64_t)1 << 16) {  // small: one thread
+    if (n < (int64_t)1 << 18 || bins > (int64_t)1 << 16) {  // small: one thread
         int32_t* scratch = (int32_t*)std::malloc(sizeof(int32_t) * (size_t)(COPIES * bins));
         if (!scratch) {  // no memory for the copies: count directly
             std::memset(counts, 0, sizeof(int32_t) * (size_t)bins);
