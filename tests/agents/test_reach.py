@@ -442,11 +442,11 @@ def test_inner_loops_of_padded_rows_vectorize_and_a_braced_if_max_is_a_reduction
     # a recurrence along a row reached through a row pointer
     "float* row = y + r * n;\n        for (int i = 1; i < n; i++) row[i] = row[i - 1] * 0.5f + x[i];",
     # the row below read while this one is written, through two row pointers
-    "float* row = y + r * n;\n        float* below = y + (r + 1) * n;\n"
-    "        for (int i = 0; i < n; i++) row[i] = below[i] + x[i];",
+    ("float* row = y + r * n;\n        float* below = y + (r + 1) * n;\n"
+    "        for (int i = 0; i < n; i++) row[i] = below[i] + x[i];"),
     # a braced if that updates the maximum and something else
-    "float m = 0.0f;\n        for (int i = 0; i < n; i++) { if (x[i] > m) { m = x[i]; y[i] = m; } }\n"
-    "        y[r] = m;",
+    ("float m = 0.0f;\n        for (int i = 0; i < n; i++) { if (x[i] > m) { m = x[i]; y[i] = m; } }\n"
+    "        y[r] = m;"),
 ])
 def test_a_fixed_row_does_not_hide_a_dependence_along_the_inner_loop(body):
     text = kernel("static void g(float* y, float* x, int rows, int n) {\n"
