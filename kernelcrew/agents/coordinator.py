@@ -103,6 +103,7 @@ def _alone(p: Proposal, stats: dict[str, dict]) -> str:
 _KEEP_FIRST = ("vector_math", "vector_math_ext", "accumulators", "simd", "unroll", "restrict",
                "omp_parallel", "omp_version", "row_accumulate", "loop_order", "interchange")
 APPLY_AFTER = {"unroll_and_jam": ("omp_parallel", "keep_values"),
+               "register_tile": ("omp_parallel", "keep_values"),
                **{k: ("keep_values",) for k in _KEEP_FIRST}}
 
 

@@ -14,6 +14,7 @@ from kernelcrew.agents.transforms.affine import FunctionModel, p_str, split_term
 from kernelcrew.agents.transforms.cst import Source, find_function, params, pragma_text, walk
 from kernelcrew.agents.transforms.dependence import check_loop
 from kernelcrew.agents.transforms.jam import jam_reason
+from kernelcrew.agents.transforms.regtile import tile_reason
 from kernelcrew.agents.transforms.views import canonical
 from kernelcrew.errors import InputError
 from kernelcrew.kernels.kernelfile import KernelFile
@@ -47,6 +48,7 @@ class StaticFacts:
     math_calls: list[str] = field(default_factory=list)
     restrict_missing: bool = False
     dot_nests: list[str] = field(default_factory=list)  # "o over i at line N" (jammable)
+    row_tiles: list[str] = field(default_factory=list)  # "t around o over i at line N"
     chains: list[str] = field(default_factory=list)  # reductions that can take accumulators
     not_applicable: dict[str, str] = field(default_factory=dict)  # move -> why not, from source
 
@@ -75,6 +77,15 @@ def static_facts(kf: KernelFile) -> StaticFacts:
                 if re.fullmatch(r"(exp|erf|log|tanh|sqrt|pow|sin|cos)f?", callee):
                     f.math_calls.append(callee)
         for lp in m.loops:
+            if len(lp.children) == 1 and len(lp.children[0].children) == 1 and \
+                    not lp.children[0].children[0].children:
+                why = tile_reason(m, lp)
+                if why is None:
+                    y = lp.children[0]
+                    f.row_tiles.append(f"{lp.var} around {y.var} over {y.children[0].var} "
+                                       f"at line {s.line_of(lp.node) + off}")
+                else:
+                    f.not_applicable.setdefault("register_tile", why)
             if len(lp.children) == 1 and not lp.children[0].children:
                 why = jam_reason(m, lp)
                 if why is None:

@@ -56,6 +56,7 @@ from kernelcrew.agents.transforms.keep import keep_values
 from kernelcrew.agents.transforms.nests import interchange, swap_loops, tile
 from kernelcrew.agents.transforms.privatize import private_bins
 from kernelcrew.agents.transforms.regblock import register_block
+from kernelcrew.agents.transforms.regtile import register_tile
 from kernelcrew.agents.transforms.rowacc import row_accumulate
 from kernelcrew.agents.transforms.scan import DEFAULTS as SCAN_DEFAULTS
 from kernelcrew.agents.transforms.scan import blocked_scan
@@ -99,6 +100,7 @@ __all__ = [
     "omp_simd_inner",
     "parse_any",
     "register_block",
+    "register_tile",
     "register_transform",
     "set_block",
     "tile",
@@ -555,6 +557,13 @@ register_transform("unroll_and_jam", ("cpu",),
                    "rest kept; a nest split across a helper call or walked with *p++ is seen whole; "
                    "an omp parallel for on the outer loop stays on the jammed loop",
                    through_views(unroll_and_jam), factor=4)
+register_transform("register_tile", ("cpu",),
+                   "register-tile a dot-product nest and the row loop around it: ROWS rows x "
+                   "COLS outputs share one pass of the inner reduction (ROWS*COLS "
+                   "accumulators, omp simd reduction), so each element of either operand is "
+                   "loaded once per tile; leftover rows and outputs kept; a parallel for or "
+                   "collapse(2) on the rows kept",
+                   through_views(register_tile), rows=4, cols=4)
 register_transform("accumulators", ("cpu",),
                    "WAYS accumulators for innermost reduction loops (WAYS contiguous parts "
                    "walked side by side under omp simd), the rest of the range kept",

@@ -17,6 +17,7 @@ from kernelcrew.agents.transforms.dependence import check_loop
 from kernelcrew.agents.transforms.jam import jam_reasons
 from kernelcrew.agents.transforms.keep import keep_reasons
 from kernelcrew.agents.transforms.privatize import private_bins_reasons
+from kernelcrew.agents.transforms.regtile import tile_reasons
 from kernelcrew.agents.transforms.rowacc import row_reasons
 from kernelcrew.agents.transforms.scan import scan_reasons
 from kernelcrew.agents.transforms.scope import scope_of
@@ -95,6 +96,12 @@ def _jam_why(kf: KernelFile) -> str:
     return "; ".join(reasons[:3]) or "no 2-deep nest with an inner reduction"
 
 
+def _tile_why(kf: KernelFile) -> str:
+    reasons = [f"{name}(): {r}" for name, _, _ in _models(kf)
+               for r in tile_reasons(_read_as(kf, name), name)]
+    return "; ".join(reasons[:3]) or "no dot-product nest inside a loop over rows"
+
+
 def _accum_why(kf: KernelFile) -> str:
     reasons = [f"{name}(): {r}" for name, _, _ in _models(kf)
                for r in accum_reasons(_read_as(kf, name), name)]
@@ -137,7 +144,8 @@ def _restrict_why(kf: KernelFile) -> str:
 
 
 _WHY = {"omp_parallel": _threads_why, "accumulators": _accum_why, "simd": _simd_why,
-        "unroll_and_jam": _jam_why, "restrict": _restrict_why, "row_accumulate": _row_why,
+        "unroll_and_jam": _jam_why, "register_tile": _tile_why, "restrict": _restrict_why,
+        "row_accumulate": _row_why,
         "keep_values": _keep_why,
         "private_bins": _bins_why, "blocked_scan": _scan_why,
         "unroll": lambda kf: "every innermost loop carries an unroll or OpenMP pragma"}

@@ -192,10 +192,10 @@ def _declared_names(node: Node) -> dict[int, int]:
 
 
 def rename_copy(m: FunctionModel, node: Node, lp: Loop, k: int, var_text: str | None,
-                renames: set[str]) -> str:
+                renames: set[str], tag: str = "") -> str:
     """The text of `node` for copy k of a loop body: the loop variable becomes `var_text`
     (unchanged when None), and in copies k > 0 the declarations named in `renames` (Decl
-    keys) get a `_k` suffix, at their declaration and every use."""
+    keys) get a `_k` suffix (`_{tag}k` with a tag), at their declaration and every use."""
     s = m.src
     base = node.start_byte
     data = s.data[node.start_byte:node.end_byte]
@@ -207,7 +207,7 @@ def rename_copy(m: FunctionModel, node: Node, lp: Loop, k: int, var_text: str | 
         name = n.text.decode()
         if n.start_byte in declared:
             if f"{name}@{declared[n.start_byte]}" in renames and k:
-                edits.append((n.start_byte - base, n.end_byte - base, f"{name}_{k}"))
+                edits.append((n.start_byte - base, n.end_byte - base, f"{name}_{tag}{k}"))
             continue
         d = lookup(name, n)
         if d is None:
@@ -216,7 +216,7 @@ def rename_copy(m: FunctionModel, node: Node, lp: Loop, k: int, var_text: str | 
             if var_text is not None:
                 edits.append((n.start_byte - base, n.end_byte - base, var_text))
         elif d.key in renames and k:
-            edits.append((n.start_byte - base, n.end_byte - base, f"{name}_{k}"))
+            edits.append((n.start_byte - base, n.end_byte - base, f"{name}_{tag}{k}"))
     for a, b, t in sorted(edits, reverse=True):
         data = data[:a] + t.encode() + data[b:]
     return data.decode()
@@ -267,36 +267,17 @@ def _jam_once(s: Source, m: FunctionModel, factor: int) -> str | None:
         names = [f"{r}_{k}" if k else r for r in red for k in copies]
         ih = s.data[inner.node.start_byte:inner.body.start_byte].decode().rstrip()
         simd = f"#pragma omp simd reduction(+ : {', '.join(names)})\n"
-        start = invariant_text(s, m, lp.start, lp.node)
-        end = invariant_text(s, m, lp.end, lp.node)
-        if start is None or end is None:
+        head = jam_header(s, m, lp, factor, taken)
+        if head is None:
             continue
-        var = lp.var
-        own = lp.decl is not None and lp.decl.parent is not None and \
-            lp.decl.parent.start_byte == lp.node.start_byte
-        if own:
-            ty = lp.decl.child_by_field_name("type")
-        else:
-            d = lookup(var, lp.node)
-            ty = d.node.child_by_field_name("type") if d is not None else None
-        if ty is None:
-            continue
-        decl_type = s.text_of(ty).replace("const ", "").strip()
-        lim = next(f"{var}_jam{k or ''}" for k in range(len(taken) + 1)
-                   if f"{var}_jam{k or ''}" not in taken)
-        cmp = "<=" if lp.inclusive else "<"
-        e, b = _paren(end), _paren(start)
-        span = e if b == "0" else f"{e} - {b}"
-        count = f"({span} + 1)" if lp.inclusive else (span if span == e else f"({span})")
+        var, init, start, end, lim, cmp, lim_text = head
         orig_body = s.text_of(lp.body).replace("\n", "\n    ")
-        init = f"{decl_type} {var}" if own else var
         # the main loop in OpenMP's canonical form (`for (v = a; v < b; v += F)`), so a
         # `parallel for` it carried stays on it; the leftover iterations start at its end
         par = worksharing(s, lp)
         text = (
             f"{{  {JAM_MARK} {factor}\n"
-            f"{st1}const {decl_type} {lim} = {e} {'>=' if lp.inclusive else '>'} {b} ? "
-            f"{'' if b == '0' else b + ' + '}{count} / {factor} * {factor} : {b};\n"
+            f"{st1}{lim_text}\n"
             + (f"#pragma {par}\n" if par else "") +
             f"{st1}for ({init} = {start}; {var} < {lim}; {var} += {factor}) {{\n"
             f"{pre_txt}"
@@ -313,6 +294,40 @@ def _jam_once(s: Source, m: FunctionModel, factor: int) -> str | None:
         start_b = s.line_start(at[0]) if at else lp.node.start_byte
         return finish(s, [Edit(start_b, lp.node.end_byte, (ind if at else "") + text)])
     return None
+
+
+def jam_header(s: Source, m: FunctionModel, lp: Loop, factor: int, taken: set[str]
+               ) -> tuple[str, str, str, str, str, str, str] | None:
+    """What a loop jammed by `factor` is written with: (var, init, start, end, lim, cmp,
+    lim_text): `for (init = start; var < lim; var += factor)` runs the groups, `for (init
+    = lim; var cmp end; ++var)` the leftover iterations, and `lim_text` declares `lim`, a
+    fresh name. None when a bound is not fixed before the loop or the counter's type is
+    unknown."""
+    start = invariant_text(s, m, lp.start, lp.node)
+    end = invariant_text(s, m, lp.end, lp.node)
+    if start is None or end is None:
+        return None
+    var = lp.var
+    own = lp.decl is not None and lp.decl.parent is not None and \
+        lp.decl.parent.start_byte == lp.node.start_byte
+    if own:
+        ty = lp.decl.child_by_field_name("type")
+    else:
+        d = lookup(var, lp.node)
+        ty = d.node.child_by_field_name("type") if d is not None else None
+    if ty is None:
+        return None
+    decl_type = s.text_of(ty).replace("const ", "").strip()
+    lim = next(f"{var}_jam{k or ''}" for k in range(len(taken) + 1)
+               if f"{var}_jam{k or ''}" not in taken)
+    cmp = "<=" if lp.inclusive else "<"
+    e, b = _paren(end), _paren(start)
+    span = e if b == "0" else f"{e} - {b}"
+    count = f"({span} + 1)" if lp.inclusive else (span if span == e else f"({span})")
+    init = f"{decl_type} {var}" if own else var
+    lim_text = (f"const {decl_type} {lim} = {e} {'>=' if lp.inclusive else '>'} {b} ? "
+                f"{'' if b == '0' else b + ' + '}{count} / {factor} * {factor} : {b};")
+    return var, init, start, end, lim, cmp, lim_text
 
 
 def _paren(text: str) -> str:
