@@ -7,6 +7,7 @@ and the nests where jamming the rows would be wrong or would share nothing."""
 from __future__ import annotations
 
 import ctypes
+import re
 
 import numpy as np
 import pytest
@@ -138,15 +139,15 @@ def test_counters_declared_at_the_top_and_an_update_of_the_output(tmp_path):
 
 @pytest.mark.parametrize("body, why", [
     # each row reads the row above it: the rows are not independent
-    ("for (int j = 0; j < n; j++) { float s = 0; for (int p = 0; p < k; p++) "
-     "s += A[i * k + p] * Bt[j * k + p]; Cm[i * n + j] = s + (i ? Cm[(i - 1) * n + j] : 0); }",
+    (("for (int j = 0; j < n; j++) { float s = 0; for (int p = 0; p < k; p++) "
+     "s += A[i * k + p] * Bt[j * k + p]; Cm[i * n + j] = s + (i ? Cm[(i - 1) * n + j] : 0); }"),
      "not independent"),
     # a causal nest: the outputs of row i run to i, so the tile's rows have other bounds
-    ("for (int j = 0; j <= i; j++) { float s = 0; for (int p = 0; p < k; p++) "
-     "s += A[i * k + p] * Bt[j * k + p]; Cm[i * n + j] = s; }", "change with i"),
+    (("for (int j = 0; j <= i; j++) { float s = 0; for (int p = 0; p < k; p++) "
+     "s += A[i * k + p] * Bt[j * k + p]; Cm[i * n + j] = s; }"), "change with i"),
     # every read depends on the row: the rows share nothing
-    ("for (int j = 0; j < n; j++) { float s = 0; for (int p = 0; p < k; p++) "
-     "s += A[i * k + p] * A[i * k + p] * (float)j; Cm[i * n + j] = s; }", "share nothing"),
+    (("for (int j = 0; j < n; j++) { float s = 0; for (int p = 0; p < k; p++) "
+     "s += A[i * k + p] * A[i * k + p] * (float)j; Cm[i * n + j] = s; }"), "share nothing"),
 ])
 def test_row_loops_that_must_not_be_jammed_are_refused_with_the_reason(body, why):
     src = ("extern \"C\" void f(const float* A, const float* Bt, float* Cm, int m, int n, "
@@ -155,3 +156,43 @@ def test_row_loops_that_must_not_be_jammed_are_refused_with_the_reason(body, why
     reasons = tile_reasons(src, "f")
     assert any(why in r for r in reasons), reasons
     assert why in not_applicable(kernel(src))["register_tile"]
+
+
+# leading dimensions as parameters, BLAS-style (C += alpha * A @ B.T)
+STRIDED = kernel("""
+extern "C" void f(const float* A, const float* Bt, float* Cm, float alpha, long m_, long n_,
+                  long k_, long lda_, long ldb_, long ldc_) {
+    int M = (int)m_, N = (int)n_, K = (int)k_, lda = (int)lda_, ldb = (int)ldb_;
+    int ldc = (int)ldc_;
+    for (int i = 0; i < M; ++i) {
+        for (int j = 0; j < N; ++j) {
+            float sum = 0;
+            for (int p = 0; p < K; ++p) sum += alpha * A[i * lda + p] * Bt[j * ldb + p];
+            Cm[i * ldc + j] += sum;
+        }
+    }
+}
+""")
+
+
+def test_leading_dimensions_are_tested_before_the_tile(tmp_path):
+    """Rows of C are disjoint only when ldc >= N: the tile runs under that test, the code
+    as it was otherwise (rows that overlap then add up in the original order)."""
+    text = apply_transform("register_tile", STRIDED, {"rows": 4, "cols": 2})
+    # the row's span read as the loop bound or as the size it is narrowed from
+    assert text is not None and re.search(r"if \(\(ldc >= (N|n_)\)\) \{", text)
+    lib = build(text, tmp_path, "strided")
+    rng = np.random.default_rng(24)
+    for m, n, k, lda, ldb, ldc in ((9, 5, 7, 9, 7, 8), (4, 2, 3, 3, 3, 2), (6, 6, 4, 4, 4, 3),
+                                   (5, 3, 2, 2, 2, 1)):
+        a = rng.standard_normal(m * lda).astype(np.float32)
+        bt = rng.standard_normal(n * ldb).astype(np.float32)
+        c = rng.standard_normal((m - 1) * ldc + n).astype(np.float32)
+        want = c.astype(np.float64)
+        for i in range(m):  # the original loop order, overlapping rows and all
+            for j in range(n):
+                want[i * ldc + j] += 0.5 * float(np.dot(a[i * lda:i * lda + k].astype(np.float64),
+                                                        bt[j * ldb:j * ldb + k]))
+        lib.f(ptr(a), ptr(bt), ptr(c), ctypes.c_float(0.5), *map(ctypes.c_long,
+                                                                 (m, n, k, lda, ldb, ldc)))
+        assert np.allclose(c, want, rtol=1e-4, atol=1e-4), (m, n, ldc)

@@ -398,8 +398,16 @@ def digits(model: FunctionModel, off: Poly, region: Node,
             return False
         name = next(iter(c))[0]
         in_spans = {sym for sp in spans for mono in sp for sym in mono}
-        return name in size_params and name not in in_spans and \
+        return (name in size_params or _fixed_int_local(name)) and name not in in_spans and \
             all(VAR_MARK not in sym for sym in in_spans)
+
+    def _fixed_int_local(name: str) -> bool:
+        """A local that holds a size for the whole function (`int ldc = (int)ldc_;`,
+        never assigned again): its value at the test is the one the loops see."""
+        d = lookup(name, region)
+        return d is not None and not d.param and not d.pointer and not d.array and \
+            d.init is not None and not model.is_written(d) and \
+            _base_type(model.src.text_of(d.node.child_by_field_name("type"))) in _INT_TYPES
 
     while remaining:
         match = [v for v, c in remaining.items() if fits(c)]

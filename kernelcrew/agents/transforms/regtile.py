@@ -172,7 +172,7 @@ def tile_reason(m: FunctionModel, x: Loop) -> str | None:
             return f"the collapse(2) nest at line {s.line_of(p.node)} is not perfect"
         if any(invariant_text(s, m, n, p.node) is None for n in (x.start, x.end)):
             return f"the bounds of {x.var} are not fixed before the collapse(2) nest"
-    v = check_loop(m, x, allow_reductions=False)
+    v = check_loop(m, x, allow_reductions=False, assume=True)
     if not v.ok:
         return f"rows of {x.var} are not independent: {v.reason}"
     if not shared_reads(m, x, k):
@@ -316,15 +316,28 @@ def _tile(s: Source, m: FunctionModel, x: Loop, rows: int, cols: int) -> str | N
     else:
         ph = s.data[outer.node.start_byte:outer.body.start_byte].decode().rstrip()
         left = f"#pragma {coll[1]}\n{st1}{ph} {{\n{rest}{st1}}}"
-        left = "\n".join(ln if ln.startswith("#") or not ln.strip() else "    " + ln
-                         for ln in left.split("\n"))
+        left = _indented(left)
         text = (f"{mark}\n{st1}{lim_text}\n"
                 f"#pragma {coll[1]}\n{st1}{ph} {{\n{jammed}{st1}}}\n"
                 f"{st1}if ({lim} {cmp} {end}) {{  // the leftover rows\n{left}\n{st1}}}\n"
                 f"{ind}}}")
     at = pragmas_before(outer.node)
     start_b = s.line_start(at[0]) if at else outer.node.start_byte
+    # what the rows' independence rests on (a leading dimension no smaller than the row:
+    # `ldc >= N`), tested before the tile; the code as it was otherwise
+    conds = check_loop(m, x, allow_reductions=False, assume=True).assume
+    if conds:
+        test = " && ".join(f"({c})" for c in conds)
+        old = s.data[start_b:outer.node.end_byte].decode()
+        text = (f"if ({test}) {{  // the rows are disjoint\n{_indented(ind + text)}\n"
+                f"{ind}}} else {{\n{_indented(old if at else ind + old)}\n{ind}}}")
     return finish(s, [Edit(start_b, outer.node.end_byte, (ind if at else "") + text)])
+
+
+def _indented(text: str) -> str:
+    """Four more spaces on every line but preprocessor lines and blank ones."""
+    return "\n".join(ln if ln.startswith("#") or not ln.strip() else "    " + ln
+                     for ln in text.split("\n"))
 
 
 def register_tile(src: str, entry: str, rows: int = 4, cols: int = 4) -> str | None:
