@@ -196,3 +196,44 @@ def test_leading_dimensions_are_tested_before_the_tile(tmp_path):
         lib.f(ptr(a), ptr(bt), ptr(c), ctypes.c_float(0.5), *map(ctypes.c_long,
                                                                  (m, n, k, lda, ldb, ldc)))
         assert np.allclose(c, want, rtol=1e-4, atol=1e-4), (m, n, ldc)
+
+
+# the i-k-j order with leading dimensions and the counters at the top (C += alpha * A @ B)
+IKJ = kernel("""
+extern "C" void f(const float* A, const float* Bm, float* Cm, float alpha, long m_, long n_,
+                  long k_, long lda_, long ldb_, long ldc_) {
+    int M = (int)m_, N = (int)n_, K = (int)k_, lda = (int)lda_, ldb = (int)ldb_;
+    int ldc = (int)ldc_;
+    int i, j, p;
+    for (i = 0; i < M; ++i) {
+        for (p = 0; p < K; ++p) {
+            float a = alpha * A[i * lda + p];
+            for (j = 0; j < N; ++j) {
+                Cm[i * ldc + j] += a * Bm[p * ldb + j];
+            }
+        }
+    }
+}
+""")
+
+
+def test_register_block_of_an_ikj_nest_with_leading_dimensions(tmp_path):
+    """The blocked rows run under `ldc >= N`, once (the code as it was is not blocked
+    again); overlapping rows take the original order."""
+    text = apply_transform("register_block", IKJ)
+    assert text is not None and text.count("// kernelcrew: the code as it was") == 1
+    assert re.search(r"if \(\(ldc >= (N|n_)\)\) \{", text)
+    lib = build(text, tmp_path, "ikj")
+    rng = np.random.default_rng(25)
+    for m, n, k, lda, ldb, ldc in ((9, 37, 7, 8, 40, 37), (4, 16, 3, 3, 16, 20), (1, 1, 1, 1, 1, 1),
+                                   (6, 6, 4, 4, 6, 3)):
+        a = rng.standard_normal(m * lda).astype(np.float32)
+        bm = rng.standard_normal(k * ldb).astype(np.float32)
+        c = rng.standard_normal((m - 1) * ldc + n).astype(np.float32)
+        want = c.astype(np.float64)
+        for i in range(m):
+            for p in range(k):
+                want[i * ldc:i * ldc + n] += 0.5 * float(a[i * lda + p]) * bm[p * ldb:p * ldb + n]
+        lib.f(ptr(a), ptr(bm), ptr(c), ctypes.c_float(0.5), *map(ctypes.c_long,
+                                                                 (m, n, k, lda, ldb, ldc)))
+        assert np.allclose(c, want, rtol=1e-4, atol=1e-4), (m, n, ldc)

@@ -544,8 +544,8 @@ def _t_register_block(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
     rows, cols = str(p["rows"]), str(p["cols"])
     rv = int(kf.meta.knobs.get(rows, p["rows_default"]))
     cv = int(kf.meta.knobs.get(cols, p["cols_default"]))
-    out = _each_entry(kf, lambda s, e: register_block(s, e, rows=rows, cols=cols,
-                                                      rows_default=rv, cols_default=cv))
+    out = _each_entry(kf, lambda s, e: through_views(register_block)(
+        s, e, rows=rows, cols=cols, rows_default=rv, cols_default=cv))
     if out is not None:
         out.knobs = {rows: rv, cols: cv}
     return out

@@ -186,6 +186,40 @@ def guard_edit(s: Source, m: FunctionModel, knob: str, value: int) -> Edit:
     return Edit(at, at, f"#ifndef {knob}\n#define {knob} {value}\n#endif\n\n")
 
 
+def indented(text: str, by: str = "    ") -> str:
+    """`by` more on every line but preprocessor lines (which stay at the margin) and blank
+    ones."""
+    return "\n".join(ln if ln.startswith("#") or not ln.strip() else by + ln
+                     for ln in text.split("\n"))
+
+
+AS_WAS_MARK = "// kernelcrew: the code as it was, where the test fails"
+
+
+def versioned(ind: str, conds: list[str], fast: str, slow: str) -> str:
+    """`if (conds) { fast } else { slow }` at indentation `ind`; `fast` and `slow` are
+    statement texts at `ind` (their first line indented too), moved in by one level. The
+    conditions are what a rewrite's legality rests on, tested at run time (`ldc >= N`);
+    the slow block opens with AS_WAS_MARK, so the rewrite does not take it again
+    (`in_as_was`)."""
+    test = " && ".join(f"({c})" for c in conds)
+    return (f"{ind}if ({test}) {{\n{indented(fast)}\n{ind}}} else {{\n{ind}    {AS_WAS_MARK}\n"
+            f"{indented(slow)}\n{ind}}}")
+
+
+def in_as_was(node: Node) -> bool:
+    """Inside the slow block of `versioned`."""
+    p = node.parent
+    while p is not None:
+        if p.type == "compound_statement":
+            first = p.named_children[0] if p.named_children else None
+            if first is not None and first.type == "comment" and \
+                    first.text.decode().strip() == AS_WAS_MARK:
+                return True
+        p = p.parent
+    return False
+
+
 def mentions_var(m: FunctionModel, node: Node, lp: Loop) -> bool:
     for ident in identifiers(node, lp.var):
         d = lookup(lp.var, ident)

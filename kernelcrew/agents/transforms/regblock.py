@@ -36,6 +36,7 @@ from kernelcrew.agents.transforms.common import (
     finish,
     fresh_name,
     guard_edit,
+    in_as_was,
     in_small_path,
     invariant_text,
     loop_header,
@@ -43,6 +44,7 @@ from kernelcrew.agents.transforms.common import (
     product,
     repeat,
     statements,
+    versioned,
 )
 from kernelcrew.agents.transforms.cst import (
     Edit,
@@ -100,7 +102,8 @@ def _is_zero_store(s: Source, m: FunctionModel, z: Loop, i: Loop) -> tuple[Node,
 
 def _block_one(s: Source, m: FunctionModel, i: Loop, rows: str, cols: str, rows_default: int,
                cols_default: int) -> str | None:
-    if in_small_path(i.node) or not i.canonical or i.step is not None or i.inclusive:
+    if in_small_path(i.node) or in_as_was(i.node) or not i.canonical or i.step is not None \
+            or i.inclusive:
         return None
     if i.decl is None or i.decl.type != "declaration" or i.decl.parent is None or \
             i.decl.parent.type != "for_statement" or i.body.type != "compound_statement":
@@ -230,11 +233,16 @@ def _block_one(s: Source, m: FunctionModel, i: Loop, rows: str, cols: str, rows_
             return None
     # legal: rows write distinct elements of C (so they can be interleaved), and so do
     # columns (so the column chunks can move outside the k loop); a k loop of its own
+    # (where that rests on a leading dimension, `C[i * ldc + j]`, the blocked code runs
+    # under a test of it, the code as it was otherwise)
+    conds: list[str] = []
     for lp in (i, j) + ((z,) if z is not None else ()):
-        if not check_loop(m, lp, allow_reductions=False).ok:
+        v = check_loop(m, lp, allow_reductions=False, assume=True)
+        if not v.ok:
             return None
+        conds += [c for c in v.assume if c not in conds]
     return _emit(s, m, i, z, q, j, i_prag, cond, other, a_name, a_type, x, target, prod,
-                 zero, rows, cols, rows_default, cols_default, i_end, j_end)
+                 zero, rows, cols, rows_default, cols_default, i_end, j_end, conds)
 
 
 def _subst(s: Source, m: FunctionModel, node: Node, lp: Loop, text: str) -> str:
@@ -252,8 +260,8 @@ def _subst(s: Source, m: FunctionModel, node: Node, lp: Loop, text: str) -> str:
 def _emit(s: Source, m: FunctionModel, i: Loop, z: Loop | None, q: Loop, j: Loop,
           i_prag: list[Node], cond: Node | None, other: Node | None, a_name: str,
           a_type: str, x: Node, target: Node, prod: Node, zero: str | None, rows: str,
-          cols: str, rows_default: int, cols_default: int, i_end: str, j_end: str
-          ) -> str | None:
+          cols: str, rows_default: int, cols_default: int, i_end: str, j_end: str,
+          conds: list[str]) -> str | None:
     i_type = s.text_of(i.decl.child_by_field_name("type")).strip()
     j_type = s.text_of(j.decl.child_by_field_name("type")).strip()
     elem = re.sub(r"\bconst\b", "", a_type).strip()
@@ -325,6 +333,10 @@ def _emit(s: Source, m: FunctionModel, i: Loop, z: Loop | None, q: Loop, j: Loop
             # the other version's block already sits one level deeper than the loop will
             slow.append((0, f"{loop_header(s, i)} {s.text_of(other)}"))
             new += " else {\n" + render(slow, ind + st) + f"\n{ind}}}"
+    if conds:
+        slow = "".join(f"#pragma {pragma_text(s, p)}\n" for p in i_prag) + \
+            f"{ind}{s.text_of(i.node)}"
+        new = versioned(ind, conds, new, slow)
     edits = remove_lines(s, i_prag)
     edits.append(Edit(s.line_start(i.node), i.node.end_byte, new))
     for knob, value in ((rows, rows_default), (cols, cols_default)):

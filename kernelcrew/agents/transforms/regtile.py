@@ -40,12 +40,15 @@ import re
 from kernelcrew.agents.transforms.affine import FunctionModel, split_terms
 from kernelcrew.agents.transforms.common import (
     finish,
+    in_as_was,
     in_small_path,
+    indented,
     invariant_text,
     mentions_var,
     model_of,
     repeat,
     statements,
+    versioned,
 )
 from kernelcrew.agents.transforms.cst import (
     Edit,
@@ -220,7 +223,8 @@ def _tag(r: int, c: int) -> str:
 
 def _row_jam_once(s: Source, m: FunctionModel, rows: int, cols: int) -> str | None:
     for x in m.loops:
-        if in_small_path(x.node) or _under_mark(x.node) or tile_reason(m, x) is not None:
+        if in_small_path(x.node) or in_as_was(x.node) or _under_mark(x.node) or \
+                tile_reason(m, x) is not None:
             continue
         out = _tile(s, m, x, rows, cols)
         if out is not None:
@@ -316,7 +320,7 @@ def _tile(s: Source, m: FunctionModel, x: Loop, rows: int, cols: int) -> str | N
     else:
         ph = s.data[outer.node.start_byte:outer.body.start_byte].decode().rstrip()
         left = f"#pragma {coll[1]}\n{st1}{ph} {{\n{rest}{st1}}}"
-        left = _indented(left)
+        left = indented(left)
         text = (f"{mark}\n{st1}{lim_text}\n"
                 f"#pragma {coll[1]}\n{st1}{ph} {{\n{jammed}{st1}}}\n"
                 f"{st1}if ({lim} {cmp} {end}) {{  // the leftover rows\n{left}\n{st1}}}\n"
@@ -327,17 +331,9 @@ def _tile(s: Source, m: FunctionModel, x: Loop, rows: int, cols: int) -> str | N
     # `ldc >= N`), tested before the tile; the code as it was otherwise
     conds = check_loop(m, x, allow_reductions=False, assume=True).assume
     if conds:
-        test = " && ".join(f"({c})" for c in conds)
         old = s.data[start_b:outer.node.end_byte].decode()
-        text = (f"if ({test}) {{  // the rows are disjoint\n{_indented(ind + text)}\n"
-                f"{ind}}} else {{\n{_indented(old if at else ind + old)}\n{ind}}}")
+        text = versioned(ind, conds, ind + text, old if at else ind + old)[len(ind):]
     return finish(s, [Edit(start_b, outer.node.end_byte, (ind if at else "") + text)])
-
-
-def _indented(text: str) -> str:
-    """Four more spaces on every line but preprocessor lines and blank ones."""
-    return "\n".join(ln if ln.startswith("#") or not ln.strip() else "    " + ln
-                     for ln in text.split("\n"))
 
 
 def register_tile(src: str, entry: str, rows: int = 4, cols: int = 4) -> str | None:
