@@ -25,7 +25,8 @@ from kernelcrew.kernels.expr import evaluate
 
 FLAGS = ["-O2", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off", "-fno-fast-math", "-w"]
 _NP = {"float32": np.float64, "float16": np.float64, "float64": np.float64,
-       "int32": np.int32, "int64": np.int64}
+       "int32": np.int32, "int64": np.int64, "uint8": np.uint8, "int8": np.int8,
+       "uint16": np.uint16, "int16": np.int16, "uint32": np.uint32}
 _LOCK = threading.Lock()
 
 

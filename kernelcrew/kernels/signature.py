@@ -20,6 +20,8 @@ _QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "r
 # C type words -> (kind, bytes): "f" floating point, "i" integer
 _CTYPES: dict[str, tuple[str, int]] = {
     "float": ("f", 4), "double": ("f", 8), "_Float16": ("f", 2), "__fp16": ("f", 2),
+    "uint8_t": ("i", 1), "std::uint8_t": ("i", 1), "unsigned char": ("i", 1),
+    "int8_t": ("i", 1), "std::int8_t": ("i", 1), "char": ("i", 1),
     "uint16_t": ("i", 2), "std::uint16_t": ("i", 2), "unsigned short": ("i", 2),
     "short": ("i", 2), "int16_t": ("i", 2),
     "int": ("i", 4), "unsigned": ("i", 4), "unsigned int": ("i", 4), "int32_t": ("i", 4),
@@ -32,7 +34,9 @@ _CTYPES: dict[str, tuple[str, int]] = {
 }
 _DTYPE = {"float32": (("f", 4), "float"), "float64": (("f", 8), "double"),
           "float16": (("i", 2), "uint16_t"), "int32": (("i", 4), "int32_t"),
-          "int64": (("i", 8), "int64_t")}
+          "int64": (("i", 8), "int64_t"), "uint8": (("i", 1), "uint8_t"),
+          "int8": (("i", 1), "int8_t"), "uint16": (("i", 2), "uint16_t"),
+          "int16": (("i", 2), "int16_t"), "uint32": (("i", 4), "uint32_t")}
 _FLOAT16_OK = {("f", 2), ("i", 2)}  # a float16 tensor is passed as 16-bit storage
 
 

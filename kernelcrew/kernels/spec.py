@@ -25,9 +25,22 @@ DTYPES: dict[str, np.dtype] = {
     "float16": np.dtype(np.float16),
     "int32": np.dtype(np.int32),
     "int64": np.dtype(np.int64),
+    # narrow integers: pixels, audio samples, quantized weights, packed flags
+    "uint8": np.dtype(np.uint8),
+    "int8": np.dtype(np.int8),
+    "uint16": np.dtype(np.uint16),
+    "int16": np.dtype(np.int16),
+    "uint32": np.dtype(np.uint32),
 }
-DType = Literal["float32", "float64", "float16", "int32", "int64"]
+DType = Literal["float32", "float64", "float16", "int32", "int64", "uint8", "int8", "uint16",
+                "int16", "uint32"]
 GROUPS = ("typical", "boundary", "unaligned")
+# default input values of the integer dtypes, as [lo, hi) (an inputs.py chooses others):
+# wide ones small (-8..8: products and sums of them stay in range), 8-bit ones over their
+# whole range (pixels and quantized values use it all), 16-bit ones over 12 bits (samples,
+# coefficients)
+INT_INPUTS = {"uint8": (0, 256), "int8": (-128, 128), "uint16": (0, 4096),
+              "int16": (-2048, 2048)}
 
 _FIX = {
     "missing": "add it",

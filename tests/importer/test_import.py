@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
+from kernelcrew.agents.transforms import apply_transform
 from kernelcrew.kernels.importer.promote import promote
 from kernelcrew.kernels.spec import load_op
 from tests.conftest import kernelcrew
@@ -302,3 +303,50 @@ def test_a_long_reduction_gets_the_tolerance_its_own_rounding_needs(tmp_path):
     assert res["correct"] is True, res["reason"]
     worst = max(r["max_abs_err"] for r in res["rows"])
     assert 1e-4 < worst < tol.atol  # the default would have failed it, the measured one holds
+
+
+PIXELS = SOURCES / "pixels.c"
+
+
+def test_eight_bit_pixels_import_compare_exactly_and_vectorize(tmp_path):
+    """`typedef uint8_t pixel;` arrays are uint8 operands, an int result an int32 output,
+    both compared exactly; the float64 build leaves integer code as it is, so it agrees
+    with NumPy bit for bit; the crew's simd move applies and its candidate passes check."""
+    blend = tmp_path / "blend"
+    p = kernelcrew("import", str(PIXELS), "--function", "blend_rows",
+                   "--shape", "dst=height*width", "--shape", "src1=height*width",
+                   "--shape", "src2=height*width", "--case", "width=96,height=20,w1=40,w2=24",
+                   "--outputs", "dst", "--out", str(blend), timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "uint8 array: default inputs cover 0 to 255" in p.stderr + p.stdout
+    spec = load_op(blend)
+    assert spec.inputs["src1"].dtype == spec.outputs["dst"].dtype == "uint8"
+    assert (spec.tolerance.rtol, spec.tolerance.atol) == (0.0, 0.0)
+    rng = np.random.default_rng(3)
+    a, b = (rng.integers(0, 256, 96 * 20).astype(np.uint8) for _ in range(2))
+    got = spec.reference_fn()(src1=a, src2=b, width=96, height=20, w1=40, w2=24)["dst"]
+    want = np.clip((a.astype(np.int64) * 40 + b.astype(np.int64) * 24 + 32) >> 6, 0, 255)
+    assert np.array_equal(got, want)
+    simd = tmp_path / "simd.cpp"
+    text = apply_transform("simd", (blend / "baseline.cpp").read_text())
+    assert text is not None and "#pragma omp simd" in text
+    simd.write_text(text)
+    for kernel in (blend / "baseline.cpp", simd):
+        p = kernelcrew("check", str(blend), str(kernel), "--json", "--reps", "3", timeout=600)
+        res = json.loads(p.stdout)
+        assert p.returncode == 0 and res["correct"], f"{kernel.name}: {res['reason']}"
+        assert max(r["max_abs_err"] for r in res["rows"]) == 0
+
+    sad = tmp_path / "sad"
+    p = kernelcrew("import", str(PIXELS), "--function", "block_sad", "--shape", "a=h*stride_a",
+                   "--shape", "b=h*stride_b", "--case", "w=16,h=8,stride_a=40,stride_b=24",
+                   "--out", str(sad), timeout=120)
+    assert p.returncode == 0, p.stderr
+    spec = load_op(sad)
+    assert spec.outputs["result"].dtype == "int32"
+    x = rng.integers(0, 256, 8 * 40).astype(np.uint8)
+    y = rng.integers(0, 256, 8 * 24).astype(np.uint8)
+    got = spec.reference_fn()(a=x, b=y, w=16, h=8, stride_a=40, stride_b=24)["result"]
+    want = np.abs(x.reshape(8, 40)[:, :16].astype(np.int64) -
+                  y.reshape(8, 24)[:, :16].astype(np.int64)).sum()
+    assert int(got[0]) == int(want)

@@ -35,7 +35,8 @@ WITHIN = 0.05  # "within 5% of the brute-force optimum"
 PEER_TIMEOUT_S = 900.0  # one child process (all of one op's Kernel Tuner searches)
 _SPACE = re.compile(r"^\s*//\s*knob space:\s*(\{.*\})\s*$", re.MULTILINE)
 _C_TYPES = {"float32": "float", "float64": "double", "float16": "uint16_t", "int32": "int32_t",
-            "int64": "int64_t"}
+            "int64": "int64_t", "uint8": "uint8_t", "int8": "int8_t", "uint16": "uint16_t",
+            "int16": "int16_t", "uint32": "uint32_t"}
 
 
 def tunable_path(op: str) -> Path:

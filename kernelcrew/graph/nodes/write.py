@@ -15,7 +15,8 @@ from kernelcrew.kernels.spec import OpSpec
 from kernelcrew.trace import emit
 
 C_TYPES = {"float32": "float", "float64": "double", "float16": "_Float16", "int32": "int32_t",
-           "int64": "int64_t"}
+           "int64": "int64_t", "uint8": "uint8_t", "int8": "int8_t", "uint16": "uint16_t",
+           "int16": "int16_t", "uint32": "uint32_t"}
 
 
 def entry_signature(spec: OpSpec, backend: str) -> str:

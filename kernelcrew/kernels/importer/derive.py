@@ -42,13 +42,19 @@ from kernelcrew.kernels.importer.source import (
     system_includes,
 )
 from kernelcrew.kernels.policy import CPU_INCLUDES, CUDA_INCLUDES, check_source
+from kernelcrew.kernels.spec import INT_INPUTS
 
 DTYPE_OF = {"float": "float32", "double": "float64", "int": "int32", "int32_t": "int32",
             "int64_t": "int64", "long long": "int64", "long": "int64", "_Float16": "float16",
-            "__fp16": "float16"}
+            "__fp16": "float16", "uint8_t": "uint8", "unsigned char": "uint8",
+            "int8_t": "int8", "signed char": "int8", "uint16_t": "uint16",
+            "unsigned short": "uint16", "int16_t": "int16", "short": "int16",
+            "uint32_t": "uint32", "unsigned": "uint32", "unsigned int": "uint32"}
 C_TYPE = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t",
-          "float16": "_Float16"}
-ITEMSIZE = {"float32": 4, "float64": 8, "int32": 4, "int64": 8, "float16": 2}
+          "float16": "_Float16", "uint8": "uint8_t", "int8": "int8_t", "uint16": "uint16_t",
+          "int16": "int16_t", "uint32": "uint32_t"}
+ITEMSIZE = {"float32": 4, "float64": 8, "int32": 4, "int64": 8, "float16": 2, "uint8": 1,
+            "int8": 1, "uint16": 2, "int16": 2, "uint32": 4}
 SIZE_TYPES = {  # C type of an integer parameter -> (min, max) the entry checks, or None
     "int": ("INT_MIN", "INT_MAX"), "int32_t": ("INT32_MIN", "INT32_MAX"),
     "unsigned": ("0", "UINT_MAX"), "unsigned int": ("0", "UINT_MAX"),
@@ -126,6 +132,17 @@ def _base(p: Param) -> str:
     return " ".join(b.split())
 
 
+def typedef_of(sf: SourceFile, name: str, depth: int = 0) -> str:
+    """What a type name the file defines with `typedef` stands for, followed through
+    typedefs of typedefs (`typedef uint8_t pixel;` -> `uint8_t`); the name when it is no
+    typedef of the file."""
+    m = re.search(rf"\btypedef\s+((?:const\s+)?[A-Za-z_][\w\s]*?)\s+{re.escape(name)}\s*;",
+                  sf.text)
+    if m is None or depth > 4:
+        return name
+    return typedef_of(sf, " ".join(m.group(1).split()), depth + 1)
+
+
 def assign_roles(sf: SourceFile, fn: Function, *, shapes: dict[str, str],
                  inputs: list[str], outputs: list[str], scalars: dict[str, str],
                  cases: list[dict[str, int]]) -> list[Role]:
@@ -144,10 +161,11 @@ def assign_roles(sf: SourceFile, fn: Function, *, shapes: dict[str, str],
             raise _err(sf, p.line, f"parameter {p.text!r}: pointers to pointers are not "
                                    "supported; import a function that takes flat arrays")
         if p.pointer:
-            dtype = DTYPE_OF.get(base)
+            dtype = DTYPE_OF.get(base) or DTYPE_OF.get(typedef_of(sf, base))
             if dtype is None:
                 raise _err(sf, p.line, f"parameter {p.text!r}: arrays of {base!r} are not "
-                                       "supported (float, double, int32, int64 only)")
+                                       "supported (float, double, _Float16 and the 8- to "
+                                       "64-bit integers of stdint.h only)")
             if p.name in inputs and p.name in outputs:
                 kind = "inout"
             elif p.name in outputs:
@@ -434,7 +452,12 @@ def import_function(req: ImportRequest) -> ImportResult:
     notes: list[str] = []
     warnings: list[str] = []
     for r in roles:
-        if r.kind in ("input", "inout") and r.dtype.startswith("int"):
+        if r.kind in ("input", "inout") and r.dtype in INT_INPUTS:
+            lo, hi = INT_INPUTS[r.dtype]
+            notes.append(f"{r.param.name} is a {r.dtype} array: default inputs cover "
+                         f"{lo} to {hi - 1}; if it holds indices or a narrower range, add an "
+                         "inputs.py (see `kernelcrew new`)")
+        elif r.kind in ("input", "inout") and r.dtype[0] in "iu":
             notes.append(f"{r.param.name} is an integer array: default inputs are small "
                          "integers from -8 to 8; if it holds indices, add an inputs.py with "
                          "valid ones (see `kernelcrew new`)")
@@ -557,6 +580,10 @@ def import_function(req: ImportRequest) -> ImportResult:
     reductions = bool(re.search(r"\+=|\bsum\b|\bacc", fn_text)) or bool(flops.terms) and any(
         k.count("*") >= 2 for k in flops.terms)
     tol = ("1.0e-4", "1.0e-4") if reductions else ("1.0e-4", "1.0e-5")
+    outs = [r.dtype for r in roles if r.kind in ("output", "inout")] + \
+        ([DTYPE_OF[ret]] if ret is not None else [])
+    if outs and all(d[0] in "iu" for d in outs):
+        tol = ("0.0", "0.0")  # integer results: exact
 
     # groups
     typical = req.cases
@@ -747,7 +774,8 @@ def _op_yaml(*, op_name, fn, src, sig, shapes, roles, sizes, cost_bytes, flops, 
         ("# estimated from the code: bytes = every array read or written once, flops = "
         "float operations in the loops"),
         f"cost: {{bytes: {_yaml_str(cost_bytes)}, flops: {_yaml_str(flops)}}}",
-        "# float32 against a float64 reference; edit to what your application accepts",
+        ("# integer results, compared exactly" if tol == ("0.0", "0.0") else
+         "# float32 against a float64 reference; edit to what your application accepts"),
         f"tolerance: {{rtol: {tol[0]}, atol: {tol[1]}}}",
         "shapes:",
         f"  typical:   {{weight: 1.0,  cases: [{', '.join(_flow(c) for c in typical)}]}}",

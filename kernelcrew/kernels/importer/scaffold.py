@@ -20,7 +20,8 @@ family: elementwise          # tag that groups experience in memory: elementwise
                              # reduction, matmul, transpose, stencil, ...
 sizes: [n]                   # the integer size symbols, in the entry's argument order
 inputs:                      # arrays the kernel reads, in argument order (const T*)
-  x: {{dtype: float32, shape: [n]}}   # dtype: float32 float64 float16 int32 int64;
+  x: {{dtype: float32, shape: [n]}}   # dtype: float32 float64 float16 int32 int64
+                                     # uint8 int8 uint16 int16 uint32;
                                      # shape: expressions in the sizes, outermost first
 outputs:                     # arrays the kernel writes, after the inputs (T*)
   y: {{dtype: float32, shape: [n]}}

@@ -9,11 +9,17 @@ import numpy as np
 
 
 def poison(a: np.ndarray) -> None:
-    """Fill an output with values no honest kernel leaves there (NaN, or the int minimum)."""
+    """Fill an output with values no honest kernel leaves there (NaN, the int minimum, or
+    the maximum of an unsigned type, whose minimum is 0)."""
     if a.dtype.kind == "f":
         a.fill(np.nan)
     else:
-        a.fill(np.iinfo(a.dtype).min)
+        a.fill(poison_int(a.dtype))
+
+
+def poison_int(dtype: np.dtype) -> int:
+    info = np.iinfo(dtype)
+    return int(info.max if info.min == 0 else info.min)
 
 
 def checksum(a: Any) -> str:

@@ -261,9 +261,11 @@ _CTYPES: dict[str, tuple[str, int]] = {
     "size_t": ("i", 8), "ptrdiff_t": ("i", 8), "std::int64_t": ("i", 8),
 }
 _DTYPE_C = {"float32": ("f", 4), "float64": ("f", 8), "float16": ("f", 2), "int32": ("i", 4),
-            "int64": ("i", 8)}
+            "int64": ("i", 8), "uint8": ("i", 1), "int8": ("i", 1), "uint16": ("i", 2),
+            "int16": ("i", 2), "uint32": ("i", 4)}
 _DTYPE_DECL = {"float32": "float", "float64": "double", "float16": "__half", "int32": "int",
-               "int64": "long long"}
+               "int64": "long long", "uint8": "unsigned char", "int8": "signed char",
+               "uint16": "unsigned short", "int16": "short", "uint32": "unsigned int"}
 
 
 def _param_type(decl: str) -> tuple[bool, str | None]:

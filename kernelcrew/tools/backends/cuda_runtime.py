@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from kernelcrew.kernels.expr import evaluate
-from kernelcrew.tools.backends.buffers import checksum
+from kernelcrew.tools.backends.buffers import checksum, poison_int
 
 MAX_THREADS_PER_BLOCK = 1024
 MAX_BLOCK = (1024, 1024, 64)
@@ -194,7 +194,7 @@ class CudaRuntime:
                 # compiled at run time (CuPy's fill would JIT one with NVRTC)
                 self._memset(a, 0xFF)
             else:
-                a.fill(np.iinfo(a.dtype).min)
+                a.fill(poison_int(a.dtype))
 
     def flush(self) -> None:
         """Evict L2 with a read-only sweep (on the stream, before the start event)."""

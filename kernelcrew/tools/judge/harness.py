@@ -26,7 +26,7 @@ import numpy as np
 
 from kernelcrew.errors import InputError
 from kernelcrew.kernels.kernelfile import KernelFile
-from kernelcrew.kernels.spec import DTYPES, Case, OpSpec
+from kernelcrew.kernels.spec import DTYPES, INT_INPUTS, Case, OpSpec
 from kernelcrew.results import CaseRow, CompileResult, WorkerOutcome
 from kernelcrew.tools.backends.backend import Backend
 from kernelcrew.tools.backends.buffers import checksum
@@ -144,7 +144,8 @@ class Harness:
                 elif dt.kind == "f":
                     a = rng.standard_normal(shape).astype(dt)
                 else:
-                    a = rng.integers(-8, 9, size=shape).astype(dt)
+                    lo, hi = INT_INPUTS.get(dt.name, (-8, 9))
+                    a = rng.integers(lo, hi, size=shape).astype(dt)
                 ins[name] = a
             d = self.inputs_dir / f"{case.group}{case.index}_s{k}"
             d.mkdir()

@@ -39,7 +39,9 @@ from kernelcrew.tools.backends.cuda_runtime import CudaRuntime
 
 _CTYPES = {
     "float32": ctypes.c_float, "float64": ctypes.c_double, "float16": ctypes.c_uint16,
-    "int32": ctypes.c_int32, "int64": ctypes.c_int64,
+    "int32": ctypes.c_int32, "int64": ctypes.c_int64, "uint8": ctypes.c_uint8,
+    "int8": ctypes.c_int8, "uint16": ctypes.c_uint16, "int16": ctypes.c_int16,
+    "uint32": ctypes.c_uint32,
 }
 
 
