@@ -499,6 +499,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         flags=args.flags.split() if args.flags else None,
         out=Path(args.out) if args.out else None, name=args.name,
         reference=Path(args.reference) if args.reference else None,
+        values=parse_assignments(args.values or [], "--values"),
         family=args.family or "imported", force=args.force, grid=args.grid or [],
         block=args.block or [], shared_bytes=args.shared_bytes, nvcc=nvcc_path())
     res = import_function(req)
@@ -733,6 +734,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="arrays written (an array in both lists is read and written)")
     s.add_argument("--scalar", action="append", metavar="ARG=VALUE",
                    help="value of a float parameter")
+    s.add_argument("--values", action="append", metavar="ARG=LO:HI",
+                   help="an integer input's values, drawn from [LO, HI) (expressions in the "
+                        "sizes), e.g. token ids: --values inp=0:50257")
     s.add_argument("--define", action="append", metavar="NAME=VALUE",
                    help="a macro the build defines (e.g. -D flags of your project)")
     s.add_argument("--flags", help='the baseline\'s compiler flags (default "-O2", plus '

@@ -350,3 +350,36 @@ def test_eight_bit_pixels_import_compare_exactly_and_vectorize(tmp_path):
     want = np.abs(x.reshape(8, 40)[:, :16].astype(np.int64) -
                   y.reshape(8, 24)[:, :16].astype(np.int64)).sum()
     assert int(got[0]) == int(want)
+
+
+def test_values_gives_an_index_array_its_range(tmp_path):
+    """Token ids index a table: drawn from the default -8..8 they would read outside it.
+    `--values ids=0:V` writes an inputs.py that draws them from [0, V); the baseline then
+    passes its own check. A range on an array that is not an integer input, or in names
+    that are not sizes, is a one-line error."""
+    src = tmp_path / "gather.c"
+    src.write_text(
+        "void gather_rows(float *out, int *ids, float *table, int n, int V, int d)\n{\n"
+        "    for (int i = 0; i < n; i++) {\n"
+        "        float *row = table + ids[i] * d;\n"
+        "        for (int j = 0; j < d; j++) out[i * d + j] = row[j];\n"
+        "    }\n}\n")
+    args = ["import", str(src), "--function", "gather_rows", "--shape", "out=n*d",
+            "--shape", "ids=n", "--shape", "table=V*d", "--case", "n=64,V=500,d=32",
+            "--outputs", "out", "--inputs", "ids,table"]
+    folder = tmp_path / "gather"
+    p = kernelcrew(*args, "--values", "ids=0:V", "--out", str(folder), timeout=120)
+    assert p.returncode == 0, p.stderr
+    spec = load_op(folder)
+    rng = np.random.default_rng(0)
+    for sizes in ({"n": 64, "V": 500, "d": 32}, {"n": 5, "V": 3, "d": 1}):
+        ids = spec.inputs_fn()(rng, **sizes)["ids"]
+        assert ids.dtype == np.int32 and ids.shape == (sizes["n"],)
+        assert ids.min() >= 0 and ids.max() < sizes["V"]
+    p = kernelcrew("check", str(folder), str(folder / "baseline.cpp"), "--json", "--reps", "3",
+                   timeout=600)
+    assert p.returncode == 0 and json.loads(p.stdout)["correct"], p.stdout[-500:]
+    for bad, why in (("table=0:4", "not an integer input"), ("ids=0:W", "are not sizes"),
+                     ("ids=7", "write LO:HI")):
+        p = kernelcrew(*args, "--values", bad, "--out", str(tmp_path / "x"), timeout=120)
+        assert p.returncode == 2 and why in p.stderr and len(p.stderr.strip().splitlines()) == 1

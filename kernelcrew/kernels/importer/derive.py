@@ -393,6 +393,7 @@ class ImportRequest:
     out: Path | None = None
     name: str | None = None
     reference: Path | None = None  # a reference.py the user wrote
+    values: dict[str, str] = field(default_factory=dict)  # integer input -> "LO:HI"
     family: str = "imported"
     force: bool = False
     grid: list[str] = field(default_factory=list)  # CUDA launch: expressions in the sizes
@@ -452,15 +453,17 @@ def import_function(req: ImportRequest) -> ImportResult:
     notes: list[str] = []
     warnings: list[str] = []
     for r in roles:
+        if r.param.name in req.values:
+            continue
         if r.kind in ("input", "inout") and r.dtype in INT_INPUTS:
             lo, hi = INT_INPUTS[r.dtype]
             notes.append(f"{r.param.name} is a {r.dtype} array: default inputs cover "
-                         f"{lo} to {hi - 1}; if it holds indices or a narrower range, add an "
-                         "inputs.py (see `kernelcrew new`)")
+                         f"{lo} to {hi - 1}; if it holds indices or a narrower range, give "
+                         f"--values {r.param.name}=LO:HI")
         elif r.kind in ("input", "inout") and r.dtype[0] in "iu":
             notes.append(f"{r.param.name} is an integer array: default inputs are small "
-                         "integers from -8 to 8; if it holds indices, add an inputs.py with "
-                         "valid ones (see `kernelcrew new`)")
+                         "integers from -8 to 8; if it holds indices, give --values "
+                         f"{r.param.name}=LO:HI (token ids: --values {r.param.name}=0:VOCAB)")
 
     # sizes the entry narrows must fit; int-indexed code must not overflow on the cases
     for i, c in enumerate(req.cases):
@@ -590,9 +593,12 @@ def import_function(req: ImportRequest) -> ImportResult:
     boundary = _dedupe([c for t in typical[:1] for c in boundary_cases(t)], typical)
     unaligned = _dedupe(unaligned_cases(typical), typical + boundary)
 
+    ranges = _value_ranges(req.values, roles, sizes)
     folder.mkdir(parents=True, exist_ok=True)
     base_name = "baseline.cu" if cuda else "baseline.cpp"
     (folder / base_name).write_text(baseline)
+    if ranges:
+        (folder / "inputs.py").write_text(_inputs_py(fn.name, ranges))
     if req.reference:
         shutil.copyfile(req.reference, folder / "reference.py")
     else:
@@ -810,6 +816,64 @@ def _op_yaml(*, op_name, fn, src, sig, shapes, roles, sizes, cost_bytes, flops, 
         lines.append("  notes:")
         lines += [f"    - {_yaml_str(n)}" for n in notes]
     return "\n".join(lines) + "\n"
+
+
+def _value_ranges(values: dict[str, str], roles: list[Role], sizes: set[str] | list[str]
+                  ) -> dict[str, tuple[str, list[str], str, str]]:
+    """`--values NAME=LO:HI` -> {op.yaml name: (dtype, shape, LO, HI)}, checked: an integer
+    input of the function, bounds that are expressions in the sizes."""
+    out = {}
+    by_name = {r.param.name: r for r in roles}
+    for name, spec in values.items():
+        r = by_name.get(name)
+        if r is None or r.kind not in ("input", "inout") or r.dtype[0] not in "iu":
+            ins = [x.param.name for x in roles if x.kind in ("input", "inout")
+                   and x.dtype[0] in "iu"]
+            raise InputError(f"--values {name}={spec}: {name} is not an integer input of the "
+                             f"function (its integer inputs: {', '.join(ins) or 'none'})",
+                             field="--values")
+        lo, sep, hi = spec.partition(":")
+        if not sep or not lo.strip() or not hi.strip():
+            raise InputError(f"--values {name}={spec}: write LO:HI, the integers drawn from "
+                             "LO up to HI - 1 (expressions in the sizes), e.g. 0:V",
+                             field="--values")
+        for bound in (lo, hi):
+            try:
+                unknown = names_in(bound) - set(sizes)
+            except ExprError as e:
+                raise InputError(f"--values {name}={spec}: {e}", field="--values") from None
+            if unknown:
+                raise InputError(f"--values {name}={spec}: {sorted(unknown)} are not sizes of "
+                                 f"the function ({', '.join(sorted(sizes))}); use numbers or "
+                                 "sizes", field="--values")
+        key = f"{name}_in" if r.kind == "inout" else name
+        out[key] = (r.dtype, r.shape, lo.strip(), hi.strip())
+    return out
+
+
+def _inputs_py(function: str, ranges: dict[str, tuple[str, list[str], str, str]]) -> str:
+    rows = "\n".join(f"    {n!r}: ({d!r}, {s!r}, {lo!r}, {hi!r}),"
+                     for n, (d, s, lo, hi) in ranges.items())
+    return (f'''"""Inputs of {function}, from `kernelcrew import --values`: the arrays named here
+hold integers drawn from [LO, HI) (expressions in the sizes); the others get the defaults."""
+
+import numpy as np
+
+from kernelcrew.kernels.expr import evaluate
+
+# array -> (dtype, shape, LO, HI)
+RANGES = {{
+{rows}
+}}
+
+
+def make_inputs(rng, **sizes):
+    out = {{}}
+    for name, (dtype, shape, lo, hi) in RANGES.items():
+        dims = tuple(evaluate(d, sizes) for d in shape)
+        out[name] = rng.integers(evaluate(lo, sizes), evaluate(hi, sizes), size=dims).astype(dtype)
+    return out
+''')
 
 
 def _reference_py(src: Path, fn: Function, entry: str, sig, shapes, roles, sizes,
