@@ -459,6 +459,80 @@ def test_a_fixed_row_does_not_hide_a_dependence_along_the_inner_loop(body):
         assert apply_transform(name, text) is None, name
 
 
+# ---------------------------------------------------------------- fixed-size 2D arrays
+
+# rows of a fixed width, as numerical C declares them (`float a[NR][NC]`), of which the
+# first rows x cols are used; the counters at the top
+GRID = kernel("""
+#define NR 64
+#define NC 80
+static void smooth(int rows, int cols, float out[NR][NC], float in[NR][NC], float w) {
+    int i, j;
+    for (i = 1; i < rows - 1; i++)
+        for (j = 0; j < cols; j++)
+            out[i][j] = w * in[i][j] + (1.0f - w) * 0.5f * (in[i - 1][j] + in[i + 1][j]);
+}
+extern "C" void f(const float* x, float* y, float w, int64_t rows, int64_t cols) {
+    smooth((int)rows, (int)cols, reinterpret_cast<float (*)[NC]>(y),
+           reinterpret_cast<float (*)[NC]>(const_cast<float*>(x)), w);
+}
+""")
+
+
+def test_two_dimensional_array_parameters_are_rows_of_their_declared_width(tmp_path):
+    """`out[i][j]` of `float out[NR][NC]` is element i*NC + j, and j < NC holds wherever the
+    access is in bounds: the rows are distinct whatever `cols` is, so the row loop is
+    threaded and the column loop vectorized."""
+    text = GRID
+    for name in ("omp_parallel", "simd"):
+        new = apply_transform(name, text)
+        assert new is not None, name
+        text = new
+    ps = pragmas(text)
+    assert ps[0].startswith("omp parallel for") and "omp simd" in ps
+    assert "for (int i = 1; i < rows - 1; i++)" in text  # the row loop is the threaded one
+    lib = build(text, tmp_path, "grid")
+    rng = np.random.default_rng(6)
+    for rows, cols in ((64, 80), (10, 7), (3, 1), (2, 80)):
+        x = rng.standard_normal((64, 80)).astype(np.float32)
+        y = np.zeros((64, 80), np.float32)
+        lib.f(ptr(x), ptr(y), ctypes.c_float(0.25), ctypes.c_int64(rows), ctypes.c_int64(cols))
+        xd = x.astype(np.float64)
+        want = np.zeros((64, 80))
+        want[1:rows - 1, :cols] = 0.25 * xd[1:rows - 1, :cols] + 0.375 * (
+            xd[:rows - 2, :cols] + xd[2:rows, :cols])
+        assert np.allclose(y, want, rtol=1e-5, atol=1e-6), (rows, cols)
+
+
+@pytest.mark.parametrize("update, refused", [
+    # each row from the one above it: the rows are a recurrence, the columns are not
+    ("a[i][j] = a[i - 1][j] * 0.5f + b[i][j];", ("omp_parallel",)),
+    # each column from the one before it: the other way round
+    ("a[i][j] = a[i][j - 1] * 0.5f + b[i][j];", ("simd",)),
+])
+def test_a_recurrence_along_either_dimension_of_a_2d_array_is_kept(update, refused):
+    text = kernel(f"""
+#define N 32
+static void rec(int n, float a[N][N], float b[N][N]) {{
+    for (int i = 1; i < n; i++)
+        for (int j = 1; j < n; j++)
+            {update}
+}}
+extern "C" void f(const float* x, float* y, int64_t n) {{
+    rec((int)n, reinterpret_cast<float (*)[N]>(y), reinterpret_cast<float (*)[N]>(
+        const_cast<float*>(x)));
+}}
+""")
+    for name in refused:
+        out = apply_transform(name, text)
+        if out is None:
+            continue
+        # only the other loop may take the move: threads on the columns, never the rows
+        rows_header = out.split("rec(int n")[1].split("for (int j")[0]
+        assert "omp parallel" not in rows_header if name == "omp_parallel" else \
+            "omp simd" not in out, (name, out)
+
+
 # ---------------------------------------------------------------- macros
 
 def test_function_like_macros_without_side_effects_do_not_block_vectorization():

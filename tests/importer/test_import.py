@@ -383,3 +383,42 @@ def test_values_gives_an_index_array_its_range(tmp_path):
                      ("ids=7", "write LO:HI")):
         p = kernelcrew(*args, "--values", bad, "--out", str(tmp_path / "x"), timeout=120)
         assert p.returncode == 2 and why in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_fixed_size_2d_array_parameters_import_as_rows(tmp_path):
+    """`float c[N][M]` takes rows of M: the entry hands it the flat buffer as rows, and the
+    baseline passes check; a C99 variable-length array parameter, which C++ lacks, is a
+    one-line error that says what to write instead."""
+    src = tmp_path / "grid.c"
+    src.write_text(
+        "#define N 48\n#define M 40\n"
+        "void axpy_rows(int rows, int cols, float alpha, float c[N][M], float a[N][M])\n{\n"
+        "    int i, j;\n"
+        "    for (i = 0; i < rows; i++)\n"
+        "        for (j = 0; j < cols; j++)\n"
+        "            c[i][j] += alpha * a[i][j];\n}\n"
+        "void scale_vla(int n, int m, float x[n][m])\n{\n"
+        "    for (int i = 0; i < n; i++) for (int j = 0; j < m; j++) x[i][j] *= 2.0f;\n}\n")
+    folder = tmp_path / "axpy_rows"
+    p = kernelcrew("import", str(src), "--function", "axpy_rows", "--shape", "c=48,40",
+                   "--shape", "a=48,40", "--case", "rows=48,cols=40", "--case", "rows=20,cols=33",
+                   "--scalar", "alpha=0.5", "--inputs", "a,c", "--outputs", "c",
+                   "--out", str(folder), timeout=120)
+    assert p.returncode == 0, p.stderr
+    base = (folder / "baseline.cpp").read_text()
+    assert "reinterpret_cast<float (*)[M]>(c)" in base
+    spec = load_op(folder)
+    rng = np.random.default_rng(2)
+    a, c = rng.standard_normal(48 * 40), rng.standard_normal(48 * 40)
+    got = spec.reference_fn()(a=a, c_in=c, alpha=0.5, rows=20, cols=33)["c"].reshape(48, 40)
+    want = c.reshape(48, 40).copy()
+    want[:20, :33] += 0.5 * a.reshape(48, 40)[:20, :33]
+    assert np.allclose(got, want, rtol=1e-12)
+    p = kernelcrew("check", str(folder), str(folder / "baseline.cpp"), "--json", "--reps", "3",
+                   timeout=600)
+    assert p.returncode == 0 and json.loads(p.stdout)["correct"], p.stdout[-500:]
+    p = kernelcrew("import", str(src), "--function", "scale_vla", "--shape", "x=n,m",
+                   "--case", "n=8,m=4", "--inputs", "x", "--outputs", "x",
+                   "--out", str(tmp_path / "vla"), timeout=120)
+    assert p.returncode == 2 and "variable-length array" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1

@@ -15,6 +15,7 @@ from kernelcrew.agents.transforms.cst import (
     Node,
     Source,
     all_loops,
+    array_dims,
     lookup,
     loops_in,
     params,
@@ -255,8 +256,57 @@ class FunctionModel:
                     return acc
         return None
 
+    def _chain(self, node: Node) -> tuple[Node, list[Node | None], list[Node | None]] | None:
+        """`a[i][j]` on an array declared `T a[N][M]`: (a, [i, j], [N, M]); None for a
+        single subscript or a chain that is not indexing a multi-dimensional array."""
+        idxs: list[Node | None] = []
+        b = node
+        while b is not None and b.type == "subscript_expression":
+            lst = b.child_by_field_name("indices")
+            idxs.insert(0, lst.named_children[0] if lst is not None and lst.named_children
+                        else None)
+            b = b.child_by_field_name("argument")
+        if len(idxs) < 2 or b is None or b.type != "identifier":
+            return None
+        d = lookup(b.text.decode(), b)
+        dims = array_dims(d.node, d.name) if d is not None else None
+        if dims is None or len(dims) != len(idxs) or any(x is None for x in dims[1:]):
+            return None
+        return b, idxs, dims
+
+    def subscript_spans(self, node: Node, region: Node) -> dict[str, Poly]:
+        """What the language bounds in `a[i][j]` of `T a[N][M]`: an index after the first
+        that is a loop counter stays below its dimension (j < M), or the access is out of
+        the array: {counter: dimension} for the mixed-radix digits of this access."""
+        got = self._chain(node)
+        if got is None:
+            return {}
+        out: dict[str, Poly] = {}
+        for idx, dim in zip(got[1][1:], got[2][1:], strict=True):
+            p = self.linear(idx, region)
+            dp = self.linear(dim, region)
+            if p is not None and dp is not None and len(p) == 1:
+                (mono, c), = p.items()
+                if c == 1 and len(mono) == 1 and VAR_MARK in mono[0]:
+                    out[mono[0]] = dp
+        return out
+
     def subscript(self, node: Node, region: Node) -> tuple[str, Poly | None] | None:
-        """(root, offset) of `base[index]`."""
+        """(root, offset) of `base[index]`; `a[i][j]` of `T a[N][M]` is element i*M + j."""
+        chain = self._chain(node)
+        if chain is not None:
+            b, idxs, dims = chain
+            root = self.pointer_root(b, region)
+            if root is None:
+                return None
+            off: Poly | None = root[1]
+            for k, idx in enumerate(idxs):
+                term = self.linear(idx, region)
+                for dim in dims[k + 1:]:
+                    dp = self.linear(dim, region)
+                    term = None if term is None or dp is None else p_mul(term, dp)
+                off = None if off is None or term is None else p_add(off, term)
+            return root[0], off
         base = node.child_by_field_name("argument")
         idx_list = node.child_by_field_name("indices")
         idx = idx_list.named_children[0] if idx_list is not None and idx_list.named_children \
@@ -359,7 +409,8 @@ def split_terms(off: Poly) -> tuple[dict[str, Poly], Poly] | None:
 
 
 def digits(model: FunctionModel, off: Poly, region: Node,
-           assume: list[str] | None = None) -> list[tuple[str, Poly]] | None:
+           assume: list[str] | None = None,
+           spans_of: dict[str, Poly] | None = None) -> list[tuple[str, Poly]] | None:
     """The loop variables of an offset as mixed-radix digits, lowest first: each digit's
     weight is the product of the lower digits' bounds. None when the offset is not of that
     form, i.e. when the analysis cannot prove it one-to-one.
@@ -367,7 +418,10 @@ def digits(model: FunctionModel, off: Poly, region: Node,
     With `assume` (a list), a digit whose weight is a single invariant name, a leading
     dimension (`C[i * ldc + j]`), is taken too, on the condition that the name is at least
     the lower digits' span: the condition (`ldc >= N`) is appended to `assume` for the
-    caller to test at run time before the code that relies on it."""
+    caller to test at run time before the code that relies on it.
+
+    `spans_of` adds bounds the language gives (`a[i][j]` of `T a[N][M]`: j < M) to the
+    loop bounds of those counters."""
     split = split_terms(off)
     if split is None:
         return None
@@ -428,14 +482,17 @@ def digits(model: FunctionModel, off: Poly, region: Node,
         if lp is None or not model.start_nonneg(lp, region):
             return None
         bound = model.upper(lp, region)
-        if bound is None:
+        extra = spans_of.get(v) if spans_of else None
+        if bound is None and extra is None:
             return None
-        bounds = [bound]
+        bounds = [bound] if bound is not None else []
         named = model.linear(lp.end, region) if lp.end is not None else None
         if named is not None and not any(VAR_MARK in s for mono in named for s in mono):
             named = p_add(named, ONE) if lp.inclusive else named
             if named != bound:
                 bounds.append(named)
+        if extra is not None and extra not in bounds:
+            bounds.append(extra)
         spans = [p_mul(coef, b) for b in bounds]
     for v, _ in order:
         lp = model.loop_by_key(v)

@@ -137,9 +137,12 @@ def function_params(fn: Node) -> Node | None:
 class Param:
     name: str
     node: Node  # parameter_declaration
-    pointer: Node | None  # the pointer_declarator, when the parameter is a pointer
+    # the pointer_declarator when the parameter is a pointer; for an array parameter
+    # (`float a[N][M]`, a pointer to rows) its array_declarator
+    pointer: Node | None
     const: bool  # `const T*`: the pointee is read-only
     restrict: bool
+    array: bool = False
 
 
 def params(fn: Node) -> list[Param]:
@@ -153,20 +156,30 @@ def params(fn: Node) -> list[Param]:
         d = p.child_by_field_name("declarator")
         ptr = None
         restrict = False
-        while d is not None and d.type in ("pointer_declarator", "reference_declarator"):
+        array = False
+        while d is not None and d.type in ("pointer_declarator", "reference_declarator",
+                                           "array_declarator"):
             if d.type == "pointer_declarator":
                 ptr = ptr or d
                 restrict = restrict or any(
                     c.type == "type_qualifier" and c.text.decode() in ("__restrict__", "restrict",
                                                                        "__restrict")
                     for c in d.children)
+            elif d.type == "array_declarator":
+                if ptr is not None:
+                    break  # an array of pointers: not a buffer of elements
+                ptr, array = d, True
+                d = d.child_by_field_name("declarator")
+                while d is not None and d.type == "array_declarator":
+                    d = d.child_by_field_name("declarator")
+                break
             d = d.child_by_field_name("declarator") or (
                 d.named_children[-1] if d.named_children else None)
         if d is None or d.type != "identifier":
             continue
         const = any(c.type == "type_qualifier" and c.text.decode() == "const"
                     for c in p.children if c.end_byte <= (ptr.start_byte if ptr else p.end_byte))
-        out.append(Param(d.text.decode(), p, ptr, const, restrict))
+        out.append(Param(d.text.decode(), p, ptr, const, restrict, array))
     return out
 
 
@@ -211,6 +224,25 @@ def _is_const(decl: Node) -> bool:
     return any(c.type == "type_qualifier" and c.text.decode() == "const" for c in decl.children)
 
 
+def array_dims(decl: Node, name: str) -> list[Node | None] | None:
+    """The size expressions of `name`'s array dimensions in its declaration, the first
+    dimension first (None for an empty `[]`); None when it is not declared as an array
+    (`float a[N][M]` -> [N, M]; a parameter's first dimension is only its decay)."""
+    for n in walk(decl):
+        if n.type != "array_declarator":
+            continue
+        if n.parent is not None and n.parent.type == "array_declarator":
+            continue  # an inner level: taken from the outermost one
+        sizes: list[Node | None] = []
+        d = n
+        while d is not None and d.type == "array_declarator":
+            sizes.append(d.child_by_field_name("size"))
+            d = d.child_by_field_name("declarator")
+        if d is not None and d.type == "identifier" and d.text.decode() == name:
+            return sizes[::-1]
+    return None
+
+
 def lookup(name: str, at: Node) -> Decl | None:
     """The declaration of `name` visible at node `at` (block scoping, for-init, parameters)."""
     n = at
@@ -236,7 +268,7 @@ def lookup(name: str, at: Node) -> Decl | None:
             for prm in params(p):
                 if prm.name == name:
                     return Decl(name, prm.node, None, prm.pointer is not None, prm.const,
-                                param=True)
+                                param=True, array=prm.array)
         n = p
     return None
 

@@ -44,6 +44,8 @@ class Access:
     read: bool
     write: bool
     node: Node
+    # bounds the language gives the access's counters (`a[i][j]` of `T a[N][M]`: j < M)
+    spans: dict[str, Poly] = field(default_factory=dict)
 
 
 @dataclass
@@ -71,6 +73,10 @@ def accesses(model: FunctionModel, region: Node) -> list[Access] | str:
     out: list[Access] = []
     for n in walk(region):
         if n.type == "subscript_expression":
+            if n.parent is not None and n.parent.type == "subscript_expression" and \
+                    n.parent.child_by_field_name("argument") == n and \
+                    model.subscript(n.parent, region) is not None:
+                continue  # `a[i]` of `a[i][j]`: a row, not an element; the chain is one access
             root = model.subscript(n, region)
             p = n.parent
             write = read = False
@@ -85,7 +91,7 @@ def accesses(model: FunctionModel, region: Node) -> list[Access] | str:
                 if write:
                     return f"cannot resolve the array written at line {model.src.line_of(n)}"
                 return f"cannot resolve the array read at line {model.src.line_of(n)}"
-            out.append(Access(root[0], root[1], read, write, n))
+            out.append(Access(root[0], root[1], read, write, n, model.subscript_spans(n, region)))
         elif n.type == "pointer_expression" and n.child_by_field_name("operator").type == "*":
             p = n.parent
             if assign_target(p) == n:
@@ -315,7 +321,7 @@ def _root_partition(model: FunctionModel, lp: Loop, region: Node, own: set[str],
         if a.offset is None:
             return f"cannot tell which element the {what} touches"
         offset = freeze_enclosing(model, a.offset, region) if frozen else a.offset
-        ds = digits(model, offset, region, assume)
+        ds = digits(model, offset, region, assume, a.spans)
         if ds is None:
             return f"cannot prove the {what} touches one element per iteration " \
                    "(subscript not a mixed-radix form)"

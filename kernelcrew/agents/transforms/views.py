@@ -40,6 +40,14 @@ def through_views(transform: Callable[..., str | None]) -> Callable[..., str | N
     """`transform(src, entry, ...)`, or, where it does not apply, the same on the first
     view it applies to."""
     def run(src: str, entry: str, *args, **kwargs):
+        # counters declared at the top scoped into their loops first: the same code, and
+        # the loops' iterations no longer share a counter (`int i, j;` with j written in
+        # every row would keep the rows from being threaded while j's loop still could be)
+        scoped = scope_counters(src, entry)
+        if scoped is not None and scoped != src:
+            out = transform(scoped, entry, *args, **kwargs)
+            if out is not None:
+                return out
         out = transform(src, entry, *args, **kwargs)
         if out is not None:
             return out

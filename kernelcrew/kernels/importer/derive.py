@@ -160,6 +160,11 @@ def assign_roles(sf: SourceFile, fn: Function, *, shapes: dict[str, str],
         if p.pointer > 1:
             raise _err(sf, p.line, f"parameter {p.text!r}: pointers to pointers are not "
                                    "supported; import a function that takes flat arrays")
+        vla = [d for d in p.dims if not d or set(re.findall(r"[A-Za-z_]\w*", d)) & names]
+        if vla:
+            raise _err(sf, p.line, f"parameter {p.text!r}: a C99 variable-length array "
+                                   "parameter is not C++; declare its rows with constant sizes "
+                                   "(`float a[][M]` with M a macro) or pass a flat pointer")
         if p.pointer:
             dtype = DTYPE_OF.get(base) or DTYPE_OF.get(typedef_of(sf, base))
             if dtype is None:
@@ -298,6 +303,11 @@ def _entry(fn: Function, roles: list[Role], entry: str, ret: str | None, *, floa
             pre.append(f"  for (size_t i = 0; i < {numel}; ++i) {p.name}[i] = {p.name}_in[i];"
                        f"  // {p.name} is read and written")
             args[p.name] = p.name
+        if p.dims and r.kind in ("input", "output", "inout"):
+            # `float a[N][M]` takes a pointer to rows of M: the flat buffer, seen as rows
+            rows = "".join(f"[{d}]" for d in p.dims)
+            const = "const " if p.const else ""
+            args[p.name] = f"reinterpret_cast<{const}{ctype(r.dtype)} (*){rows}>({args[p.name]})"
     for r in roles:
         if r.kind == "scalar":
             decl.append(f"{'double' if float64 else C_TYPE[r.dtype]} {r.param.name}")

@@ -73,10 +73,13 @@ class Item:
 class Param:
     name: str
     base: str  # the base type as written, e.g. float, int64_t, size_t
-    pointer: int  # number of `*`
+    pointer: int  # number of `*`, and 1 for an array parameter (`float a[]`, `a[N][M]`)
     const: bool  # the pointee (or the value) is const
     text: str  # the whole parameter as written
     line: int
+    # an array parameter's dimensions after the first, which it keeps (`float a[N][M]` is a
+    # pointer to rows of M floats: ["M"])
+    dims: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -271,10 +274,15 @@ def _param(sf: SourceFile, p: Node) -> Param:
     const = any(c.type == "type_qualifier" and data[c.start_byte:c.end_byte] == b"const"
                 for c in p.named_children)
     pointer = 0
+    sizes: list[str] = []  # array dimensions, the outermost declarator (the last one) first
     d = p.child_by_field_name("declarator")
     name = ""
     while d is not None:
-        if d.type == "pointer_declarator" or d.type == "array_declarator":
+        if d.type == "array_declarator":
+            size = d.child_by_field_name("size")
+            sizes.append(data[size.start_byte:size.end_byte].decode() if size else "")
+            pointer += 1 if len(sizes) == 1 else 0
+        elif d.type == "pointer_declarator":
             pointer += 1
         elif d.type == "reference_declarator":
             raise InputError(f"line {line}: reference parameter {text!r} is not supported; "
@@ -291,7 +299,7 @@ def _param(sf: SourceFile, p: Node) -> Param:
     if not name:
         raise InputError(f"line {line}: parameter {text!r} has no name; name it", path=sf.path)
     return Param(name=name, base=" ".join(base.split()), pointer=pointer, const=const,
-                 text=text, line=line)
+                 text=text, line=line, dims=sizes[::-1][1:])
 
 
 def closure(sf: SourceFile, fn: Function, skip: set[str] = frozenset()) -> list[Item]:
