@@ -181,9 +181,13 @@ WRONG = {
     "early exit": (BLUR.replace("if (yy < 0 || yy >= h || xx < 0 || xx >= w)",
                                 "if (s > 4.0f || yy < 0 || yy >= h || xx < 0 || xx >= w)"),
                    "a test the rewrite cannot read"),
-    # a loop of runtime length innermost: it vectorizes as it is
-    "runtime taps": (BLUR.replace("dx <= R", "dx <= (int)width / 64"),
-                     "not a short constant loop"),
+    # an innermost count that changes inside the nest
+    "taps per row": (BLUR.replace("dx <= R", "dx <= dy + R"), "not a short constant loop"),
+    # a count known at run time and no test on the pixel: a dot product, vectorized as it is
+    "runtime dot": (BLUR.replace("dx <= R", "dx <= (int)width / 64")
+                    .replace("if (yy < 0 || yy >= h || xx < 0 || xx >= w)\n"
+                             "                        continue;\n", ""),
+                    "tests nothing on x"),
 }
 
 
@@ -198,3 +202,44 @@ def test_not_offered_where_wrong_or_pointless(case):
 def test_the_catalogue_says_why_not():
     why = not_applicable(kernel(WRONG["in place"][0]))
     assert "writes an array the reduction nest reads" in why["row_accumulate"]
+
+
+# a depthwise causal filter whose width is known only at run time, the time loop inside
+# the channels, the causal edge tested per tap
+CAUSAL = """
+extern "C" void f(const float* x, const float* w, float* y, long channels, long length,
+                  long taps) {
+    int C = (int)channels, L = (int)length, K = (int)taps;
+    for (int c = 0; c < C; c++) {
+        for (int t = 0; t < L; t++) {
+            float acc = 0.0f;
+            for (int k = 0; k < K; k++) {
+                int src = t - (K - 1) + k;
+                if (src >= 0) acc += w[c * K + k] * x[c * L + src];
+            }
+            y[c * L + t] = acc;
+        }
+    }
+}
+"""
+
+
+def test_a_filter_width_known_at_run_time_gets_strips(tmp_path):
+    """`k < K` with the causal edge tested per tap: the tap loop cannot vectorize however
+    long it is, so the strips run for every K, the test a bound of each tap's pass; the
+    float64 result for short and long filters, the causal head included."""
+    text = apply_transform("row_accumulate", kernel(CAUSAL))
+    assert text is not None and MARK in text
+    lib = build(text, tmp_path, "causal")
+    rng = np.random.default_rng(9)
+    for C, L, K in ((3, 700, 4), (2, 5, 4), (1, 1, 1), (2, 300, 3), (2, 64, 11), (1, 3, 9)):
+        x = rng.standard_normal(C * L).astype(np.float32)
+        w = rng.standard_normal(C * K).astype(np.float32)
+        y = np.full(C * L, np.nan, np.float32)
+        lib.f(ptr(x), ptr(w), ptr(y), ctypes.c_long(C), ctypes.c_long(L), ctypes.c_long(K))
+        xd, wd = x.reshape(C, L).astype(np.float64), w.reshape(C, K).astype(np.float64)
+        want = np.zeros((C, L))
+        for k in range(K):
+            shift = K - 1 - k
+            want[:, shift:] += wd[:, k:k + 1] * xd[:, :L - shift] if shift < L else 0
+        assert np.allclose(y.reshape(C, L), want, rtol=1e-5, atol=1e-5), (C, L, K)

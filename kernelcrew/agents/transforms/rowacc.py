@@ -41,7 +41,10 @@ declarations and `if (...) continue;` tests, or the update guarded by `if (...)`
 loops' bounds do not depend on the pixel; the statements after it write no array the nest
 reads; every test that depends on the pixel compares the pixel plus an offset with a
 value that does not. Offered where the innermost loop of the nest runs a short constant
-count (the compiler unrolls it whole, nothing to vectorize there) and every array the
+count (the compiler unrolls it whole, nothing to vectorize there), or, where the nest tests
+the pixel's offset (a padded or causal filter), a count fixed before the pixel loop (`k <
+K`, a filter width known at run time: the test in the tap loop keeps it from vectorizing,
+however long it is, while each strip pass is a plain unit-stride loop); and every array the
 nest reads is read with unit stride or not at all along the pixel loop.
 """
 
@@ -272,9 +275,16 @@ def _plan(s: Source, m, xl: Loop) -> tuple[str | None, dict]:
             return f"loop at line {s.line_of(lp.node)} carries an OpenMP pragma", {}
     inner = chain[-1]
     trip = constant_trip(s, m, inner)
-    if trip is None or trip >= MIN_INNER:
+    runtime = None  # a count known only at run time (`k < K`)
+    if trip is None and inner.step is None:
+        lo_t = invariant_text(s, m, inner.start, xl.node)
+        hi_t = invariant_text(s, m, inner.end, xl.node)
+        if lo_t is not None and hi_t is not None:
+            runtime = f"({hi_t}) - ({lo_t})" + (" + 1" if inner.inclusive else "")
+    if (trip is None and runtime is None) or (trip is not None and trip >= MIN_INNER):
         return (f"the innermost loop of the nest at line {s.line_of(inner.node)} is not a short "
-                "constant loop (it can be vectorized as it is)"), {}
+                "constant loop nor one fixed before the pixel loop (it can be vectorized as it "
+                "is)"), {}
     # the innermost body: declarations, tests, one update of the accumulator
     before: list[str] = []  # independent statements, in order
     dep_decls: list[str] = []
@@ -346,6 +356,12 @@ def _plan(s: Source, m, xl: Loop) -> tuple[str | None, dict]:
         update = e
     if update is None:
         return f"the innermost loop at line {s.line_of(inner.node)} does not update {acc}", {}
+    if runtime is not None and not (lows or highs):
+        # a count known at run time and no test on the pixel: a long one vectorizes as it
+        # is (a dot product), and a short one cannot be told from a long one here
+        return (f"the innermost loop of the nest at line {s.line_of(inner.node)} runs a count "
+                f"known at run time and tests nothing on {x} (it can be vectorized as it "
+                "is)"), {}
     if _mentions(update, {acc}) or not _pure(s, update, allow_reads=True):
         return f"the update of {acc} reads {acc} again or calls a function", {}
     if not _mentions(update, nest.dep):
@@ -394,7 +410,8 @@ def _plan(s: Source, m, xl: Loop) -> tuple[str | None, dict]:
     return None, {"acc": acc, "init": init, "ftype": ftype, "chain": chain,
                   "lead": [s.text_of(st).strip() for st in lead],
                   "before": before, "dep_decls": dep_decls, "lows": lows, "highs": highs,
-                  "update": update, "tail": tail, "start": start, "end": end}
+                  "update": update, "tail": tail, "start": start, "end": end,
+                  "runtime": runtime}
 
 
 def _single_store(s: Source, st: Node) -> bool:
