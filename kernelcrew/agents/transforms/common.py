@@ -47,12 +47,17 @@ def reduction_clauses(reductions: dict[str, str], pragmas: list[str] = ()) -> st
 
 def in_small_path(node: Node) -> bool:
     """Inside a block that starts with SMALL_MARK."""
+    return in_marked_block(node, SMALL_MARK)
+
+
+def in_marked_block(node: Node, mark: str) -> bool:
+    """Inside a block whose first child is the comment `mark`."""
     p = node.parent
     while p is not None:
         if p.type == "compound_statement":
             first = p.named_children[0] if p.named_children else None
             if first is not None and first.type == "comment" and \
-                    first.text.decode().strip() == SMALL_MARK:
+                    first.text.decode().strip() == mark:
                 return True
         p = p.parent
     return False
@@ -209,15 +214,7 @@ def versioned(ind: str, conds: list[str], fast: str, slow: str) -> str:
 
 def in_as_was(node: Node) -> bool:
     """Inside the slow block of `versioned`."""
-    p = node.parent
-    while p is not None:
-        if p.type == "compound_statement":
-            first = p.named_children[0] if p.named_children else None
-            if first is not None and first.type == "comment" and \
-                    first.text.decode().strip() == AS_WAS_MARK:
-                return True
-        p = p.parent
-    return False
+    return in_marked_block(node, AS_WAS_MARK)
 
 
 def mentions_var(m: FunctionModel, node: Node, lp: Loop) -> bool:

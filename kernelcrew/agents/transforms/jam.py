@@ -192,10 +192,18 @@ def _declared_names(node: Node) -> dict[int, int]:
 
 
 def rename_copy(m: FunctionModel, node: Node, lp: Loop, k: int, var_text: str | None,
-                renames: set[str], tag: str = "") -> str:
+                renames: set[str]) -> str:
     """The text of `node` for copy k of a loop body: the loop variable becomes `var_text`
     (unchanged when None), and in copies k > 0 the declarations named in `renames` (Decl
-    keys) get a `_k` suffix (`_{tag}k` with a tag), at their declaration and every use."""
+    keys) get a `_k` suffix, at their declaration and every use."""
+    return copy_text(m, node, [(lp, var_text)],
+                     {key: f"{key.split('@')[0]}_{k}" for key in renames} if k else {})
+
+
+def copy_text(m: FunctionModel, node: Node, subs: list[tuple[Loop, str | None]],
+               renames: dict[str, str]) -> str:
+    """The text of `node` with each loop's counter replaced by its text (None: kept) and
+    the declarations in `renames` (Decl key -> new name) renamed where declared and used."""
     s = m.src
     base = node.start_byte
     data = s.data[node.start_byte:node.end_byte]
@@ -206,17 +214,20 @@ def rename_copy(m: FunctionModel, node: Node, lp: Loop, k: int, var_text: str | 
             continue
         name = n.text.decode()
         if n.start_byte in declared:
-            if f"{name}@{declared[n.start_byte]}" in renames and k:
-                edits.append((n.start_byte - base, n.end_byte - base, f"{name}_{tag}{k}"))
+            new = renames.get(f"{name}@{declared[n.start_byte]}")
+            if new is not None:
+                edits.append((n.start_byte - base, n.end_byte - base, new))
             continue
         d = lookup(name, n)
         if d is None:
             continue
-        if lp.decl is not None and d.node.start_byte == lp.decl.start_byte and name == lp.var:
-            if var_text is not None:
-                edits.append((n.start_byte - base, n.end_byte - base, var_text))
-        elif d.key in renames and k:
-            edits.append((n.start_byte - base, n.end_byte - base, f"{name}_{tag}{k}"))
+        hit = next((t for lp, t in subs if lp.decl is not None and name == lp.var
+                    and d.node.start_byte == lp.decl.start_byte), False)
+        if hit is not False:
+            if hit is not None:
+                edits.append((n.start_byte - base, n.end_byte - base, hit))
+        elif d.key in renames:
+            edits.append((n.start_byte - base, n.end_byte - base, renames[d.key]))
     for a, b, t in sorted(edits, reverse=True):
         data = data[:a] + t.encode() + data[b:]
     return data.decode()

@@ -56,7 +56,6 @@ from kernelcrew.agents.transforms.cst import (
     Node,
     Source,
     declarators,
-    lookup,
     pragma_text,
     pragmas_before,
     walk,
@@ -64,9 +63,9 @@ from kernelcrew.agents.transforms.cst import (
 from kernelcrew.agents.transforms.dependence import check_loop
 from kernelcrew.agents.transforms.jam import (
     JAM_MARK,
-    _declared_names,
     _plain,
     body_locals,
+    copy_text,
     jam_header,
     jam_reason,
     worksharing,
@@ -184,39 +183,6 @@ def tile_reason(m: FunctionModel, x: Loop) -> str | None:
     return None
 
 
-def _copy_text(m: FunctionModel, node: Node, subs: list[tuple[Loop, str | None]],
-               renames: dict[str, str]) -> str:
-    """The text of `node` with each loop's counter replaced by its text (None: kept) and
-    the declarations in `renames` (Decl key -> new name) renamed where declared and used."""
-    s = m.src
-    base = node.start_byte
-    data = s.data[node.start_byte:node.end_byte]
-    edits = []
-    declared = _declared_names(node)
-    for n in walk(node):
-        if n.type != "identifier":
-            continue
-        name = n.text.decode()
-        if n.start_byte in declared:
-            new = renames.get(f"{name}@{declared[n.start_byte]}")
-            if new is not None:
-                edits.append((n.start_byte - base, n.end_byte - base, new))
-            continue
-        d = lookup(name, n)
-        if d is None:
-            continue
-        hit = next((t for lp, t in subs if lp.decl is not None and name == lp.var
-                    and d.node.start_byte == lp.decl.start_byte), False)
-        if hit is not False:
-            if hit is not None:
-                edits.append((n.start_byte - base, n.end_byte - base, hit))
-        elif d.key in renames:
-            edits.append((n.start_byte - base, n.end_byte - base, renames[d.key]))
-    for a, b, t in sorted(edits, reverse=True):
-        data = data[:a] + t.encode() + data[b:]
-    return data.decode()
-
-
 def _tag(r: int, c: int) -> str:
     return "" if not r and not c else f"_r{r}" if not c else f"_c{c}" if not r else f"_r{r}c{c}"
 
@@ -266,7 +232,7 @@ def _tile(s: Source, m: FunctionModel, x: Loop, rows: int, cols: int) -> str | N
 
     def block(sts: list[Node], at: str, tiles: list[tuple[int, int]]) -> str:
         return "".join(
-            f"{at}{_copy_text(m, st, [(x, f'({var} + {r})' if r else None), (y, f'({y.var} + {c})' if c else None)], names(r, c))}\n"
+            f"{at}{copy_text(m, st, [(x, f'({var} + {r})' if r else None), (y, f'({y.var} + {c})' if c else None)], names(r, c))}\n"
             for r, c in tiles for st in sts if st.type != "preproc_call")
 
     xs, ys = statements(x.body), statements(y.body)
