@@ -108,8 +108,11 @@ def _once(s: Source, m, ways: int) -> str | None:
         else:
             q = fresh_name(m, "kc_q")
             j = fresh_name(m, "kc_j")
-            taken = {n.text.decode() for n in walk(m.fn) if n.type == "identifier"}
-            if any(f"{r}_{k}" in taken for r in red for k in range(1, ways)):
+            # the partial sums are declared in the new block: a name is taken only where it
+            # is visible at the loop or used in it (a sibling block's copies are not)
+            inside = {n.text.decode() for n in walk(lp.node) if n.type == "identifier"}
+            if any(f"{r}_{k}" in inside or lookup(f"{r}_{k}", lp.node) is not None
+                   for r in red for k in range(1, ways)):
                 continue
             ind = s.indent_of(lp.node)
             st1, st2 = ind + "    ", ind + "        "

@@ -13,6 +13,7 @@ from kernelcrew.agents.transforms.counters import scope_counters
 from kernelcrew.agents.transforms.inline import inline_calls
 from kernelcrew.agents.transforms.macros import expand_macros
 from kernelcrew.agents.transforms.pointers import index_pointers
+from kernelcrew.agents.transforms.reroll import reroll
 from kernelcrew.agents.transforms.scalarize import scalarize
 
 
@@ -22,12 +23,19 @@ def views(src: str, entry: str) -> list[str]:
     accumulators scalarized."""
     out: list[str] = []
     cur = src
-    for step in (scope_counters, expand_macros, inline_calls, index_pointers, scalarize):
+    for step in (scope_counters, reroll, expand_macros, inline_calls, index_pointers, scalarize):
         new = step(cur, entry)
         if new is not None and new != cur:
             cur = new
             out.append(cur)
     return out
+
+
+def preferred(src: str, entry: str) -> str:
+    """The view the loop moves read first: the code with its counters scoped and its
+    hand-unrolled loops rolled back, both rewrites that change nothing it computes."""
+    scoped = scope_counters(src, entry) or src
+    return reroll(scoped, entry) or scoped
 
 
 def canonical(src: str, entry: str) -> str:
@@ -40,12 +48,13 @@ def through_views(transform: Callable[..., str | None]) -> Callable[..., str | N
     """`transform(src, entry, ...)`, or, where it does not apply, the same on the first
     view it applies to."""
     def run(src: str, entry: str, *args, **kwargs):
-        # counters declared at the top scoped into their loops first: the same code, and
-        # the loops' iterations no longer share a counter (`int i, j;` with j written in
-        # every row would keep the rows from being threaded while j's loop still could be)
-        scoped = scope_counters(src, entry)
-        if scoped is not None and scoped != src:
-            out = transform(scoped, entry, *args, **kwargs)
+        # first the same code written plainer: counters declared at the top scoped into
+        # their loops (`int i, j;` with j written in every row keeps the rows from being
+        # threaded while j's loop still could be) and hand-unrolled loops rolled back (a
+        # loop stepping by 5 is vectorized with strided loads, and nothing else takes it)
+        plain = preferred(src, entry)
+        if plain != src:
+            out = transform(plain, entry, *args, **kwargs)
             if out is not None:
                 return out
         out = transform(src, entry, *args, **kwargs)
