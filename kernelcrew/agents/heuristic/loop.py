@@ -206,6 +206,17 @@ class Loop(HeuristicSpecialist):
                          "original code.",
                     risks="register spills if the tile outgrows the vector registers; no gain "
                           "for a single row (a matrix-vector product)"))
+        if ev.kf is not None and apply_transform("reciprocal", ev.kf.text) is not None:
+            # the move's own check is the evidence: a float division by a value the loop
+            # does not change
+            out.append(Move(
+                "reciprocal", "reciprocal", 1.15, 0.5,
+                why="A loop divides by a value it does not change (a row normalized by its "
+                    "total): a vector division issues once every several cycles where a "
+                    "multiply issues twice a cycle, and g++ keeps it without fast-math.",
+                plan="Take the reciprocal once before the loop and multiply by it.",
+                risks="the quotient is rounded twice (an ulp or so, inside the tolerance); a "
+                      "divisor below ~3e-39 would overflow its reciprocal"))
         if ev.facts.dot_nests:
             nest = ev.facts.dot_nests[0]
             for rank, factor in enumerate((4, 8)):

@@ -61,6 +61,7 @@ from kernelcrew.agents.transforms.rowacc import row_accumulate
 from kernelcrew.agents.transforms.scan import DEFAULTS as SCAN_DEFAULTS
 from kernelcrew.agents.transforms.scan import blocked_scan
 from kernelcrew.agents.transforms.scope import scope_of
+from kernelcrew.agents.transforms.strength import reciprocal
 from kernelcrew.agents.transforms.threads import (
     DEFAULT_MIN_WORK,
     omp_parallel_outer,
@@ -564,6 +565,10 @@ register_transform("register_tile", ("cpu",),
                    "loaded once per tile; leftover rows and outputs kept; a parallel for or "
                    "collapse(2) on the rows kept",
                    through_views(register_tile), rows=4, cols=4)
+register_transform("reciprocal", ("cpu",),
+                   "a division by a float the loop does not change (`y[j] /= sum`) as a "
+                   "multiply by its reciprocal, taken once before the loop",
+                   through_views(reciprocal))
 register_transform("accumulators", ("cpu",),
                    "WAYS accumulators for innermost reduction loops (WAYS contiguous parts "
                    "walked side by side under omp simd), the rest of the range kept",

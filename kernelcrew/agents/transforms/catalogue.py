@@ -39,6 +39,7 @@ _FORM = {
     "ldg": "no read-only global load left without __ldg",
     "launch_bounds": "no kernel launched with block [BLOCK]",
     "grid_stride": "no one-element-per-thread kernel",
+    "reciprocal": "no division by a float variable that a loop does not change",
 }
 
 
