@@ -217,6 +217,20 @@ class Loop(HeuristicSpecialist):
                 plan="Take the reciprocal once before the loop and multiply by it.",
                 risks="the quotient is rounded twice (an ulp or so, inside the tolerance); a "
                       "divisor below ~3e-39 would overflow its reciprocal"))
+        if ev.kf is not None and apply_transform("vector_scan", ev.kf.text) is not None:
+            # the move's own check is the evidence: a float prefix sum that runs one
+            # element per add latency
+            out.append(Move(
+                "vector_scan", "vector_scan", 1.6, 0.6,
+                why="A prefix sum waits on one add per element (its running total's "
+                    "dependence chain), so each core scans at about a quarter of an "
+                    "element per cycle, whatever the vector width.",
+                plan="Scan a vector at a time: the prefix of 8 floats (4 doubles) taken in "
+                     "registers by shift-and-add steps, the running total added as one "
+                     "broadcast, so the chain is one add per vector; leftover elements run "
+                     "the loop as written. Inside threaded rows or scan blocks as well.",
+                risks="a float sum is reassociated (inside the tolerance); no gain where one "
+                      "core already saturates memory bandwidth"))
         if ev.facts.dot_nests:
             nest = ev.facts.dot_nests[0]
             for rank, factor in enumerate((4, 8)):

@@ -11,7 +11,7 @@ Body-level functions (`str -> str | None`, on the source after the front matter)
 (interchange, tiling), `regblock` (register blocking of i-k-j matmul nests), `fusion`,
 `vecmath` / `vecmath_ext` (vectorizable exp/erf, tanh/log), `jam` (unroll-and-jam of
 dot-product nests), `privatize` (private bins for histograms and scatter-adds), `scan`
-(blocked two-pass parallel prefix sums), `keep` (a value recomputed by a later pass kept in a
+(blocked two-pass parallel prefix sums), `vscan` (prefix sums a vector at a time), `keep` (a value recomputed by a later pass kept in a
 buffer), `scope` (which helpers are in reach) and `cuda` (device-code specifics); `cst` holds the tree-sitter
 layer; `affine` (subscripts as polynomials, bounds), `reductions` and `dependence` (may a
 loop's iterations run in any order) the analysis; `common` the helpers they share.
@@ -71,6 +71,7 @@ from kernelcrew.agents.transforms.vecmath import vector_math
 from kernelcrew.agents.transforms.vecmath_ext import vector_math_ext
 from kernelcrew.agents.transforms.vectorize import add_restrict, omp_simd_inner, unroll
 from kernelcrew.agents.transforms.views import through_views
+from kernelcrew.agents.transforms.vscan import vector_scan
 from kernelcrew.errors import InputError
 from kernelcrew.kernels.kernelfile import (
     FrontMatter,
@@ -569,6 +570,11 @@ register_transform("reciprocal", ("cpu",),
                    "a division by a float the loop does not change (`y[j] /= sum`) as a "
                    "multiply by its reciprocal, taken once before the loop",
                    through_views(reciprocal))
+register_transform("vector_scan", ("cpu",),
+                   "prefix sums (`acc += x[j]; y[j] = acc;`) a vector at a time: the prefix of "
+                   "8 floats (4 doubles) taken in registers by shift-and-add steps, the running "
+                   "total added as one broadcast",
+                   through_views(vector_scan))
 register_transform("accumulators", ("cpu",),
                    "WAYS accumulators for innermost reduction loops (WAYS contiguous parts "
                    "walked side by side under omp simd), the rest of the range kept",

@@ -22,6 +22,7 @@ from kernelcrew.agents.transforms.rowacc import row_reasons
 from kernelcrew.agents.transforms.scan import scan_reasons
 from kernelcrew.agents.transforms.scope import scope_of
 from kernelcrew.agents.transforms.threads import parallel_verdict
+from kernelcrew.agents.transforms.vscan import vector_scan_reasons
 from kernelcrew.errors import InputError
 from kernelcrew.kernels.kernelfile import KernelFile
 
@@ -122,6 +123,14 @@ def _scan_why(kf: KernelFile) -> str:
     return "; ".join(reasons[:3]) or "no prefix-sum loop (`acc += x[i]; y[i] = acc;`)"
 
 
+def _vscan_why(kf: KernelFile) -> str:
+    reasons = [f"{name}(): {r}" for name, _, _ in _models(kf)
+               for r in vector_scan_reasons(kf.body, name)
+               if "carries no running sum" not in r and "not an innermost" not in r]
+    return "; ".join(reasons[:3]) or "no float or double prefix-sum loop (`acc += x[i]; " \
+        "y[i] = acc;`)"
+
+
 def _row_why(kf: KernelFile) -> str:
     reasons = [f"{name}(): {r}" for name, _, _ in _models(kf)
                for r in row_reasons(_read_as(kf, name), name)]
@@ -148,7 +157,7 @@ _WHY = {"omp_parallel": _threads_why, "accumulators": _accum_why, "simd": _simd_
         "unroll_and_jam": _jam_why, "register_tile": _tile_why, "restrict": _restrict_why,
         "row_accumulate": _row_why,
         "keep_values": _keep_why,
-        "private_bins": _bins_why, "blocked_scan": _scan_why,
+        "private_bins": _bins_why, "blocked_scan": _scan_why, "vector_scan": _vscan_why,
         "unroll": lambda kf: "every innermost loop carries an unroll or OpenMP pragma"}
 
 

@@ -31,6 +31,7 @@ from kernelcrew.agents.transforms.common import (
     finish,
     fresh_name,
     guard_edit,
+    in_marked_block,
     in_small_path,
     invariant_text,
     model_of,
@@ -53,6 +54,7 @@ from kernelcrew.agents.transforms.privatize import in_omp_construct
 from kernelcrew.agents.transforms.threads import _work_expr, parallel_verdict
 
 MARK = "// kernelcrew: blocked scan"
+VECTOR_MARK = "// kernelcrew: vector scan"  # vscan's blocks: their leftover loops stay
 DEFAULTS = {"SCAN_MIN": 1 << 15, "SCAN_BLOCKS": 64, "SCAN_ROWS": 16, "OMP_MIN_WORK": 1 << 20}
 _ARITH = re.compile(r"(float|double|int|long|long long|unsigned|unsigned int|unsigned long|"
                     r"short|u?int(8|16|32|64)_t|size_t)")
@@ -75,15 +77,18 @@ def _uses(node: Node, key: str) -> list[Node]:
     return out
 
 
-def scan_plan(m: FunctionModel, lp: Loop) -> tuple[str, str, list[Node]] | str:
+def scan_plan(m: FunctionModel, lp: Loop,
+              threads_ok: bool = False) -> tuple[str, str, list[Node]] | str:
     """(the running sum's name, its type, the store statements) of a scan loop, or why
-    `lp` is not one."""
+    `lp` is not one. `threads_ok`: the loop may sit inside an OpenMP construct (a thread's
+    own rows), for a move that keeps it on one thread."""
     s = m.src
     line = s.line_of(lp.node)
     if lp.children or not lp.canonical or lp.step is not None or lp.inclusive:
         return f"loop at line {line} is not an innermost unit-step loop"
-    if any(re.match(r"omp\b(?!\s+simd\b)", pragma_text(s, p)) for p in pragmas_before(lp.node)) \
-            or in_omp_construct(s, lp.node):
+    if not threads_ok and (any(re.match(r"omp\b(?!\s+simd\b)", pragma_text(s, p))
+                               for p in pragmas_before(lp.node))
+                           or in_omp_construct(s, lp.node)):
         return f"loop at line {line} is inside an OpenMP construct"
     body = statements(lp.body)
     updates, stores, acc = [], [], None
@@ -283,7 +288,7 @@ def _once(s: Source, m: FunctionModel) -> str | None:
     for lp in m.loops:
         if in_small_path(lp.node) or collapsed(s, lp):
             continue
-        if _inside_ours(s, lp.node):
+        if _inside_ours(s, lp.node) or in_marked_block(lp.node, VECTOR_MARK):
             continue
         plan = scan_plan(m, lp)
         if isinstance(plan, str):
