@@ -105,8 +105,9 @@ _KEEP_FIRST = ("vector_math", "vector_math_ext", "accumulators", "simd", "unroll
 APPLY_AFTER = {"unroll_and_jam": ("omp_parallel", "keep_values"),
                "register_tile": ("omp_parallel", "keep_values"),
                # a thread's rows and the blocks of a blocked scan are scanned a vector at a
-               # time; a vector-scanned loop is no longer one blocked_scan can split
-               "vector_scan": ("blocked_scan", "keep_values"),
+               # time; a vector-scanned loop is no longer one blocked_scan can split, nor
+               # its rows ones the thread analysis reads (vector typedefs, builtins)
+               "vector_scan": ("omp_parallel", "omp_version", "blocked_scan", "keep_values"),
                **{k: ("keep_values",) for k in _KEEP_FIRST}}
 
 

@@ -14,10 +14,12 @@ import subprocess
 import numpy as np
 import pytest
 
-from kernelcrew.agents.transforms import apply_transform, parse_any
+from kernelcrew.agents.coordinator import apply_order, coordinate
+from kernelcrew.agents.transforms import apply_change, apply_transform, parse_any
 from kernelcrew.agents.transforms.catalogue import not_applicable
 from tests.agents.conftest import baseline_text
 from tests.agents.test_reach import build, kernel, ptr
+from tests.agents.test_specialists import all_proposals, ctx_for
 
 SHAPES = ((3, 1), (2, 7), (4, 8), (3, 17), (5, 1000), (1, 4099))
 
@@ -161,3 +163,27 @@ extern "C" void f(float* y, int64_t n) {
 """)
     assert apply_transform("vector_scan", text) is None
     assert "passes the buffer y twice" in not_applicable(text)["scope"]
+
+
+def test_a_merge_threads_and_blocks_the_rows_before_it_vectorizes_them(tmp_path):
+    """cumsum_rows' heuristic proposals as the specialists rank them: the merge applies
+    the threads and the blocked scan first (the thread analysis does not read a
+    vector-scanned loop), then vectorizes every copy of the scan."""
+    ctx = ctx_for("cumsum_rows")
+    props = all_proposals(ctx)
+    kinds = [p.change.kind for p in props]
+    assert {"vector_scan", "blocked_scan", "omp_parallel"} <= set(kinds)
+    ordered = [p.change.kind for p in apply_order(props)]
+    assert ordered.index("omp_parallel") < ordered.index("vector_scan")
+    assert ordered.index("blocked_scan") < ordered.index("vector_scan")
+    decision = coordinate(props, ctx.kernel, apply=lambda p, t: apply_change(p.change, t))
+    merged = decision.candidates[0]
+    assert {"vector_scan", "blocked_scan", "omp_parallel"} <= set(merged.change.kind.split("+"))
+    text = merged.change.kernel
+    assert text.count("// kernelcrew: vector scan") >= 3 and "#pragma omp parallel" in text
+    lib = build(text, tmp_path)
+    rng = np.random.default_rng(11)
+    for rows, cols in ((3, 5), (40, 30000), (2, 70001)):  # serial, rows, blocks
+        x = rng.standard_normal((rows, cols)).astype(np.float32)
+        assert np.allclose(_rows_cumsum(lib, x), _ref(x), rtol=1e-4,
+                           atol=1e-3 * np.sqrt(cols)), (rows, cols)
