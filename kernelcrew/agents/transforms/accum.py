@@ -32,6 +32,7 @@ from kernelcrew.agents.transforms.common import (
     finish,
     fresh_name,
     in_small_path,
+    innermost_reasons,
     invariant_text,
     model_of,
     repeat,
@@ -181,9 +182,4 @@ def accumulators(src: str, entry: str, ways: int = 4) -> str | None:
 
 
 def accum_reasons(src: str, entry: str) -> list[str]:
-    got = model_of(src, entry)
-    if got is None:
-        return []
-    _, m = got
-    return [r for lp in m.loops if not lp.children
-            if (r := accum_reason(m, lp)) is not None]
+    return innermost_reasons(src, entry, accum_reason)

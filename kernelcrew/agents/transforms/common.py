@@ -76,6 +76,16 @@ def model_of(src: str, entry: str) -> tuple[Source, FunctionModel] | None:
     return s, FunctionModel(s, fn)
 
 
+def innermost_reasons(src: str, entry: str, plan) -> list[str]:
+    """Why each innermost loop of `entry` is not a site of a move: the strings that
+    `plan(model, loop)` returns (anything else is a site)."""
+    got = model_of(src, entry)
+    if got is None:
+        return []
+    _, m = got
+    return [r for lp in m.loops if not lp.children if isinstance(r := plan(m, lp), str)]
+
+
 def finish(s: Source, edits: list[Edit]) -> str | None:
     if not edits:
         return None

@@ -33,6 +33,7 @@ from kernelcrew.agents.transforms.common import (
     guard_edit,
     in_marked_block,
     in_small_path,
+    innermost_reasons,
     invariant_text,
     model_of,
     statements,
@@ -349,9 +350,4 @@ def blocked_scan(src: str, entry: str) -> str | None:
 
 
 def scan_reasons(src: str, entry: str) -> list[str]:
-    got = model_of(src, entry)
-    if got is None:
-        return []
-    _, m = got
-    return [r for lp in m.loops if not lp.children
-            if isinstance(r := scan_plan(m, lp), str)]
+    return innermost_reasons(src, entry, scan_plan)

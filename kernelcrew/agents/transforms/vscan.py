@@ -35,8 +35,8 @@ from kernelcrew.agents.transforms.common import (
     fresh_name,
     in_marked_block,
     in_small_path,
+    innermost_reasons,
     invariant_text,
-    model_of,
     repeat,
     statements,
 )
@@ -237,9 +237,4 @@ def vector_scan(src: str, entry: str) -> str | None:
 
 
 def vector_scan_reasons(src: str, entry: str) -> list[str]:
-    got = model_of(src, entry)
-    if got is None:
-        return []
-    _, m = got
-    return [r for lp in m.loops if not lp.children
-            if isinstance(r := vector_scan_plan(m, lp), str)]
+    return innermost_reasons(src, entry, vector_scan_plan)
