@@ -187,3 +187,32 @@ def test_a_merge_threads_and_blocks_the_rows_before_it_vectorizes_them(tmp_path)
         x = rng.standard_normal((rows, cols)).astype(np.float32)
         assert np.allclose(_rows_cumsum(lib, x), _ref(x), rtol=1e-4,
                            atol=1e-3 * np.sqrt(cols)), (rows, cols)
+
+
+ROW_POINTERS = kernel("""
+extern "C" void cumsum_rows(const float* x, float* y, int64_t rows, int64_t cols) {
+    int n = (int)cols;
+    for (int r = 0; r < (int)rows; r++) {
+        const float* xr = x + (size_t)r * n;
+        float* yr = y + (size_t)r * n;
+        float s = 0.0f;
+#pragma GCC unroll 4
+        for (int j = 0; j < n; j++) {
+            s += xr[j];
+            yr[j] = s;
+        }
+    }
+}
+""", entry="cumsum_rows")
+
+
+def test_row_pointers_and_an_existing_pragma(tmp_path):
+    # the rows reached through pointers, the sizes narrowed to int, a pragma already there
+    out = apply_transform("vector_scan", ROW_POINTERS)
+    assert out is not None and "#pragma GCC unroll" not in out
+    assert "__builtin_memcpy(&kc_sv8, &(xr[j]), sizeof kc_sv8);" in out
+    lib = build(out, tmp_path)
+    rng = np.random.default_rng(17)
+    for rows, cols in SHAPES:
+        x = rng.standard_normal((rows, cols)).astype(np.float32)
+        assert np.allclose(_rows_cumsum(lib, x), _ref(x), rtol=1e-4, atol=1e-3 * np.sqrt(cols))

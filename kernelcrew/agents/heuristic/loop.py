@@ -155,6 +155,10 @@ class Loop(HeuristicSpecialist):
                      "OMP_MIN_WORK (a knob, 1M) inner iterations.",
                 risks="none for large shapes; mid-size shapes near the threshold may pick the "
                       "slower version"))
+        def own_check(name: str) -> bool:
+            """The move's own legality check passes on the kernel: its evidence."""
+            return ev.kf is not None and apply_transform(name, ev.kf.text) is not None
+
         for move, names, why, versions in _VECTOR_MATH:
             found = [c for c in ev.facts.math_calls if re.fullmatch(names, c)]
             if not found:
@@ -171,7 +175,7 @@ class Loop(HeuristicSpecialist):
                      f"({versions}), so the loops vectorize under omp simd.",
                 risks="results differ from libm in the last bit or two (inside the op "
                       "tolerance); float arguments only"))
-        if ev.kf is not None and apply_transform("keep_values", ev.kf.text) is not None:
+        if own_check("keep_values"):
             # the move's own check is the evidence: a pure call that a later loop over the
             # same range makes again with the same arguments
             out.append(Move(
@@ -206,7 +210,7 @@ class Loop(HeuristicSpecialist):
                          "original code.",
                     risks="register spills if the tile outgrows the vector registers; no gain "
                           "for a single row (a matrix-vector product)"))
-        if ev.kf is not None and apply_transform("reciprocal", ev.kf.text) is not None:
+        if own_check("reciprocal"):
             # the move's own check is the evidence: a float division by a value the loop
             # does not change
             out.append(Move(
@@ -217,7 +221,7 @@ class Loop(HeuristicSpecialist):
                 plan="Take the reciprocal once before the loop and multiply by it.",
                 risks="the quotient is rounded twice (an ulp or so, inside the tolerance); a "
                       "divisor below ~3e-39 would overflow its reciprocal"))
-        if ev.kf is not None and apply_transform("vector_scan", ev.kf.text) is not None:
+        if own_check("vector_scan"):
             # the move's own check is the evidence: a float prefix sum that runs one
             # element per add latency
             out.append(Move(

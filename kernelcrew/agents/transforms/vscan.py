@@ -32,6 +32,7 @@ import re
 from kernelcrew.agents.transforms.affine import FunctionModel, _element_type, split_terms
 from kernelcrew.agents.transforms.common import (
     collapsed,
+    finish,
     fresh_name,
     in_marked_block,
     in_small_path,
@@ -45,7 +46,6 @@ from kernelcrew.agents.transforms.cst import (
     Loop,
     Node,
     Source,
-    apply_edits,
     lead_start,
     lookup,
     pragma_text,
@@ -126,11 +126,8 @@ def _once(s: Source, m: FunctionModel) -> str | None:
         end = invariant_text(s, m, lp.end, lp.node)
         if ctype is None or start is None or end is None:
             continue
-        out = apply_edits(s, [Edit(lead_start(s, lp.node), lp.node.end_byte,
-                                   _rewrite(s, m, lp, plan, ctype, start, end))])
-        if Source(out).has_errors() and not s.has_errors():
-            return None
-        return out
+        return finish(s, [Edit(lead_start(s, lp.node), lp.node.end_byte,
+                               _rewrite(s, m, lp, plan, ctype, start, end))])
     return None
 
 
