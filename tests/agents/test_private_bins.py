@@ -225,6 +225,7 @@ void h(const int* v, int* counts, long n, long bins) {
 ])
 def test_not_offered_where_it_would_be_wrong(body, why):
     assert private_bins(body, "h", extents={"counts": "bins"}) is None
+    assert private_bins(body, "h", extents={"counts": "bins"}, copies=4) is None
     assert why in reason(body, "h", {"counts": "bins"})
 
 
@@ -287,13 +288,14 @@ def test_the_loop_specialist_offers_private_bins_with_the_ops_extent():
     props = [p for p in Loop().propose(_library_ctx("histogram"))
              if p.change.kind == "private_bins"]
     assert len(props) == 1
-    assert props[0].change.params == {"extents": {"values": "n", "counts": "bins"}}
-    assert "reduction(+ : counts[0:bins])" in props[0].change.kernel
+    assert props[0].change.params == {"extents": {"values": "n", "counts": "bins"},
+                                      "copies": 4}
+    assert "reduction(+ : counts_copies[0:(size_t)(bins) * 4])" in props[0].change.kernel
     # the source may call the entry's parameters anything: they are matched by position
     renamed = baseline_text_renamed()
     props = [p for p in Loop().propose(_library_ctx("histogram", renamed))
              if p.change.kind == "private_bins"]
-    assert props and "reduction(+ : hist[0:nb])" in props[0].change.kernel
+    assert props and "reduction(+ : hist_copies[0:(size_t)(nb) * 4])" in props[0].change.kernel
 
 
 def baseline_text_renamed() -> str:
@@ -345,3 +347,105 @@ def test_rows_added_into_a_vector_count_every_update(tmp_path):
             lib.vecmat(ptr(a), ptr(x), ptr(y), ctypes.c_long(m), ctypes.c_long(n))
             assert np.allclose(y, x.astype(np.float64) @ a.astype(np.float64), rtol=1e-4,
                                atol=1e-4), (name, m, n)
+
+
+# interleaved copies: copy k of the unrolled body counts into copy k of the bins; the
+# threaded run (OMP_MIN_WORK=1), the one-thread run (the default threshold, above the
+# copies' own) and the loop as written (PRIVATE_MIN_WORK above n) give the same counts
+COPIES_RUNS = (("-DOMP_MIN_WORK=1",), (), ("-DPRIVATE_MIN_WORK=100000000",))
+
+
+def copies_pragma(out: str) -> str:
+    got = [p for p in omp_pragmas(out) if "reduction" in p]
+    assert len(got) == 1, got
+    return got[0]
+
+
+def test_interleaved_copies_of_the_textbook_bins(tmp_path):
+    out = apply_transform("private_bins", TEXTBOOK, {"extents": {"counts": "bins"}, "copies": 4})
+    assert out is not None and "private bins, 4 copies" in out
+    assert copies_pragma(out) == ("omp parallel for schedule(static) reduction(+ : "
+                                  "counts_copies[0:(size_t)(bins) * 4]) "
+                                  "if ((long long)(n) >= OMP_MIN_WORK)")
+    assert "(counts_copies + 3 * (long long)(bins))[values[(i + 3)]]++;" in out
+    assert "#include <cstdlib>" in out and "free(counts_copies);" in out
+    assert ">= PRIVATE_PER_BIN * 4 * (long long)(bins)" in out
+    call = "histogram(values, counts, n, bins)"
+    serial = run(TEXTBOOK, call, tmp_path)
+    for flags in COPIES_RUNS:  # 300007 values: three left over by the unrolling
+        assert run(out, call, tmp_path, *flags) == serial, flags
+    assert apply_transform("private_bins", out, {"extents": {"counts": "bins"},
+                                                  "copies": 4}) is None
+
+
+def test_interleaved_copies_in_a_helper_with_int_counters(tmp_path):
+    out = apply_transform("private_bins", HELPER, {"extents": {"counts": "bins"}, "copies": 4})
+    assert out is not None
+    assert "reduction(+ : hist_copies[0:(size_t)(nbins) * 4])" in copies_pragma(out)
+    assert "for (int i = 0; i < i_jam; i += 4)" in out
+    call = "histogram(values, counts, n, bins)"
+    serial = run(HELPER, call, tmp_path)
+    for flags in COPIES_RUNS:
+        assert run(out, call, tmp_path, *flags) == serial, flags
+
+
+def test_interleaved_copies_keep_a_c89_counters_last_value(tmp_path):
+    # `counts[0] += i - n` after the loop: the leftover loop leaves i at n
+    out = apply_transform("private_bins", C89_MACRO, {"extents": {"counts": "bins"},
+                                                      "copies": 4})
+    assert out is not None and "private bins, 4 copies" in out
+    call = "histogram(values, counts, n, bins)"
+    serial = run(C89_MACRO, call, tmp_path)
+    for flags in COPIES_RUNS:
+        assert run(out, call, tmp_path, *flags) == serial, flags
+
+
+# real histograms skip values: a `continue` in copy k must end copy k only, not the rest
+# of the unrolled group (braces instead of `do { } while (0)` would lose those counts)
+SKIPPING = kernel("""
+extern "C" void histogram(const int32_t* values, int32_t* counts, int64_t n, int64_t bins) {
+    memset(counts, 0, sizeof(int32_t) * (size_t)bins);
+    for (int64_t i = 0; i < n; ++i) {
+        const int32_t v = values[i];
+        if (v % 3 == 0) continue;
+        for (int r = 0; r < 2; ++r) {
+            if (r == 1 && v % 5 == 0) continue;  // the inner loop's own continue
+            counts[v] += 1;
+        }
+    }
+}
+""")
+
+
+def test_a_continue_ends_only_its_own_copy(tmp_path):
+    out = apply_transform("private_bins", SKIPPING, {"extents": {"counts": "bins"}, "copies": 4})
+    assert out is not None and out.count("} while (0);") == 4
+    call = "histogram(values, counts, n, bins)"
+    serial = run(SKIPPING, call, tmp_path)
+    for flags in COPIES_RUNS:
+        assert run(out, call, tmp_path, *flags) == serial, flags
+
+
+FLOAT_BINS = kernel("""
+extern "C" void histogram(const int32_t* values, const float* w, int32_t* counts,
+                          float* sums, int64_t n, int64_t bins) {
+    for (int64_t b = 0; b < bins; ++b) sums[b] = 0.0f;
+    for (int64_t i = 0; i < n; ++i) sums[values[i]] += w[i];
+}
+""")
+
+
+def test_interleaved_copies_of_float_bins_and_of_two_arrays(tmp_path):
+    out = apply_transform("private_bins", FLOAT_BINS, {"extents": {"sums": "bins"}, "copies": 4})
+    assert out is not None
+    assert "reduction(+ : sums_copies[0:(size_t)(bins) * 4])" in copies_pragma(out)
+    call = "histogram(values, w, counts, sums, n, bins)"
+    serial = float(run(FLOAT_BINS, call, tmp_path).split()[1])
+    for flags in COPIES_RUNS:  # reassociated: close to the serial sums
+        got = float(run(out, call, tmp_path, *flags).split()[1])
+        assert abs(got - serial) <= 1e-4 * abs(serial), flags
+    # two arrays of bins: one array-section reduction of both, no copies
+    two = apply_transform("private_bins", WEIGHTED,
+                          {"extents": {"counts": "bins", "sums": "bins"}, "copies": 4})
+    assert two is not None and "copies" not in two.split("*/", 1)[1]
+    assert "reduction(+ : counts[0:bins], sums[0:bins])" in copies_pragma(two)

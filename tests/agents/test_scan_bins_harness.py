@@ -1,6 +1,7 @@
 """The two parallel moves on the library's histogram and cumsum_rows, checked by the real
 harness (sandboxed worker, float64 reference, every shape group; no timing): private bins
-on the typical cases (threaded: 16M values in 256 bins) and the serial copy on the others;
+on the typical cases (threaded: 16M values in 256 bins) and the serial copy on the others,
+and with four interleaved copies (one thread on a million values in 1000 bins);
 the blocked scan on the few long rows (3 x 65537) and the rows threaded on the many; the
 vector scan on every row length (1, 3, 997, 1024, 65537: the leftover loop and the vector
 loop)."""
@@ -19,6 +20,7 @@ from tests.agents.conftest import baseline_text
 
 @pytest.mark.parametrize("op, transform, params", [
     ("histogram", "private_bins", {"extents": {"counts": "bins"}}),
+    ("histogram", "private_bins", {"extents": {"counts": "bins"}, "copies": 4}),
     ("cumsum_rows", "blocked_scan", {}),
     ("cumsum_rows", "vector_scan", {}),
 ])

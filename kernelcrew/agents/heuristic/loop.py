@@ -15,6 +15,7 @@ from kernelcrew.agents.transforms.cst import Source, find_function, params
 
 # knobs searched elsewhere: TILE by memory_access, the threading threshold by its own rule;
 # RB/JB (register_block) are sized for the vector registers and not worth a ladder
+BIN_COPIES = 4  # interleaved copies of a histogram's bins per thread, as hand-written ones keep
 _NOT_MINE = {"TILE", "TILE_ROWS", "GRID_CAP", "OMP_MIN_WORK", "RB", "JB"}
 # each threaded attempt that regressed a group raises the threshold one step
 MAX_KNOB_STEPS = 2
@@ -124,14 +125,19 @@ class Loop(HeuristicSpecialist):
         extents = source_extents(ctx, ev)
         if extents and cores > 1 and not regressed:
             out.append(Move(
-                "private_bins", "private_bins", 0.8 * cores, 0.6, params={"extents": extents},
+                "private_bins", "private_bins", 0.8 * cores, 0.6,
+                params={"extents": extents, "copies": BIN_COPIES},
                 why="The loop scatters into an array of bins (`counts[v[i]]++`): two "
-                    "iterations may hit the same bin, so it runs on one core.",
+                    "iterations may hit the same bin, so it runs on one core, and a run of "
+                    "equal values waits on one counter's store-to-load chain.",
                 plan="Thread it with private bins: each thread counts its share into its own "
-                     "zeroed copy (`reduction(+ : bins[0:extent])`, the extent from the op's "
-                     "shape), the copies added at the end; the serial loop below OMP_MIN_WORK "
-                     "values or fewer than PRIVATE_PER_BIN (8) values per bin.",
-                risks="clearing and adding a copy per thread costs a pass over the bins; "
+                     f"zeroed copies ({BIN_COPIES} interleaved copies where the loop has one "
+                     "array of bins, consecutive values going to different copies; an "
+                     "array-section reduction `reduction(+ : bins[0:extent])` otherwise; the "
+                     "extent from the op's shape), the copies added at the end; threads from "
+                     "OMP_MIN_WORK values, the serial loop below PRIVATE_MIN_WORK values or "
+                     "PRIVATE_PER_BIN (8) values per bin and copy.",
+                risks="clearing and adding the copies costs passes over the bins; "
                       "float bins are summed in another order (inside the tolerance)"))
         if cores > 1 and not regressed:
             out.append(Move(

@@ -484,8 +484,10 @@ def helper_extents(body: str, entry: str, helper: str, extents: dict[str, str]
 @_register("private_bins", "private_bins", ("cpu",),
            "thread a histogram / scatter-add loop (`counts[v[i]]++`, `+= w[i]`) with private "
            "bins per thread (`reduction(+ : counts[0:bins])`, the extent from the op's shape); "
-           "the serial loop below OMP_MIN_WORK values or PRIVATE_PER_BIN values per bin",
-           extents={}, min_work=DEFAULT_MIN_WORK, knob="OMP_MIN_WORK")
+           "the serial loop below OMP_MIN_WORK values or PRIVATE_PER_BIN values per bin; "
+           "`copies` interleaved copies per thread break the store-to-load chain of runs of "
+           "equal values", extents={}, min_work=DEFAULT_MIN_WORK, knob="OMP_MIN_WORK",
+           copies=1)
 def _t_private_bins(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
     extents = {str(k): str(v) for k, v in dict(p.get("extents") or {}).items()}
     if not extents or not kf.meta.entry:
@@ -500,7 +502,8 @@ def _t_private_bins(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
         if e in inner:
             return None
         ext = extents if e == entry else helper_extents(src, entry, e, extents)
-        return through_views(private_bins)(src, e, extents=ext, knob=knob, min_work=value)
+        return through_views(private_bins)(src, e, extents=ext, knob=knob, min_work=value,
+                                           copies=int(p.get("copies") or 1))
 
     out = _each_entry(kf, one)
     if out is not None and f">= {knob}" in (out.body or ""):

@@ -188,6 +188,20 @@ def descendants(lp: Loop) -> list[Loop]:
 def guard_edit(s: Source, m: FunctionModel, knob: str, value: int) -> Edit:
     """`#ifndef KNOB / #define KNOB value / #endif` before the first function of the file
     (a helper defined before the entry may use the knob too)."""
+    at = _file_scope_at(s, m)
+    return Edit(at, at, f"#ifndef {knob}\n#define {knob} {value}\n#endif\n\n")
+
+
+def include_edit(s: Source, m: FunctionModel, header: str) -> Edit:
+    """`#include <header>` where guard_edit puts its knobs."""
+    at = _file_scope_at(s, m)
+    return Edit(at, at, f"#include <{header}>\n\n")
+
+
+def _file_scope_at(s: Source, m: FunctionModel) -> int:
+    """The start of the line of the file's first function, or of the namespace or linkage
+    block that holds it: a place at file scope before any code that may use what goes
+    there."""
     top = m.fn
     while top.parent is not None and top.parent.type != "translation_unit":
         top = top.parent
@@ -197,8 +211,7 @@ def guard_edit(s: Source, m: FunctionModel, knob: str, value: int) -> Edit:
         if c.type in ("function_definition", "linkage_specification"):
             top = c
             break
-    at = s.line_start(top)
-    return Edit(at, at, f"#ifndef {knob}\n#define {knob} {value}\n#endif\n\n")
+    return s.line_start(top)
 
 
 def indented(text: str, by: str = "    ") -> str:

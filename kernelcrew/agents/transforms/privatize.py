@@ -13,6 +13,17 @@ the copies costs a pass over the bins per thread: four copies of 65536 counters 
 values made a hand-written kernel 0.28x), and copies of at most PRIVATE_MAX_BYTES each
 (GCC puts them on the threads' stacks); the serial loop, as written, everywhere else.
 
+With `copies` > 1 (one array of bins), each thread keeps that many interleaved copies:
+the loop is unrolled by `copies`, copy k of the body counting into copy k of the bins, so a
+run of equal values (real data is skewed) is `copies` independent store-to-load chains
+instead of one. The copies live in one zeroed heap buffer that the `parallel for` reduces
+(`reduction(+ : counts_copies[0:bins * 4])`, the thread count set by `if (work >=
+OMP_MIN_WORK)`, so mid-size shapes get the copies on one thread), the iterations left over
+by the unrolling count into the bins directly, and the copies are added into the bins at
+the end. A `continue` of the loop ends only its own copy (`do { } while (0)`). Below
+PRIVATE_MIN_WORK updates, or PRIVATE_PER_BIN values per bin and copy, or when the buffer
+cannot be had, the loop as written.
+
 Integer bins give the same counts exactly (the values added must be integers too: a float
 added to an int bin rounds at every step). Float bins are reassociated, as every reduction
 move here is: the sums change in the last bits, which the verifier checks against the op's
@@ -27,11 +38,14 @@ from kernelcrew.agents.transforms.affine import FunctionModel
 from kernelcrew.agents.transforms.common import (
     collapsed,
     finish,
+    fresh_name,
     guard_edit,
     in_small_path,
+    include_edit,
     invariant_text,
     model_of,
     reduction_clauses,
+    statements,
 )
 from kernelcrew.agents.transforms.cst import (
     Edit,
@@ -46,9 +60,11 @@ from kernelcrew.agents.transforms.cst import (
     within,
 )
 from kernelcrew.agents.transforms.dependence import accesses, check_loop
+from kernelcrew.agents.transforms.jam import copy_text, jam_header
 
 PER_BIN = 8  # values per bin below which private copies cost more than they save
 MAX_BYTES = 1 << 20  # one private copy, on a thread's stack
+COPIES_MIN_WORK = 1 << 14  # updates below which interleaved copies do not pay their set-up
 _INT = re.compile(r"(const\s+)?(unsigned\s+)?(char|short|int|long|long long|unsigned|size_t|"
                   r"u?int(8|16|32|64)_t|std::u?int(8|16|32|64)_t)")
 _FLOAT = re.compile(r"(const\s+)?(float|double)")
@@ -285,8 +301,70 @@ def _hint_free(s: Source, lp: Loop) -> bool:
                for p in pragmas_before(lp.node))
 
 
-def _once(s: Source, m: FunctionModel, extents: dict[str, str], knob: str, min_work: int
-          ) -> str | None:
+def _continues(lp: Loop) -> bool:
+    """A `continue` of `lp` itself in its body (one inside an inner loop is that loop's)."""
+    for n in walk(lp.body):
+        if n.type != "continue_statement":
+            continue
+        p = n.parent
+        while p is not None and p.type not in ("for_statement", "while_statement",
+                                                "do_statement"):
+            p = p.parent
+        if p == lp.node:
+            return True
+    return False
+
+
+def _copies_text(s: Source, m: FunctionModel, lp: Loop, name: str, ety: str, ext: str,
+                 clauses: str, work: str, knob: str, copies: int) -> tuple[str, bool] | None:
+    """The loop over `copies` interleaved private copies of the bins `name` (see the module
+    doc), and whether it needs <cstdlib> (calloc, free); None when the counter's type is unknown."""
+    ind = s.indent_of(lp.node)
+    taken = {n.text.decode() for n in walk(m.fn) if n.type == "identifier"}
+    head = jam_header(s, m, lp, copies, taken)
+    if head is None:
+        return None
+    var, init, start, end, lim, cmp, lim_text = head
+    buf = fresh_name(m, f"{name}_copies")
+    fold = fresh_name(m, f"{name}_bin")
+    d = lookup(name, lp.node)
+    e = f"(long long)({ext})"
+    size = f"(size_t)({ext}) * {copies}"
+    # copy k of the body counts into copy k of the bins; a `continue` of the loop ends
+    # only its own copy (`do { } while (0)` is what it continues)
+    wrap = ("do {{ {} }} while (0);" if _continues(lp) else "{{ {} }}")
+    stmts = statements(lp.body)
+    st2 = ind + "        "
+    body = ""
+    for k in range(copies):
+        base = buf if k == 0 else f"({buf} + {k} * {e})"
+        parts = [copy_text(m, st, [(lp, f"({var} + {k})" if k else None)], {d.key: base})
+                 for st in stmts]
+        body += st2 + wrap.format(" ".join(p.strip() for p in parts)) + "\n"
+    orig_body = s.text_of(lp.body).replace("\n", "\n    ")
+    added = f" +\n{ind}            ".join(
+        f"{buf}[{fold}]" if k == 0 else f"{buf}[{k} * {e} + {fold}]" for k in range(copies))
+    cond = (f"{work} >= PRIVATE_PER_BIN * {copies} * {e} &&\n{ind}    "
+            f"{work} >= PRIVATE_MIN_WORK &&\n{ind}    "
+            f"{e} * {copies} * (long long)sizeof({ety}) <= PRIVATE_MAX_BYTES &&\n{ind}    "
+            f"({buf} = ({ety}*)calloc({size}, sizeof({ety}))) != 0")
+    text = (f"{ind}{ety}* {buf} = 0;\n"
+            f"{ind}if ({cond}) {{  // kernelcrew: private bins, {copies} copies\n"
+            f"{ind}    {lim_text}\n"
+            f"#pragma omp parallel for schedule(static) reduction(+ : {buf}[0:{size}])"
+            f"{clauses} if ({work} >= {knob})\n"
+            f"{ind}    for ({init} = {start}; {var} < {lim}; {var} += {copies}) {{\n"
+            f"{body}{ind}    }}\n"
+            f"{ind}    for ({init} = {lim}; {var} {cmp} {end}; ++{var}) {orig_body}\n"
+            f"{ind}    for (long long {fold} = 0; {fold} < {e}; ++{fold})\n"
+            f"{ind}        {name}[{fold}] += {added};\n"
+            f"{ind}    free({buf});\n"
+            f"{ind}}} else {{\n")
+    return text, not re.search(r"#include\s*<(stdlib\.h|cstdlib)>", s.text)
+
+
+def _once(s: Source, m: FunctionModel, extents: dict[str, str], knob: str, min_work: int,
+          copies: int = 1) -> str | None:
     for lp in m.loops:
         if in_small_path(lp.node) or collapsed(s, lp) or not _hint_free(s, lp):
             continue
@@ -318,13 +396,24 @@ def _once(s: Source, m: FunctionModel, extents: dict[str, str], knob: str, min_w
                              "    " + ln for ln in text.split("\n"))
 
         cond = (" &&\n" + ind + "    ").join(conds)
-        text = (f"{ind}if ({cond}) {{  // kernelcrew: private bins\n"
-                f"#pragma omp parallel for schedule(static) reduction(+ : {sections})"
-                f"{clauses}{last}\n{shift(bare)}\n"
-                f"{ind}}} else {{\n{shift(original)}\n{ind}}}")
+        many = None
+        if copies > 1 and len(bins) == 1:
+            (name, (ety, ext)), = bins.items()
+            many = _copies_text(s, m, lp, name, ety, ext, clauses, work, knob, copies)
+        if many is not None:
+            text = many[0] + f"{shift(original)}\n{ind}}}"
+        else:
+            text = (f"{ind}if ({cond}) {{  // kernelcrew: private bins\n"
+                    f"#pragma omp parallel for schedule(static) reduction(+ : {sections})"
+                    f"{clauses}{last}\n{shift(bare)}\n"
+                    f"{ind}}} else {{\n{shift(original)}\n{ind}}}")
         edits = [Edit(begin, lp.node.end_byte, text)]
-        for name, value in ((knob, min_work), ("PRIVATE_PER_BIN", PER_BIN),
-                            ("PRIVATE_MAX_BYTES", MAX_BYTES)):
+        guards = [(knob, min_work), ("PRIVATE_PER_BIN", PER_BIN), ("PRIVATE_MAX_BYTES", MAX_BYTES)]
+        if many is not None:
+            guards.append(("PRIVATE_MIN_WORK", COPIES_MIN_WORK))
+            if many[1]:
+                edits.append(include_edit(s, m, "cstdlib"))
+        for name, value in guards:
             if f"#define {name}" not in s.text:
                 edits.append(guard_edit(s, m, name, value))
         return finish(s, edits)
@@ -332,16 +421,19 @@ def _once(s: Source, m: FunctionModel, extents: dict[str, str], knob: str, min_w
 
 
 def private_bins(src: str, entry: str, *, extents: dict[str, str] | None = None,
-                 knob: str = "OMP_MIN_WORK", min_work: int = 1 << 20) -> str | None:
+                 knob: str = "OMP_MIN_WORK", min_work: int = 1 << 20, copies: int = 1
+                 ) -> str | None:
     """Thread the scatter-add loops of `entry` with private bins (see the module doc).
-    `extents`: the element count of each array of bins, by its parameter name in `entry`."""
+    `extents`: the element count of each array of bins, by its parameter name in `entry`;
+    `copies`: interleaved copies of the bins per thread, where the loop has one array of
+    bins (1: the bins themselves, an array-section reduction)."""
     got = model_of(src, entry)
     if got is None or not extents:
         return None
     s, m = got
     if "// kernelcrew: private bins" in s.text_of(m.fn):
         return None  # one of ours already
-    return _once(s, m, dict(extents), knob, min_work)
+    return _once(s, m, dict(extents), knob, min_work, max(1, int(copies)))
 
 
 def private_bins_reasons(src: str, entry: str, extents: dict[str, str] | None = None
