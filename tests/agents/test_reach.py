@@ -566,7 +566,7 @@ extern "C" void f(const float* u, float* v, float c, int64_t ny_, int64_t nx_) {
 }
 """)
     new = apply_transform("omp_parallel", text)
-    assert new is not None and "v[(i) * nx + (j)] = c * u[(i) * nx + (j)];" in new
+    assert new is not None and "v[i * nx + j] = c * u[i * nx + j];" in new
     scan = kernel("""
 #define AT(i) y[i]
 extern "C" void f(float* y, int64_t n) {

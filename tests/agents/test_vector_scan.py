@@ -216,3 +216,36 @@ def test_row_pointers_and_an_existing_pragma(tmp_path):
     for rows, cols in SHAPES:
         x = rng.standard_normal((rows, cols)).astype(np.float32)
         assert np.allclose(_rows_cumsum(lib, x), _ref(x), rtol=1e-4, atol=1e-3 * np.sqrt(cols))
+
+
+ROW_MACRO = kernel("""
+#define ROW(p, r, n) ((p) + (size_t)(r) * (n))
+#define TO_FLOAT(T, v) ((T)(v))
+
+extern "C" void cumsum_rows(const float* x, float* y, int64_t rows, int64_t cols) {
+    for (int r = 0; r < rows; r++) {
+        const float* xr = ROW(x, r, cols);
+        float* yr = ROW(y, r, cols);
+        float acc = 0.0f;
+        for (int j = 0; j < cols; j++) {
+            acc += TO_FLOAT(float, xr[j]);
+            yr[j] = acc;
+        }
+    }
+}
+""", entry="cumsum_rows")
+
+
+@pytest.mark.parametrize("move", ["vector_scan", "blocked_scan", "omp_parallel"])
+def test_row_pointers_built_by_a_macro(move, tmp_path):
+    # expanded, `((x) + (size_t)(r) * (cols))` would read as a cast of `+ ...` to a type
+    # `x`; a variable's parentheses are dropped (`(float)` stays a cast)
+    out = apply_transform(move, ROW_MACRO)
+    assert out is not None, move
+    assert "const float* xr = (x + (size_t)r * cols);" in out
+    assert "acc += ((float)(xr[j]));" in out  # a type argument, split as the preprocessor does
+    lib = build(out.replace("flags: [-O2]", "flags: [-O2, -fopenmp]"), tmp_path)
+    rng = np.random.default_rng(19)
+    for rows, cols in SHAPES + ((40, 30000), (2, 70001)):
+        x = rng.standard_normal((rows, cols)).astype(np.float32)
+        assert np.allclose(_rows_cumsum(lib, x), _ref(x), rtol=1e-4, atol=1e-3 * np.sqrt(cols))

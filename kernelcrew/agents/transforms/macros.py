@@ -4,7 +4,9 @@ C code reaches its arrays through indexing macros (`#define U(i, j) u[(i) * nx +
 `V(i, j) = c0 * U(i, j) + ...`). A macro invocation looks like a call to the analysis, so a
 write through one cannot be proven to touch one element, and a read through one names no
 array at all. Expanded (the macro's replacement text with the arguments put in for its
-parameters, token for token, no parentheses added), the subscripts are plain again. The
+parameters, token for token, no parentheses added; a parenthesized parameter whose argument is
+a variable or a number loses its parentheses, which mean nothing there and would make
+`(x) + n` read as a cast), the subscripts are plain again. The
 definitions stay; only the entry's uses are replaced. Macros whose body stringizes or
 pastes tokens (`#`, `##`), takes a variable number of arguments or holds string literals
 are left alone.
@@ -15,7 +17,7 @@ from __future__ import annotations
 import re
 
 from kernelcrew.agents.transforms.common import finish
-from kernelcrew.agents.transforms.cst import Edit, Source, find_function, walk
+from kernelcrew.agents.transforms.cst import Edit, Source, find_function, lookup, walk
 
 
 def _definitions(s: Source) -> dict[str, tuple[list[str], str]]:
@@ -36,6 +38,25 @@ def _definitions(s: Source) -> dict[str, tuple[list[str], str]]:
     return out
 
 
+def _arguments(text: str) -> list[str]:
+    """The arguments of `(a, b[i, j], (T)c)` as the preprocessor splits them: at the commas
+    outside parentheses and brackets (a type name such as `float` is an argument too,
+    though it is no expression)."""
+    inner = text.strip()[1:-1]
+    out, depth, cur = [], 0, ""
+    for ch in inner:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    return out + [cur.strip()] if inner.strip() or out else []
+
+
 def _once(src: str, entry: str) -> str | None:
     s = Source(src)
     fn = find_function(s, entry)
@@ -53,10 +74,18 @@ def _once(src: str, entry: str) -> str | None:
         if any(e.start <= n.start_byte < e.end for e in edits):
             continue  # inside a macro call already expanded in this pass
         params, body = defs[name]
-        args = [s.text_of(a) for a in n.child_by_field_name("arguments").named_children]
+        args = _arguments(s.text_of(n.child_by_field_name("arguments")))
         if len(args) != len(params):
             continue
         table = dict(zip(params, args, strict=True))
+        # `(p)` with a variable or a number for p is written without the parentheses:
+        # `((x) + (size_t)(r) * (n))` would read as a cast of `+ ...` to the type `x`
+        plain = {p for p, a in table.items() if re.fullmatch(r"\s*\d[\w.]*\s*", a) or (
+            re.fullmatch(r"\s*[A-Za-z_]\w*\s*", a) and lookup(a.strip(), n) is not None)}
+        if plain:
+            body = re.sub(r"\(\s*([A-Za-z_]\w*)\s*\)",
+                          lambda m, pl=plain: m.group(1) if m.group(1) in pl else m.group(0),
+                          body)
         text = re.sub(r"\b[A-Za-z_]\w*\b", lambda m, tb=table: tb.get(m.group(0), m.group(0)),
                       body) if table else body
         edits.append(Edit(n.start_byte, n.end_byte, text))
