@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 from kernelcrew.kernels.spec import OpSpec
+from kernelcrew.kernels.text import split_top
 
 _QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "register",
                "struct", "signed"}
@@ -84,18 +85,7 @@ def entry_parameters(source: str, entry: str) -> list[str] | None:
         if not after.startswith("{"):
             continue  # a call or a declaration: look for the definition
         inner = body[m.end():i - 1]
-        parts, cur, d = [], [], 0
-        for ch in inner:
-            if ch in "(<[":
-                d += 1
-            elif ch in ")>]":
-                d -= 1
-            if ch == "," and d == 0:
-                parts.append("".join(cur).strip())
-                cur = []
-            else:
-                cur.append(ch)
-        last = "".join(cur).strip()
+        *parts, last = [p.strip() for p in split_top(inner, "(<[")]
         if last and last != "void":
             parts.append(last)
         return parts

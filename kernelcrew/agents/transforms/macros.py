@@ -18,6 +18,7 @@ import re
 
 from kernelcrew.agents.transforms.common import finish
 from kernelcrew.agents.transforms.cst import Edit, Source, find_function, lookup, walk
+from kernelcrew.kernels.text import split_top
 
 
 def _definitions(s: Source) -> dict[str, tuple[list[str], str]]:
@@ -43,18 +44,7 @@ def _arguments(text: str) -> list[str]:
     outside parentheses and brackets (a type name such as `float` is an argument too,
     though it is no expression)."""
     inner = text.strip()[1:-1]
-    out, depth, cur = [], 0, ""
-    for ch in inner:
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    return out + [cur.strip()] if inner.strip() or out else []
+    return [a.strip() for a in split_top(inner)] if inner.strip() else []
 
 
 def _once(src: str, entry: str) -> str | None:

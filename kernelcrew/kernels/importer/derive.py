@@ -43,6 +43,7 @@ from kernelcrew.kernels.importer.source import (
 )
 from kernelcrew.kernels.policy import CPU_INCLUDES, CUDA_INCLUDES, check_source
 from kernelcrew.kernels.spec import INT_INPUTS
+from kernelcrew.kernels.text import split_top
 
 DTYPE_OF = {"float": "float32", "double": "float64", "int": "int32", "int32_t": "int32",
             "int64_t": "int64", "long long": "int64", "long": "int64", "_Float16": "float16",
@@ -643,7 +644,7 @@ def _includes(sf: SourceFile, cuda: bool = False) -> list[str]:
 
 def _launch_exprs(exprs: list[str], flag: str, roles: list[Role]) -> list[str]:
     sizes = {r.param.name for r in roles if r.kind == "size"}
-    out = [e.strip() for item in exprs for e in _split_top(item) if e.strip()]
+    out = [e.strip() for item in exprs for e in split_top(item, "(") if e.strip()]
     if not 1 <= len(out) <= 3:
         raise InputError(f"{flag} {' '.join(exprs)!r}: give one to three dimensions",
                          field=flag)
@@ -656,20 +657,6 @@ def _launch_exprs(exprs: list[str], flag: str, roles: list[Role]) -> list[str]:
             raise InputError(f"{flag} {e!r}: {sorted(unknown)} are not sizes of the kernel "
                              f"({', '.join(sorted(sizes))})", field=flag)
     return out
-
-
-def _split_top(text: str) -> list[str]:
-    """`ceil_div(n, 256), 4` -> two dimensions: commas inside parentheses stay."""
-    parts, depth, cur = [], 0, ""
-    for ch in text:
-        if ch == "," and depth == 0:
-            parts.append(cur)
-            cur = ""
-            continue
-        depth += ch == "("
-        depth -= ch == ")"
-        cur += ch
-    return [*parts, cur]
 
 
 def _cuda_front(entry: str, flags: list[str], launch: tuple[list[str], list[str]],

@@ -18,6 +18,7 @@ from kernelcrew.errors import InputError, PolicyViolation
 from kernelcrew.kernels.kernelfile import KernelFile
 from kernelcrew.kernels.policy import blank_comments_and_strings, check_source
 from kernelcrew.kernels.spec import OpSpec
+from kernelcrew.kernels.text import split_top
 from kernelcrew.results import CompileResult, KernelResources
 from kernelcrew.tools.backends.backend import Backend
 from kernelcrew.tools.backends.compile import compile_cached
@@ -206,7 +207,7 @@ def global_functions(source: str) -> dict[str, GlobalFunction]:
             head_start = max(clean.rfind(c, 0, g.start()) for c in ";{}") + 1
             head = clean[head_start:m.start()]
             inner = clean[m.end():close]
-            params = [p.strip() for p in _split_top(inner)] if inner.strip() else []
+            params = [p.strip() for p in split_top(inner, "([{<")] if inner.strip() else []
             if params == ["void"]:
                 params = []
             name = m.group(1)
@@ -227,22 +228,6 @@ def _match_paren(s: str, open_at: int) -> int:
             if depth == 0:
                 return j
     return -1
-
-
-def _split_top(s: str) -> list[str]:
-    parts, depth, cur = [], 0, []
-    for ch in s:
-        if ch in "([{<":
-            depth += 1
-        elif ch in ")]}>":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    parts.append("".join(cur))
-    return parts
 
 
 _QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "register",
