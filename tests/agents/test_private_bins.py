@@ -449,3 +449,12 @@ def test_interleaved_copies_of_float_bins_and_of_two_arrays(tmp_path):
                           {"extents": {"counts": "bins", "sums": "bins"}, "copies": 4})
     assert two is not None and "copies" not in two.split("*/", 1)[1]
     assert "reduction(+ : counts[0:bins], sums[0:bins])" in copies_pragma(two)
+
+
+def test_rows_added_into_a_vector_take_no_copies():
+    # `y[j]` is an affine position: each bin is met once per row, there is no chain of
+    # equal bins to break, and four copies of y would only take four times the memory
+    text = HEAD.replace("histogram", "vecmat") + ROWS_INTO_Y
+    out = apply_transform("private_bins", text, {"extents": {"y": "n"}, "copies": 4})
+    assert out is not None and "copies" not in out.split("*/", 1)[1]
+    assert "omp parallel for schedule(static) reduction(+ : y[0:n])" in omp_pragmas(out)

@@ -13,7 +13,9 @@ the copies costs a pass over the bins per thread: four copies of 65536 counters 
 values made a hand-written kernel 0.28x), and copies of at most PRIVATE_MAX_BYTES each
 (GCC puts them on the threads' stacks); the serial loop, as written, everywhere else.
 
-With `copies` > 1 (one array of bins), each thread keeps that many interleaved copies:
+With `copies` > 1 (one array of bins, reached where the data says: `counts[values[i]]`,
+not an affine position such as the `y[j]` of rows added into an output, which meets each
+bin once per row), each thread keeps that many interleaved copies:
 the loop is unrolled by `copies`, copy k of the body counting into copy k of the bins, so a
 run of equal values (real data is skewed) is `copies` independent store-to-load chains
 instead of one. The copies live in one zeroed heap buffer that the `parallel for` reduces
@@ -56,6 +58,7 @@ from kernelcrew.agents.transforms.cst import (
     lookup,
     pragma_text,
     pragmas_before,
+    subscript_index,
     walk,
     within,
 )
@@ -315,6 +318,18 @@ def _continues(lp: Loop) -> bool:
     return False
 
 
+def _scattered(m: FunctionModel, lp: Loop, name: str) -> bool:
+    """Some update of the bins `name` goes where the data says (`counts[values[i]]`), not
+    to an affine position: only then may consecutive iterations hit one bin, the chain the
+    copies break. Rows added into an output (`y[j] += a[i * n + j] * x[i]`) reach each bin
+    once per row; copies there only multiply the memory the bins take."""
+    d = lookup(name, lp.node)
+    got = _updates(m, lp, d.key) if d is not None else None
+    if not isinstance(got, tuple):
+        return False
+    return any(m.linear(subscript_index(o), lp.node) is None for o in got[1])
+
+
 def _copies_text(s: Source, m: FunctionModel, lp: Loop, name: str, ety: str, ext: str,
                  clauses: str, work: str, knob: str, copies: int) -> tuple[str, bool] | None:
     """The loop over `copies` interleaved private copies of the bins `name` (see the module
@@ -397,7 +412,7 @@ def _once(s: Source, m: FunctionModel, extents: dict[str, str], knob: str, min_w
 
         cond = (" &&\n" + ind + "    ").join(conds)
         many = None
-        if copies > 1 and len(bins) == 1:
+        if copies > 1 and len(bins) == 1 and _scattered(m, lp, next(iter(bins))):
             (name, (ety, ext)), = bins.items()
             many = _copies_text(s, m, lp, name, ety, ext, clauses, work, knob, copies)
         if many is not None:
