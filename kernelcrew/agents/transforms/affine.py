@@ -217,8 +217,14 @@ class FunctionModel:
             return self.pointer_root(node.named_children[0], region, depth + 1)
         if t == "cast_expression":  # `(float*)x`: the same buffer, the same elements
             value = node.child_by_field_name("value")
-            if _base_type(self.src.text_of(node.child_by_field_name("type"))) != \
-                    _element_type(self.src, value):
+            to = _base_type(self.src.text_of(node.child_by_field_name("type")))
+            have = _element_type(self.src, value)
+            if have == "void" and "*" in self.src.text_of(node.child_by_field_name("type")):
+                # `(const BYTE*)src` of a `const void* src`: its elements are the cast's,
+                # as long as the function reads the buffer as one type only
+                if self._void_views(value) != {to}:
+                    return None
+            elif to != have:
                 return None
             return self.pointer_root(value, region, depth + 1)
         if t == "identifier":
@@ -255,6 +261,21 @@ class FunctionModel:
                 if acc is not None:
                     return acc
         return None
+
+    def _void_views(self, ident: Node) -> set[str]:
+        """The element types a `void*` variable is cast to anywhere in the function."""
+        d = lookup(ident.text.decode(), ident)
+        out = set()
+        for n in walk(self.fn):
+            if n.type != "cast_expression":
+                continue
+            v = n.child_by_field_name("value")
+            while v is not None and v.type == "parenthesized_expression" and v.named_children:
+                v = v.named_children[0]
+            if v is not None and v.type == "identifier" and d is not None and \
+                    (e := lookup(v.text.decode(), v)) is not None and e.key == d.key:
+                out.add(_base_type(self.src.text_of(n.child_by_field_name("type"))))
+        return out
 
     def _chain(self, node: Node) -> tuple[Node, list[Node | None], list[Node | None]] | None:
         """`a[i][j]` on an array declared `T a[N][M]`: (a, [i, j], [N, M]); None for a

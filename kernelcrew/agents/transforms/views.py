@@ -1,6 +1,6 @@
 """The same function written the way the loop moves read best: counters declared at the
-top moved into their loops (`counters`), indexing macros expanded (`macros`), helpers
-called in loops inlined (`inline`), pointer walks turned into subscripts (`pointers`),
+top moved into their loops (`counters`), indexing macros expanded (`macros`), counted
+`while` loops written as `for` loops (`whiles`), helpers called in loops inlined (`inline`), pointer walks turned into subscripts (`pointers`),
 array elements used as accumulators kept in locals (`scalarize`). A move that does not
 apply to the source as written is tried on these views, so a nest split across a call or
 walked with `*p++` is still seen whole; the result is the view with the move applied."""
@@ -15,15 +15,17 @@ from kernelcrew.agents.transforms.macros import expand_macros
 from kernelcrew.agents.transforms.pointers import index_pointers
 from kernelcrew.agents.transforms.reroll import reroll
 from kernelcrew.agents.transforms.scalarize import scalarize
+from kernelcrew.agents.transforms.whiles import counted_whiles
 
 
 def views(src: str, entry: str) -> list[str]:
     """The rewritten views of `entry` that differ from `src`, each step on the one before:
-    counters scoped, macros expanded, helpers inlined, pointer walks indexed, then array
-    accumulators scalarized."""
+    counters scoped, macros expanded, counted whiles made for loops, helpers inlined, pointer
+    walks indexed, then array accumulators scalarized."""
     out: list[str] = []
     cur = src
-    for step in (scope_counters, reroll, expand_macros, inline_calls, index_pointers, scalarize):
+    for step in (scope_counters, reroll, expand_macros, counted_whiles, inline_calls,
+                 index_pointers, scalarize):
         new = step(cur, entry)
         if new is not None and new != cur:
             cur = new
