@@ -102,7 +102,10 @@ def _alone(p: Proposal, stats: dict[str, dict]) -> str:
 # helpers (the views) or rewrite the loops' bodies.
 _KEEP_FIRST = ("vector_math", "vector_math_ext", "accumulators", "simd", "unroll", "restrict",
                "omp_parallel", "omp_version", "row_accumulate", "loop_order", "interchange")
-APPLY_AFTER = {"unroll_and_jam": ("omp_parallel", "keep_values"),
+APPLY_AFTER = {# threads, private copies and register blocks read the nest as written; a
+               # loop stepping by 4 with its leftover loop is one none of them takes
+               "unroll_and_jam": ("omp_parallel", "keep_values", "interchange",
+                                  "register_block", "private_bins"),
                "register_tile": ("omp_parallel", "keep_values"),
                # a thread's rows and the blocks of a blocked scan are scanned a vector at a
                # time; a vector-scanned loop is no longer one blocked_scan can split, nor

@@ -207,19 +207,25 @@ def test_rows_strided_by_a_leading_dimension_are_threaded_under_a_run_time_test(
     out = apply_transform("omp_parallel", SGEMM)
     assert out is not None
     assert "(ldc >= n)" in out and "#pragma omp parallel for" in out
-    # the other moves that need distinct rows are not offered on the assumption
-    assert apply_transform("unroll_and_jam", SGEMM) is None
+    # the moves that need distinct rows are not offered on the assumption: the jam takes
+    # the k steps of one row (four rows of b added into the row of c per pass, each
+    # element's terms in their order, whatever ldc is), never the rows themselves
+    jammed = apply_transform("unroll_and_jam", SGEMM)
+    assert jammed is not None and "for (int p = 0; p < p_jam; p += 4)" in jammed
+    assert "i_jam" not in jammed
     rng = np.random.default_rng(3)
     lib0, lib1 = build(SGEMM, tmp_path, "orig"), build(out, tmp_path, "omp")
+    lib2 = build(jammed, tmp_path, "jam")
     # m * n * k above the threaded copy's work threshold (OMP_MIN_WORK, 2^20) in every case
     for m, n, k, ldc in ((128, 96, 100, 96), (128, 96, 100, 100), (128, 96, 100, 48)):
         a = rng.standard_normal(m * k).astype(np.float32)
         b = rng.standard_normal(k * n).astype(np.float32)
         c0 = rng.standard_normal(m * ldc + n).astype(np.float32)
         got = {}
-        for name, lib in (("orig", lib0), ("omp", lib1)):
+        for name, lib in (("orig", lib0), ("omp", lib1), ("jam", lib2)):
             c = c0.copy()
             lib.f(ptr(a), ptr(b), ptr(c), *(ctypes.c_int64(v) for v in (m, n, k, k, n, ldc)))
             got[name] = c
         # same operations per element in the same order: equal bit for bit
         assert np.array_equal(got["omp"], got["orig"]), (m, n, k, ldc)
+        assert np.array_equal(got["jam"], got["orig"]), (m, n, k, ldc)

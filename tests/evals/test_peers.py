@@ -3,6 +3,7 @@ op, the tunable kernel files of the library, and the roofline bound."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -110,6 +111,24 @@ def test_numpy_peer_times_the_idiom_in_a_child_process() -> None:
     assert res.expression == "x + z"
     assert res.typical_ms and res.typical_ms > 0
     assert [c.correct for c in res.cases] == [True]
+
+
+def test_numpy_peer_is_timed_in_the_kernels_cache_state(tmp_path: Path) -> None:
+    # vadd's 2 x 2.4 MB fits in half of any last-level cache this runs on: warm, as the
+    # kernels are timed; the same op marked `cache: cold` is flushed before each call,
+    # and its back-to-back time is kept next to it
+    warm = P.numpy_peer(OPS / "vadd", reps=3)
+    assert [c.cache for c in warm.cases] == ["warm"]
+    assert warm.cases[0].no_flush_ms is None and warm.no_flush_ms == warm.typical_ms
+    folder = tmp_path / "vadd"
+    shutil.copytree(OPS / "vadd", folder)
+    with open(folder / "op.yaml", "a") as f:
+        f.write("cache: cold\n")
+    cold = P.numpy_peer(folder, reps=3)
+    assert not cold.error, cold.error
+    assert [c.cache for c in cold.cases] == ["cold"]
+    assert cold.cases[0].no_flush_ms is not None and cold.cases[0].no_flush_ms > 0
+    assert cold.no_flush_ms == pytest.approx(cold.cases[0].no_flush_ms)
 
 
 def test_every_library_op_has_a_numpy_expression() -> None:

@@ -247,13 +247,15 @@ class Loop(HeuristicSpecialist):
                 out.append(Move(
                     "unroll_and_jam", "unroll_and_jam", 1.8, 0.7 - 0.1 * rank,
                     params={"factor": factor},
-                    why=f"A dot-product nest ({nest}) computes one output per pass of its inner "
-                        "reduction: the elements every output shares are loaded once per "
-                        "output, and one accumulator chain waits on each add.",
-                    plan=f"Unroll-and-jam the output loop by {factor}: {factor} outputs share "
-                         "one pass of the inner loop, each with its own accumulator (omp simd "
-                         "reduction), so a shared element is loaded once for "
-                         f"{factor} FMAs; leftover outputs run the original loop.",
+                    why=f"A nest ({nest}) does one outer step per pass of its inner loop: a "
+                        "dot product per output (the elements every output shares loaded once "
+                        "per output, one accumulator chain waiting on each add), or a row "
+                        "added into a vector (the vector loaded and stored once per row).",
+                    plan=f"Unroll-and-jam the outer loop by {factor}: {factor} outer steps "
+                         "share one pass of the inner loop (outputs each with its own "
+                         "accumulator under omp simd reduction; rows added in their order "
+                         "into each element), so a shared element is loaded once for "
+                         f"{factor} FMAs; leftover steps run the original loop.",
                     risks="register pressure at the larger factor; no gain when the nest is "
                           "bound by the stream of the other operand"))
         if ev.facts.chains:

@@ -295,3 +295,53 @@ def repeat(src: str, entry: str, once) -> str | None:
             break
         text, changed = out, True
     return text if changed else None
+
+
+def _code_only(text: str) -> str:
+    """The text without its pragma lines and whitespace (two copies of a loop that differ
+    only in their OpenMP pragmas compare equal)."""
+    return "".join("".join(ln.split()) for ln in text.split("\n")
+                   if not ln.lstrip().startswith("#"))
+
+
+def serial_versions(s: Source, node: Node) -> list[tuple[int, int, str]]:
+    """Inside `node`, each version test that picks between a threaded copy of some code
+    and the same code on one thread (`if (WORK >= KNOB) { #pragma omp parallel for ... }
+    else { ... }`, what omp_parallel writes): (start, end, replacement) byte ranges of the
+    source, the replacement being the serial copy. Within a loop that is itself threaded
+    the nested team would be one thread, and the test stands between the loop and the
+    moves that read its body (a jam wants one inner loop, not two versions of it). The
+    serial copy's statements replace the whole `if` (its lines) where they declare nothing
+    at its top level, else its block does. Only a condition without calls or assignments,
+    and two copies that differ in nothing but their pragmas, are taken."""
+    out: list[tuple[int, int, str]] = []
+    for n in walk(node):
+        if n.type != "if_statement" or any(n.start_byte < e and n.end_byte > b
+                                           for b, e, _ in out):
+            continue
+        then, alt = n.child_by_field_name("consequence"), n.child_by_field_name("alternative")
+        if alt is not None and alt.type == "else_clause":
+            alt = next((c for c in alt.named_children), None)
+        if then is None or alt is None or then.type != "compound_statement" or \
+                alt.type != "compound_statement":
+            continue
+        cond = n.child_by_field_name("condition")
+        if any(c.type in ("call_expression", "assignment_expression", "update_expression")
+               for c in walk(cond)):
+            continue
+        par = [pragma_text(s, p) for p in walk(then) if p.type == "preproc_call"]
+        ser = [pragma_text(s, p) for p in walk(alt) if p.type == "preproc_call"]
+        if not any(re.match(r"omp\s+parallel\b", t) for t in par) or \
+                any(re.match(r"omp\s+(parallel|for)\b", t) for t in ser):
+            continue
+        if _code_only(s.text_of(then)) != _code_only(s.text_of(alt)):
+            continue
+        inner = [c for c in alt.named_children if c.type != "comment"]
+        if any(c.type == "declaration" for c in inner) or not inner:
+            out.append((n.start_byte, n.end_byte, s.text_of(alt)))
+            continue
+        body = s.data[s.line_start(inner[0]):inner[-1].end_byte].decode()
+        body = "\n".join(ln[4:] if ln.startswith("    ") and not ln.lstrip().startswith("#")
+                         else ln for ln in body.split("\n"))
+        out.append((s.line_start(n), n.end_byte, body))
+    return out

@@ -16,10 +16,20 @@ vector register each under `omp simd reduction`), every element that does not de
 `o` (here `inp[bt*C + i]`) is loaded once for U multiply-adds, and U independent chains hide
 the FP-add latency. Leftover outer iterations (OC % U) run the original body.
 
-Legal when the outer iterations are independent (`check_loop` without reductions: each
-writes its own elements, reads nothing another writes) and the inner loop's bounds do not
-depend on the outer variable; each accumulator still sums its terms in the original order
-(the inner loop's `omp simd` reduction reassociates them, as `simd` would). Offered only
+The same jam takes a loop that adds rows into one vector (`for i { xi = x[i]; for j
+y[j] += a[i * n + j] * xi; }`, a transposed mat-vec, the weighted values of attention):
+the jammed inner loop adds U rows into each y[j] in their order, so y is loaded and stored
+once per U rows.
+
+Legal when the inner loop's bounds do not depend on the outer variable and the outer
+iterations are independent (`check_loop` without reductions: each writes its own
+elements, reads nothing another writes) but for what the jam keeps in order (`_carried`):
+scalars that only the set-up, or only the wrap-up, mentions (a running maximum of the
+scores, `denom += p`), whose copies run one after the other as the iterations did, and
+arrays that only the inner loop touches, at one subscript that does not change with the
+outer loop (y[j] above). Each accumulator still sums its terms in the original order
+(the inner loop's `omp simd` reduction reassociates them, as `simd` would); each element
+of an updated array receives its rows' terms in the original order. Offered only
 where the inner loop's reads are unit-stride or invariant in its variable (otherwise the
 vectorized inner loop would gather: interchange is the move there).
 
@@ -57,7 +67,12 @@ from kernelcrew.agents.transforms.cst import (
     pragmas_before,
     walk,
 )
-from kernelcrew.agents.transforms.dependence import PURE_CALLS, check_loop, defined_functions
+from kernelcrew.agents.transforms.dependence import (
+    PURE_CALLS,
+    assign_target,
+    check_loop,
+    defined_functions,
+)
 
 JAM_MARK = "// kernelcrew: jammed by"
 
@@ -112,9 +127,6 @@ def jam_reason(m: FunctionModel, lp: Loop) -> str | None:
     if not all(_plain(m, st) for st in others):
         return f"the body of the loop at line {line} has statements other than set-up and " \
                "wrap-up around the inner loop"
-    why = _pragma_reason(s, lp)
-    if why:
-        return f"loop at line {line} {why}"
     if not inner.canonical:
         return f"inner loop at line {s.line_of(inner.node)} is not countable"
     for n in (inner.start, inner.end, inner.step):
@@ -122,12 +134,25 @@ def jam_reason(m: FunctionModel, lp: Loop) -> str | None:
                               invariant_text(s, m, n, lp.node) is None):
             return f"the inner loop's bounds change with {lp.var}"
     v = check_loop(m, lp, allow_reductions=False)
+    same: set[str] = set()
+    carried: set[str] = set()
     if not v.ok:
-        return f"iterations of {lp.var} are not independent: {v.reason}"
+        why, same = _carried(m, lp, inner)
+        if why is not None:
+            return f"iterations of {lp.var} are not independent: {v.reason}" + (
+                f" ({why})" if why else "")
+        carried = _carried_names(m, lp, inner, same)
+    why = _pragma_reason(s, lp, carried)
+    if why:
+        return f"loop at line {line} {why}"
     vi = check_loop(m, inner, allow_reductions=True)
-    if not vi.ok or not vi.reductions:
+    if not vi.ok or not (vi.reductions or same):
         return f"the inner loop at line {s.line_of(inner.node)} is not a reduction" + (
+            " and updates no array element-wise" if vi.ok and not same else "") + (
             f" ({vi.reason})" if vi.reason else "")
+    if same and vi.reductions:
+        return f"the inner loop at line {s.line_of(inner.node)} both reduces and updates " \
+               "an array"
     if any(op != "+" for op in vi.reductions.values()):
         return "the inner reduction is not a sum"
     bad = unit_or_invariant(m, inner)
@@ -139,18 +164,113 @@ def jam_reason(m: FunctionModel, lp: Loop) -> str | None:
     return None
 
 
+def _carried(m: FunctionModel, lp: Loop, inner: Loop) -> tuple[str | None, set[str]]:
+    """Whether the jam may reorder iterations of `lp` that are not independent: (None,
+    the arrays updated element-wise) when what links them is only
+
+    - scalars declared outside the loop that its set-up alone, or its wrap-up alone,
+      mentions (a running maximum of the scores after each dot product, `denom += p`
+      before each row is added): the jam runs the copies' set-ups one after the other
+      in the original order, then their inner loops, then their wrap-ups, so each such
+      scalar sees the same values in the same order;
+    - arrays that only the inner loop touches, every access at one subscript that does
+      not change with the outer loop (`y[j] += a[i * n + j] * x[i]`, the rows of a
+      matrix added into one vector): iteration (i, j) meets only iterations (i', j) of
+      the same j, and the jammed inner loop applies the copies' updates of y[j] in the
+      original order of i.
+
+    Else (why, set()): "" when neither explains it. A worksharing pragma on the loop with
+    a carried scalar or array is left alone (the source would race)."""
+    post_start, pre_end = inner.node.end_byte, inner.node.start_byte
+
+    scalars = _outer_scalars(lp, inner)
+    for name, key in scalars.items():
+        where = set()
+        for n in walk(lp.body):
+            if n.type == "identifier" and n.text.decode() == name:
+                d = lookup(name, n)
+                if d is not None and d.key == key:
+                    where.add("pre" if n.start_byte < pre_end else
+                              "post" if n.start_byte >= post_start else "inner")
+        if where != {"pre"} and where != {"post"}:
+            return f"{name} is carried by more than the set-up or the wrap-up", set()
+    arrays: dict[str, list] = {}
+    for n in walk(lp.body):
+        if n.type != "subscript_expression":
+            continue
+        acc = m.subscript(n, lp.node)
+        if acc is None:
+            continue
+        arrays.setdefault(acc[0], []).append((n, acc[1]))
+    same: set[str] = set()
+    for root, uses in arrays.items():
+        written = any((t := assign_target(u.parent)) is not None
+                      and t.start_byte == u.start_byte and t.end_byte == u.end_byte
+                      for u, _ in uses)
+        if not written:
+            continue
+        offs = [off for _, off in uses]
+        sp = split_terms(offs[0]) if offs[0] is not None else None
+        if all(inner.node.start_byte <= u.start_byte < post_start for u, _ in uses) and \
+                sp is not None and lp.key not in sp[0] and all(o == offs[0] for o in offs):
+            same.add(root)
+    if not scalars and not same:
+        return "", set()
+    names = _carried_names(m, lp, inner, same)
+    if any(re.match(r"omp\b", pragma_text(m.src, p)) for p in pragmas_before(lp.node)) and \
+            not names <= reduced_names(m.src, lp):
+        return ("a value carried under a worksharing pragma without a reduction clause "
+                "for it"), set()
+    v = check_loop(m, lp, allow_reductions=False, exclude=frozenset(scalars.values()) | same)
+    return (None, same) if v.ok else (v.reason, set())
+
+
 # clauses of a `parallel for` on the jammed loop that mean the same on groups of its
 # iterations (anything else, a reduction, private copies of other variables, collapse,
 # ordered, refuses)
 _KEPT_CLAUSES = re.compile(r"(schedule|num_threads|if|proc_bind|default)\s*\([^()]*\)")
 _PRIVATE = re.compile(r"private\s*\(([^()]*)\)")
+_REDUCTION = re.compile(r"reduction\s*\(\s*[^():]+:([^()]*)\)")
 
 
-def worksharing(s: Source, lp: Loop) -> str | None:
+def reduced_names(s: Source, lp: Loop) -> set[str]:
+    """The variables (arrays by their names) in the `reduction` clauses of the OpenMP
+    pragmas on `lp`."""
+    out: set[str] = set()
+    for p in pragmas_before(lp.node):
+        for r in _REDUCTION.finditer(pragma_text(s, p)):
+            out |= {v.split("[")[0].strip() for v in r.group(1).split(",") if v.strip()}
+    return out
+
+
+def _carried_names(m: FunctionModel, lp: Loop, inner: Loop, same: set[str]) -> set[str]:
+    """The names of what the iterations of `lp` carry past the jam: scalars declared
+    outside it that its set-up or wrap-up assigns, and the arrays in `same` (Decl keys)."""
+    return {r.split("@")[0] for r in same} | set(_outer_scalars(lp, inner))
+
+
+def _outer_scalars(lp: Loop, inner: Loop) -> dict[str, str]:
+    """Scalars declared outside `lp` that its set-up or wrap-up assigns: name -> Decl key."""
+    out: dict[str, str] = {}
+    for n in walk(lp.body):
+        target = assign_target(n)
+        if target is None or target.type != "identifier" or \
+                inner.node.start_byte <= n.start_byte < inner.node.end_byte:
+            continue
+        d = lookup(target.text.decode(), target)
+        if d is not None and not (d.node.start_byte >= lp.node.start_byte
+                                  and d.node.end_byte <= lp.node.end_byte):
+            out[target.text.decode()] = d.key
+    return out
+
+
+def worksharing(s: Source, lp: Loop, *, reductions: bool = False) -> str | None:
     """The loop's own `omp parallel for` pragma, when it is one the jam keeps (see
     `_pragma_reason`), else None. `private` naming only the loop's own counter (llama2.c's
     `#pragma omp parallel for private(i)`) says what OpenMP does anyway, on the jammed
-    loop as on the original."""
+    loop as on the original. With `reductions`, `reduction` clauses are kept too: a
+    reduction over groups of iterations is the same reduction (the caller checks that
+    the jam keeps what its variables carry in order, `_carried`)."""
     ps = [pragma_text(s, p) for p in pragmas_before(lp.node)]
     omp = [t for t in ps if re.match(r"omp\b", t)]
     if len(omp) != 1:
@@ -160,18 +280,22 @@ def worksharing(s: Source, lp: Loop) -> str | None:
         return None
     rest = _PRIVATE.sub(lambda p: "" if {v.strip() for v in p.group(1).split(",")} == {lp.var}
                         else p.group(0), m.group(1))
+    if reductions:
+        rest = _REDUCTION.sub("", rest)
     if _KEPT_CLAUSES.sub("", rest).replace(",", "").strip():
         return None
     return omp[0]
 
 
-def _pragma_reason(s: Source, lp: Loop) -> str:
+def _pragma_reason(s: Source, lp: Loop, carried: set[str] = frozenset()) -> str:
     """Why the OpenMP pragmas on `lp` stop the jam ("" when there are none, or only an
     `omp parallel for` whose clauses mean the same on groups of iterations: the jammed
-    loop keeps it, its leftover iterations run on the calling thread)."""
+    loop keeps it, its leftover iterations run on the calling thread). A reduction clause
+    is kept when it names exactly the values the iterations carry (`carried`)."""
     omp = [pragma_text(s, p) for p in pragmas_before(lp.node)
            if re.match(r"omp\b", pragma_text(s, p))]
-    if not omp or worksharing(s, lp) is not None:
+    keep = bool(carried) and reduced_names(s, lp) == carried
+    if not omp or worksharing(s, lp, reductions=keep) is not None:
         return ""
     return f"carries an OpenMP pragma the jam cannot keep (`#pragma {omp[0]}`)"
 
@@ -192,12 +316,21 @@ def _declared_names(node: Node) -> dict[int, int]:
 
 
 def rename_copy(m: FunctionModel, node: Node, lp: Loop, k: int, var_text: str | None,
-                renames: set[str]) -> str:
+                renames: set[str], sep: str = "_") -> str:
     """The text of `node` for copy k of a loop body: the loop variable becomes `var_text`
     (unchanged when None), and in copies k > 0 the declarations named in `renames` (Decl
-    keys) get a `_k` suffix, at their declaration and every use."""
+    keys) get a `{sep}k` suffix (`_k` by default), at their declaration and every use."""
     return copy_text(m, node, [(lp, var_text)],
-                     {key: f"{key.split('@')[0]}_{k}" for key in renames} if k else {})
+                     {key: f"{key.split('@')[0]}{sep}{k}" for key in renames} if k else {})
+
+
+def copy_suffix(names: list[str], copies: int, taken: set[str]) -> str | None:
+    """The separator (`_`, `_j`, `_jj`, ...) whose suffixed copies `name{sep}k` of every
+    name, k = 1 .. copies - 1, are all free (None after a few tries)."""
+    for sep in ("_", "_j", "_jj", "_jjj"):
+        if not any(f"{n}{sep}{k}" in taken for n in names for k in range(1, copies)):
+            return sep
+    return None
 
 
 def copy_text(m: FunctionModel, node: Node, subs: list[tuple[Loop, str | None]],
@@ -253,8 +386,9 @@ def _jam_once(s: Source, m: FunctionModel, factor: int) -> str | None:
         # locals declared in the outer body (set-up, the inner body; not the inner counter)
         locals_ = body_locals(lp.body, inner.decl)
         taken = {n.text.decode() for n in walk(m.fn) if n.type == "identifier"}
-        if any(f"{key.split('@')[0]}_{k}" in taken for key in locals_ for k in range(1, factor)):
-            continue  # a copy's name is taken
+        sep = copy_suffix([key.split("@")[0] for key in locals_], factor, taken)
+        if sep is None:
+            continue  # the copies' names are taken
         red = check_loop(m, inner, allow_reductions=True).reductions
         stmts = statements(lp.body)
         pre = [st for st in stmts if st.end_byte <= inner.node.start_byte
@@ -266,8 +400,9 @@ def _jam_once(s: Source, m: FunctionModel, factor: int) -> str | None:
         st3 = st2 + "    "
         copies = range(factor)
 
-        def copy(st: Node, k: int, lp: Loop = lp, keys: set[str] = locals_) -> str:
-            return rename_copy(m, st, lp, k, f"({lp.var} + {k})" if k else None, keys)
+        def copy(st: Node, k: int, lp: Loop = lp, keys: set[str] = locals_,
+                 sep: str = sep) -> str:
+            return rename_copy(m, st, lp, k, f"({lp.var} + {k})" if k else None, keys, sep)
 
         pre_txt = "".join(f"{st2}{copy(st, k)}\n" for k in copies for st in pre)
         post_txt = "".join(f"{st2}{copy(st, k)}\n"
@@ -275,9 +410,10 @@ def _jam_once(s: Source, m: FunctionModel, factor: int) -> str | None:
         body_stmts = statements(inner.body)
         body_txt = "".join(f"{st3}{copy(st, k)}\n"
                            for k in copies for st in body_stmts)
-        names = [f"{r}_{k}" if k else r for r in red for k in copies]
+        names = [f"{r}{sep}{k}" if k else r for r in red for k in copies]
         ih = s.data[inner.node.start_byte:inner.body.start_byte].decode().rstrip()
-        simd = f"#pragma omp simd reduction(+ : {', '.join(names)})\n"
+        simd = f"#pragma omp simd reduction(+ : {', '.join(names)})\n" if names else \
+            "#pragma omp simd\n"
         head = jam_header(s, m, lp, factor, taken)
         if head is None:
             continue
@@ -285,7 +421,7 @@ def _jam_once(s: Source, m: FunctionModel, factor: int) -> str | None:
         orig_body = s.text_of(lp.body).replace("\n", "\n    ")
         # the main loop in OpenMP's canonical form (`for (v = a; v < b; v += F)`), so a
         # `parallel for` it carried stays on it; the leftover iterations start at its end
-        par = worksharing(s, lp)
+        par = worksharing(s, lp, reductions=bool(reduced_names(s, lp)))
         text = (
             f"{{  {JAM_MARK} {factor}\n"
             f"{st1}{lim_text}\n"

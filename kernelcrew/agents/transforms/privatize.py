@@ -47,6 +47,7 @@ from kernelcrew.agents.transforms.common import (
     invariant_text,
     model_of,
     reduction_clauses,
+    serial_versions,
     statements,
 )
 from kernelcrew.agents.transforms.cst import (
@@ -404,7 +405,13 @@ def _once(s: Source, m: FunctionModel, extents: dict[str, str], knob: str, min_w
             last = f" lastprivate({lp.var})"  # declared outside: its value after the loop
         begin = lead_start(s, lp.node)
         original = s.data[begin:lp.node.end_byte].decode()
-        bare = s.data[s.line_start(lp.node):lp.node.end_byte].decode()
+        # the threaded copy: a version test inside it that would start a nested team is
+        # its serial copy there (the team would be one thread)
+        at = s.line_start(lp.node)
+        raw = s.data[at:lp.node.end_byte]
+        for b, e, text in sorted(serial_versions(s, lp.body), reverse=True):
+            raw = raw[:b - at] + text.encode() + raw[e - at:]
+        bare = raw.decode()
 
         def shift(text: str) -> str:
             return "\n".join(ln if not ln.strip() or ln.lstrip().startswith("#") else

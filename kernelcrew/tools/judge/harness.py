@@ -85,6 +85,16 @@ def case_key(c: Case) -> str:
     return f"{c.group}[{c.index}]"
 
 
+
+def case_cache_state(mode: str, llc_bytes: int | None, working_set: int) -> str:
+    """`cold` or `warm` for a case whose rotating input sets move `working_set` bytes per
+    round: the mode itself unless it is `auto`, then warm when that fits in half the
+    last-level cache (the data would stay resident between calls), cold otherwise. The one
+    rule for the kernels' harness and for the peers timed next to them."""
+    if mode != "auto":
+        return mode
+    return "warm" if llc_bytes and working_set * 2 <= llc_bytes else "cold"
+
 class Harness:
     """Inputs and references for one operator, and the runs of kernels on them."""
 
@@ -270,12 +280,8 @@ class Harness:
         is warm when the rotating working set (input sets x the op's bytes per call) fits
         in half the last-level cache, so the data would stay cache-resident between
         calls, and cold otherwise."""
-        mode = self.bench.cache or self.spec.cache
-        if mode != "auto":
-            return mode
-        llc = self.llc_bytes
-        ws = self.bench.input_sets * self.spec.cost_bytes(c.sizes)
-        return "warm" if llc and ws * 2 <= llc else "cold"
+        return case_cache_state(self.bench.cache or self.spec.cache, self.llc_bytes,
+                                self.bench.input_sets * self.spec.cost_bytes(c.sizes))
 
     def run(self, comp: CompileResult, kf: KernelFile, *, mode: str = "bench",
             reps: int | None = None, wrap: Sequence[str] = (), keep: bool = False,

@@ -23,7 +23,11 @@ def render(data: dict[str, Any]) -> list[str]:
         "after the crew's run on that operator (3 warm-up "
         f"calls, then {reps} timed calls alternating two input sets, "
         "perf_counter around each call, median), BLAS/OpenMP threads = the kernels' thread "
-        "count. NumPy allocates its result on every call, as idiomatic code does. Where two "
+        "count, in the kernels' cache state: on a case whose timed kernel calls follow a "
+        "flush of the last-level cache (two input sets that do not fit in half of it), each "
+        "timed NumPy call follows the same flush, outside the clock (*cache* column: the "
+        "cases' states; *back to back* is the same NumPy code called without the flush, "
+        "from a warmer cache than the kernels are timed in). NumPy allocates its result on every call, as idiomatic code does. Where two "
         "spellings are natural both were timed and the faster is the peer. The crew's times "
         "are the medians of its best kernel from part 1 (its own sandboxed worker: fresh "
         "NaN-poisoned outputs per call, outputs re-checked). Each NumPy result was checked "
@@ -32,14 +36,17 @@ def render(data: dict[str, Any]) -> list[str]:
     for op, npr in data.get("numpy", {}).items():
         r = rows.get(op) or (bo if bo and bo.op == op else None)
         if npr.error:
-            np_rows.append([op, npr.error, "-", "-", "-"])
+            np_rows.append([op, npr.error, "-", "-", "-", "-", "-"])
             continue
         crew = r.best_ms if r else None
-        np_rows.append([op, f"`{npr.expression}`", _f(npr.typical_ms, "{:.4g}"),
-                        _f(crew, "{:.4g}"),
+        states = sorted({c.cache for c in npr.cases}) or ["-"]
+        cold = "cold" in states
+        np_rows.append([op, f"`{npr.expression}`", "/".join(states),
+                        _f(npr.typical_ms, "{:.4g}"),
+                        _f(npr.no_flush_ms, "{:.4g}") if cold else "-", _f(crew, "{:.4g}"),
                         _f(npr.typical_ms / crew if crew else None, "{:.2f}x")])
-    add(S.markdown_table(["operator", "NumPy expression", "NumPy ms", "crew ms",
-                          "crew faster by"], np_rows))
+    add(S.markdown_table(["operator", "NumPy expression", "cache", "NumPy ms",
+                          "back to back ms", "crew ms", "crew faster by"], np_rows))
     add("")
     return L
 
