@@ -14,6 +14,7 @@ import pytest
 from kernelcrew.agents.transforms import apply_transform
 from kernelcrew.agents.transforms.jam import jam_reasons
 from kernelcrew.agents.transforms.views import canonical
+from tests.agents.test_private_bins import ROWS_INTO_Y as VECMAT
 from tests.agents.test_reach import build, kernel, ptr
 
 # the scores of each query row against all keys, through a helper, `int` counters, row
@@ -116,17 +117,8 @@ def test_a_threaded_loop_with_an_undeclared_reduction_is_left_alone():
 
 
 # rows added into one vector, the way a transposed mat-vec is written after interchange
-ROWS_INTO_Y = kernel("""
-extern "C" void f(const float* a, const float* x, float* y, int64_t m_, int64_t n_) {
-    int m = (int)m_, n = (int)n_;
-    for (int j = 0; j < n; j++) y[j] = 0.0f;
-    for (int i = 0; i < m; i++) {
-        const float* row = a + (int64_t)i * n;
-        float xi = x[i];
-        for (int j = 0; j < n; j++) y[j] += row[j] * xi;
-    }
-}
-""")
+# (the private-bins tests' kernel, `int` counters and a row pointer)
+ROWS_INTO_Y = kernel(VECMAT, entry="vecmat")
 
 
 def test_rows_added_into_a_vector_are_jammed_in_their_order(tmp_path):
@@ -140,7 +132,7 @@ def test_rows_added_into_a_vector_are_jammed_in_their_order(tmp_path):
         x = rng.standard_normal(m).astype(np.float32)
         got, want = (np.full(n, np.nan, np.float32) for _ in range(2))
         for lib, y in ((jammed, got), (plain, want)):
-            lib.f(ptr(a), ptr(x), ptr(y), ctypes.c_int64(m), ctypes.c_int64(n))
+            lib.vecmat(ptr(a), ptr(x), ptr(y), ctypes.c_int64(m), ctypes.c_int64(n))
         assert np.allclose(got, x.astype(np.float64) @ a, rtol=1e-4, atol=1e-4), (m, n)
         # each y[j] receives the rows' terms in the same order as before
         assert np.array_equal(got, want), (m, n)
@@ -161,7 +153,7 @@ def test_rows_into_a_vector_that_would_reorder_are_not_jammed(old, new, why):
             "y[j] += row[j] * xi;\n    }", "y[j] += row[j] * xi;\n        g *= 0.5f;\n    }")
     assert src != ROWS_INTO_Y
     assert apply_transform("unroll_and_jam", src) is None
-    reasons = jam_reasons(canonical(src, "f"), "f")
+    reasons = jam_reasons(canonical(src, "vecmat"), "vecmat")
     assert any(why in r for r in reasons), reasons
 
 
@@ -188,5 +180,5 @@ def test_rows_threaded_with_private_copies_are_then_jammed(tmp_path):
         a = rng.standard_normal((m, n)).astype(np.float32)
         x = rng.standard_normal(m).astype(np.float32)
         y = np.full(n, np.nan, np.float32)
-        lib.f(ptr(a), ptr(x), ptr(y), ctypes.c_int64(m), ctypes.c_int64(n))
+        lib.vecmat(ptr(a), ptr(x), ptr(y), ctypes.c_int64(m), ctypes.c_int64(n))
         assert np.allclose(y, x.astype(np.float64) @ a, rtol=1e-4, atol=1e-4), (m, n)
