@@ -50,16 +50,38 @@ if [ "${1:-}" = "--fetch-wheels" ]; then
     case $exclude in /*) ;; *) exclude=$REPO/$exclude ;; esac
     mkdir -p "$(dirname "$exclude")"
     grep -qx '/.whl/' "$exclude" 2>/dev/null || echo '/.whl/' >>"$exclude"  # never commit them
-    # the packages (pinned to the versions installed here) the image lacks; the image's
-    # the package list of the lent GPU machine image, as of 2026-11-17
+    # the packages (pinned to the versions installed here) that the lent GPU machine's
+    # image lacks; IMAGE is that image's package list as of 2026-11-17
     "$PY" - "$which_set" >"$REPO/.whl/wanted.txt" <<'PYEOF' || exit 2
 import re, sys
 from importlib import metadata as md
 from packaging.requirements import Requirement
-IMAGE = set("""annotated-doc anyio attrs certifi charset-normalizer click cupy-cuda13x
-filelock h11 httpcore httpx idna jinja2 markupsafe numpy packaging pip pluggy protobuf
-psutil pytest pyyaml regex requests rich setuptools six tiktoken tqdm typing-extensions
-typing-inspect urllib3 wheel xxhash zipp grpcio onnxruntime typer uvloop""".split())
+IMAGE = set("""absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio
+attrs botorch build certifi charset-normalizer chex click cloudpickle cmake colorama
+contourpy coverage cuda-bindings cuda-core cuda-pathfinder cuda-toolkit cupy-cuda13x
+cycler cython diffrax e3nn einops equinox etils execnet filelock flatbuffers flax
+fonttools formulaic frozenlist fsspec gpytorch grpcio h11 h5py hf-xet httpcore httpx
+huggingface-hub humanize hypothesis idna imageio iniconfig interface-meta jax
+jax-cuda13-pjrt jax-cuda13-plugin jaxlib jaxtyping jinja2 joblib kiwisolver lazy-loader
+lightning lightning-utilities linear-operator lineax llvmlite lxml markdown
+markdown-it-py markupsafe matplotlib mdurl meson ml-dtypes mpi4py mpmath msgpack
+multidict multipledispatch mypy-extensions nanobind narwhals networkx ninja numba
+numba-cuda numpy numpyro nvidia-cublas nvidia-cuda-cupti nvidia-cuda-nvrtc
+nvidia-cuda-runtime nvidia-cudnn-cu13 nvidia-cufft nvidia-cufile nvidia-curand
+nvidia-cusolver nvidia-cusparse nvidia-cusparselt-cu13 nvidia-ml-py nvidia-nccl-cu13
+nvidia-nvjitlink nvidia-nvshmem-cu13 nvidia-nvtx onnx onnx-ir onnxruntime onnxscript
+opencv-python-headless opt-einsum opt-einsum-fx optax optimistix orbax-checkpoint
+packaging pandas pathspec patsy peft pillow pip pluggy portalocker prometheus-client
+propcache protobuf psutil py-cpuinfo pyarrow pybind11 pygments pyparsing
+pyproject-hooks pyre-extensions pytest pytest-benchmark pytest-cov pytest-mock
+pytest-timeout pytest-xdist python-dateutil pytorch-lightning pyyaml regex requests
+rich sacrebleu safetensors scikit-build-core scikit-image scikit-learn scipy seaborn
+sentence-transformers sentencepiece setuptools shellingham simplejson six
+sortedcontainers statsmodels sympy tabulate tensorboard tensorboard-data-server
+tensorstore threadpoolctl tifffile tiktoken timm tokenizers toolz torch torch-geometric
+torchaudio torchdiffeq torchmetrics torchvision tqdm transformers treescope triton
+typer typing-extensions typing-inspect urllib3 uvloop wadler-lindig werkzeug wheel
+wrapt xarray xxhash yarl zipp""".split())
 roots = ["numpy", "pydantic", "pyyaml", "filelock", "platformdirs"]
 if sys.argv[1] in ("graph", "all"):
     roots += ["langgraph", "langgraph-checkpoint-sqlite", "langchain-openai", "langchain-core",
@@ -411,7 +433,20 @@ PYEOF
     done
 fi
 
-# -- 6. a short heuristic optimize on every op (the CUDA crew's transforms: fusion, vector
+# -- 6. check every op's baseline (against itself: correctness on the device; before the
+#       crew's runs, which the budget may cut) --------------------------------------------
+for op in $OPS; do
+    if [ "$HAVE_GPU" = 1 ] && [ "$WORKER_OK" = 0 ]; then
+        record check "$op baseline" "$NOWORKER" "$WHY_NOWORKER"
+        continue
+    fi
+    say "check $op baseline.cu"
+    run "check_${op}_baseline" 60 "${KC[@]}" check "$op" \
+        "kernelcrew/kernels/library/$op/baseline.cu" --json --reps 4 --seed 13
+    [ $? = 125 ] && { record check "$op baseline" "skipped: time budget"; continue; }
+    summarize_check "check_${op}_baseline" "$op" baseline
+done
+# -- 7. a short heuristic optimize on every op (the CUDA crew's transforms: fusion, vector
 #       access, block reductions, shared-memory tiles); without a GPU it compiles only -------
 if ! "${KC[@]}" optimize --help >/dev/null 2>&1; then
     record optimize "kernelcrew optimize" "not available" "the optimize command does not exist yet"
@@ -450,17 +485,5 @@ PYEOF
     done
 fi
 
-# -- 7. check every op's baseline (against itself: correctness on the device) -------------
-for op in $OPS; do
-    if [ "$HAVE_GPU" = 1 ] && [ "$WORKER_OK" = 0 ]; then
-        record check "$op baseline" "$NOWORKER" "$WHY_NOWORKER"
-        continue
-    fi
-    say "check $op baseline.cu"
-    run "check_${op}_baseline" 60 "${KC[@]}" check "$op" \
-        "kernelcrew/kernels/library/$op/baseline.cu" --json --reps 4 --seed 13
-    [ $? = 125 ] && { record check "$op baseline" "skipped: time budget"; continue; }
-    summarize_check "check_${op}_baseline" "$op" baseline
-done
 if grep -qE $'\t(FAIL|ERROR)' "$SUMMARY"; then exit 1; fi
 exit 0

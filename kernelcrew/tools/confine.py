@@ -79,6 +79,8 @@ def _landlock_restrict(spec: dict) -> None:
              *((p, rw) for p in spec["write_files"]),
              *((p, dev | _LL_READ_DIR) for p in spec["devices"]),
              *((p, fs) for p in spec["write"])]
+    if spec["own_threads"]:
+        _allow_own_threads(libc, rfd, fs)
     for path, rights in rules:
         try:
             pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)
@@ -99,6 +101,24 @@ def _landlock_restrict(spec: dict) -> None:
     if libc.syscall(ctypes.c_long(_LL_RESTRICT), ctypes.c_long(rfd), ctypes.c_long(0)) < 0:
         raise OSError(ctypes.get_errno(), "landlock_restrict_self")
     os.close(rfd)
+
+
+def _allow_own_threads(libc, rfd: int, fs: int) -> None:
+    """Let the process read and write its own threads' /proc entries, and nothing else of
+    /proc: the CUDA driver names each thread it starts by writing
+    /proc/self/task/<tid>/comm, and fails its initialization (error 304, "OS call failed")
+    when it cannot. A Landlock rule binds to an inode, so the rule goes on this process's
+    own task directory (the launcher is the process the worker becomes: exec keeps the
+    PID), and the directory stays open across the exec: procfs makes a new inode for a
+    path whose dentry was dropped, which would no longer carry the rule."""
+    pfd = os.open("/proc/self/task", os.O_PATH | os.O_DIRECTORY)
+    os.set_inheritable(pfd, True)  # kept open across the exec: pins the inode
+    rule = ctypes.create_string_buffer(
+        struct.pack("=Qi", (_LL_READ_FILE | _LL_WRITE_FILE | _LL_TRUNCATE | _LL_READ_DIR) & fs,
+                    pfd), 12)
+    if libc.syscall(ctypes.c_long(_LL_ADD_RULE), ctypes.c_long(rfd), ctypes.c_long(1),
+                    rule, ctypes.c_long(0)) < 0:
+        raise OSError(ctypes.get_errno(), "landlock_add_rule /proc/self/task")
 
 
 # seccomp: (audit arch, system calls refused with EPERM, socket, clone, clone3) per machine
@@ -145,8 +165,8 @@ def _seccomp_program(machine: str, unix_sockets: bool) -> list[tuple[int, int, i
     prog += [(jeq, 0, 3, nr_clone), (ld, 0, 0, 16), (jset, 0, 1, _CLONE_NEW_ANY),
              (ret, 0, 0, err(1))]
     prog += [(ld, 0, 0, 0)]
-    if unix_sockets:
-        prog += [(jeq, 0, 4, nr_socket), (ld, 0, 0, 16), (jeq, 1, 0, 1),  # AF_UNIX
+    if unix_sockets:  # not a socket: on to the allow; AF_UNIX: allow; any other: refused
+        prog += [(jeq, 0, 3, nr_socket), (ld, 0, 0, 16), (jeq, 1, 0, 1),  # AF_UNIX
                  (ret, 0, 0, err(97))]  # EAFNOSUPPORT
     else:
         prog += [(jeq, 0, 1, nr_socket), (ret, 0, 0, err(97))]
@@ -176,9 +196,10 @@ _SPEC_LISTS = {"r": "read", "f": "read_files", "w": "write_files", "d": "devices
 
 
 def encode_spec(spec: dict) -> list[str]:
-    """Arguments for the launcher: landlock ABI, seccomp, unix sockets, then the paths."""
+    """Arguments for the launcher: landlock ABI, seccomp, unix sockets, own threads' /proc
+    entries writable, then the paths."""
     out = [f"L:{int(spec['landlock'])}", f"S:{int(spec['seccomp'])}",
-           f"U:{int(spec['unix_sockets'])}"]
+           f"U:{int(spec['unix_sockets'])}", f"T:{int(spec.get('own_threads', False))}"]
     for k, name in _SPEC_LISTS.items():
         out += [f"{k}:{p}" for p in spec[name]]
     return out
@@ -186,6 +207,7 @@ def encode_spec(spec: dict) -> list[str]:
 
 def decode_spec(args: list[str]) -> dict:
     spec: dict = {name: [] for name in _SPEC_LISTS.values()}
+    spec["own_threads"] = False
     for a in args:
         k, _, v = a.partition(":")
         if k in _SPEC_LISTS:
@@ -196,6 +218,8 @@ def decode_spec(args: list[str]) -> dict:
             spec["seccomp"] = v == "1"
         elif k == "U":
             spec["unix_sockets"] = v == "1"
+        elif k == "T":
+            spec["own_threads"] = v == "1"
         else:
             raise ValueError(f"unknown launcher argument {a!r}")
     return spec

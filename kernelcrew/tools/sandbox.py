@@ -233,14 +233,20 @@ def describe_layers(layers: dict | None) -> str:
 
 
 def _stock_command(argv: Sequence[str], layers: dict, scratch: Path,
-                   readonly: Sequence[Path], devices: Sequence[str]) -> list[str]:
-    """unshare ... python -I -S confine.py SPEC -- argv (the launcher applies the rest)."""
+                   readonly: Sequence[Path], devices: Sequence[str],
+                   tool: Sequence[str] = ()) -> list[str]:
+    """unshare ... [tool] python -I -S confine.py SPEC -- argv (the launcher applies the
+    rest). A `tool` (a profiler that starts argv as its child) runs inside the namespaces
+    but outside Landlock and seccomp, and starts the launcher: the command's own process
+    gets every layer, and the rules that name the process itself (its threads' /proc
+    entries) name that process, not the tool's."""
     home, keep = home_to_hide(argv)
     hidden = [Path("/dev")] + ([home] if home is not None else [])
     spec = {
         "landlock": layers["landlock"],
         "seccomp": layers["seccomp"],
         "unix_sockets": bool(devices),  # a GPU driver may talk to a daemon over one
+        "own_threads": bool(devices),  # the CUDA driver names its threads in /proc
         "read": [str(p) for p in [*_read_roots(hidden), *keep, *map(Path, readonly)]],
         "read_files": [*_DEV_READ],
         "write_files": [*_DEV_RW],
@@ -250,7 +256,7 @@ def _stock_command(argv: Sequence[str], layers: dict, scratch: Path,
     launcher = [sys.executable, "-I", "-S", str(Path(confine.__file__).resolve()),
                 *confine.encode_spec(spec), "--"]
     ns = layers["namespaces"]
-    return [*(_unshare_prefix(ns) if ns else []), *launcher, *argv]
+    return [*(_unshare_prefix(ns) if ns else []), *tool, *launcher, *argv]
 
 
 _DEV_READ = ("/dev/random", "/dev/urandom")
@@ -500,17 +506,22 @@ def run_confined(
     log_name: str = "proc",
     devices: Sequence[str] = (),
     layers: dict | None = None,
+    tool: Sequence[str] = (),
 ) -> SandboxRun:
     """Run argv with cwd=scratch under the sandbox; stdout/stderr go to files in scratch.
 
     `devices` are device nodes the command may use (a GPU's /dev/nvidia*): bound into
     bubblewrap's fresh /dev, or allowed by Landlock. `layers` (stock confinement only)
     applies some of the stock layers instead of all that work here (tests show each
-    layer on its own)."""
+    layer on its own). `tool` is a trusted wrapper that starts argv as its child (`ncu
+    ...`, `perf stat ... --`): inside bubblewrap with it; under the stock confinement in
+    the namespaces, but outside the Landlock and seccomp layers its child gets (Nsight
+    Compute's target could not start CUDA when the rule for its threads' /proc entries
+    named ncu's process instead: seen on an H200)."""
     scratch = Path(scratch).resolve()
     scratch.mkdir(parents=True, exist_ok=True)
     kind = confinement()
-    cmd = list(argv)
+    cmd = [*tool, *argv]
     if kind == "bwrap":
         prefix = [shutil.which("bwrap") or "bwrap", "--die-with-parent", "--unshare-all",
                   "--ro-bind", "/", "/",
@@ -528,7 +539,7 @@ def run_confined(
         cmd = prefix + ["--"] + cmd
     elif kind == "stock":
         cmd = _stock_command(argv, layers if layers is not None else stock_layers(), scratch,
-                             readonly, devices)
+                             readonly, devices, tool)
     # RLIMIT_NPROC counts every process and thread of the (outside) user, hence the
     # offset; it does not bind root (inside a user namespace too), so the pids cgroup
     # below is the cap that holds there. Both leave room for one thread per core.

@@ -192,3 +192,80 @@ class TestStockLayersOneByOne:
         # threads (clone3 refused with ENOSYS: libc falls back to clone) and child
         # processes still work
         assert got["thread"] == got["subprocess"] == got["numpy"] == "ok", got
+
+
+GPU_PROBE = r"""
+import json, os, socket, threading
+def attempt(fn):
+    try:
+        fn()
+        return "ok"
+    except OSError as e:
+        return -e.errno
+def name_thread(out):  # what the CUDA driver does for each thread it starts
+    def run():
+        out["own_thread_comm"] = attempt(lambda: open(
+            f"/proc/self/task/{threading.get_native_id()}/comm", "w").write("kc-worker"))
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+got = {}
+name_thread(got)
+got["process_comm"] = attempt(lambda: open("/proc/self/comm", "w").write("x"))
+got["unix_socket"] = attempt(lambda: socket.socket(socket.AF_UNIX).close())
+got["inet_socket"] = attempt(lambda: socket.socket(socket.AF_INET).close())
+print(json.dumps(got))
+"""
+
+
+@pytest.mark.skipif("stock" not in available_confinements(),
+                    reason="the running kernel allows neither namespaces nor Landlock")
+class TestStockWithDevices:
+    """A GPU worker's stock confinement (device nodes given): the seccomp filter lets
+    AF_UNIX sockets through (a driver may talk to a daemon) and still refuses the others,
+    and Landlock lets the process write its own threads' /proc entries (the CUDA driver
+    fails its initialization when it cannot name its threads) and nothing else of /proc.
+    /dev/null stands in for the GPU's nodes: the rules for them are the same."""
+
+    @pytest.fixture(autouse=True)
+    def _stock(self, monkeypatch):
+        monkeypatch.setenv(SANDBOX_ENV, "stock")
+
+    def _run(self, tmp_path, devices: list[str], tool: list[str] = ()) -> dict:
+        r = run_confined([sys.executable, "-c", GPU_PROBE], scratch=tmp_path / "scratch",
+                         timeout_s=60, devices=devices, tool=tool,
+                         env={"PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
+        assert r.returncode == 0, (r.describe(), r.stderr[-3000:])
+        return json.loads(r.stdout.strip().splitlines()[-1])
+
+    def test_gpu_worker_filter_loads_and_keeps_other_sockets_out(self, tmp_path):
+        if not stock_layers()["seccomp"]:
+            pytest.skip(f"no seccomp filter for {os.uname().machine} here")
+        got = self._run(tmp_path, ["/dev/null"])
+        assert got["unix_socket"] == "ok", got
+        assert got["inet_socket"] == -EAFNOSUPPORT, got
+
+    def test_gpu_worker_may_name_its_threads_and_nothing_more(self, tmp_path):
+        if not stock_layers()["landlock"]:
+            pytest.skip("the running kernel has no Landlock")
+        gpu = self._run(tmp_path, ["/dev/null"])
+        assert gpu["own_thread_comm"] == "ok", gpu
+        assert gpu["process_comm"] == -EACCES, gpu  # /proc/<pid>/comm: outside task/
+        plain = self._run(tmp_path, [])
+        assert plain["own_thread_comm"] == -EACCES, plain
+        assert plain["unix_socket"] == plain["inet_socket"] == (
+            -EAFNOSUPPORT if stock_layers()["seccomp"] else "ok"), plain
+
+    def test_a_tool_starts_the_confined_command_as_its_child(self, tmp_path):
+        """A profiler (`tool`) that starts the worker as its child: the child gets every
+        layer, and names its own threads (under ncu, the rule for the threads' /proc
+        entries used to name ncu's process, and CUDA could not start in the child)."""
+        if not stock_layers()["landlock"]:
+            pytest.skip("the running kernel has no Landlock")
+        spawner = [sys.executable, "-c",
+                   "import subprocess, sys; sys.exit(subprocess.call(sys.argv[1:]))"]
+        got = self._run(tmp_path, ["/dev/null"], tool=spawner)
+        assert got["own_thread_comm"] == "ok", got
+        assert got["process_comm"] == -EACCES, got
+        if stock_layers()["seccomp"]:
+            assert got["inet_socket"] == -EAFNOSUPPORT, got

@@ -288,8 +288,8 @@ class Harness:
             judge: bool = True) -> KernelRun:
         """Run the compiled kernel in a fresh sandboxed worker and judge its outputs.
 
-        `wrap` prefixes the worker command inside the sandbox (a profiler such as
-        `perf record ... --`); `keep` leaves the worker's scratch (and what the wrapper
+        `wrap` is a profiler that starts the worker as its child inside the sandbox
+        (`perf record ... --`, `ncu ...`; see `run_confined`'s `tool`); `keep` leaves the worker's scratch (and what the wrapper
         wrote there) until the harness closes; `judge=False` (a profiler's re-run of a
         kernel already judged) skips comparing the outputs: rows stay `pending`.
         """
@@ -312,7 +312,8 @@ class Harness:
         env = {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
                "PYTHONDONTWRITEBYTECODE": "1", **self.backend.worker_env()}
         return run_confined(
-            [*wrap, sys.executable, "-m", "kernelcrew.tools.judge.worker", str(out_dir / "job.json")],
+            [sys.executable, "-m", "kernelcrew.tools.judge.worker", str(out_dir / "job.json")],
+            tool=wrap,
             scratch=out_dir, readonly=[self.inputs_dir],
             timeout_s=timeout_s if timeout_s is not None else self.limits.timeout_s,
             address_space_gib=getattr(self.backend, "worker_address_space_gib",
