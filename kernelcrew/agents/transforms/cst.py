@@ -115,8 +115,34 @@ def function_name(fn: Node) -> str | None:
     return name.text.decode() if name is not None and name.type == "identifier" else None
 
 
+def per_source(fn):
+    """Memoize `fn(src)` on the Source (its text never changes): facts about the whole file
+    (its functions, macros, helpers) that the moves ask for hundreds of times on one text.
+    A copy of a set, dict or list is returned, so a caller may change its own."""
+    key = f"_memo_{fn.__name__}"
+
+    def run(src: Source):
+        if key not in src.__dict__:
+            src.__dict__[key] = fn(src)
+        got = src.__dict__[key]
+        return got.copy() if isinstance(got, (set, dict, list)) else got
+
+    run.__name__, run.__doc__ = fn.__name__, fn.__doc__
+    return run
+
+
+@per_source
 def functions(src: Source) -> list[Node]:
-    return [n for n in walk(src.root) if n.type == "function_definition"]
+    """The function definitions of the text, in source order (those at file, namespace,
+    `extern "C"` or class scope; the walk does not enter a function's body)."""
+    found, stack = [], [src.root]
+    while stack:
+        n = stack.pop()
+        if n.type == "function_definition":
+            found.append(n)
+            continue
+        stack.extend(reversed(n.named_children))
+    return found
 
 
 def find_function(src: Source, name: str) -> Node | None:

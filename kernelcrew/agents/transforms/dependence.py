@@ -28,6 +28,7 @@ from kernelcrew.agents.transforms.cst import (
     function_name,
     functions,
     lookup,
+    per_source,
     walk,
     within,
 )
@@ -102,6 +103,7 @@ def accesses(model: FunctionModel, region: Node) -> list[Access] | str:
             out.append(Access(root[0], root[1], True, False, n))
     return out
 
+@per_source
 def defined_functions(src: Source) -> set[str]:
     """Names of the functions defined in the source (helpers a kernel calls)."""
     return {function_name(f) for f in functions(src)} - {None}
@@ -110,6 +112,7 @@ def defined_functions(src: Source) -> set[str]:
 _ASSIGNS = re.compile(r"(?<![=!<>])=(?!=)|\+\+|--|[-+*/%&|^]=|<<=|>>=")
 
 
+@per_source
 def pure_macros(src: Source) -> set[str]:
     """Function-like macros (`#define SQ(a) ((a) * (a))`) whose body assigns nothing, calls
     only pure functions and names nothing but its parameters, constants and other such
@@ -152,6 +155,7 @@ _TYPE_WORDS = frozenset(["float", "double", "int", "long", "unsigned", "short", 
 _COPIES = frozenset(["__builtin_memcpy", "memcpy"])
 
 
+@per_source
 def impure_helpers(src: Source) -> dict[str, str]:
     """Defined functions that write outside their own locals (through a pointer, to a
     global, a static local) or call something that may: name -> what they do."""
