@@ -22,6 +22,8 @@ DEVICE_COUNT = 1
 # None: every event pair reads 0.125 ms; a number: the pair reads that many ms per launch
 # recorded between its two events (so repeated launches take proportionally longer)
 LAUNCH_MS: float | None = None
+# ms added to the next event pairs read, one each (a device waking up for its first timing)
+EXTRA_MS: list[float] = []
 
 
 _MEMORY: dict[int, np.ndarray] = {}  # fake device pointer -> the array behind it
@@ -163,7 +165,8 @@ cuda = types.SimpleNamespace(
     Device=lambda i=0: types.SimpleNamespace(use=lambda: None),
     Stream=_Stream,
     Event=_Event,
-    get_elapsed_time=lambda a, b: 0.125 if LAUNCH_MS is None else LAUNCH_MS * (b.at - a.at),
+    get_elapsed_time=lambda a, b: (0.125 if LAUNCH_MS is None else LAUNCH_MS * (b.at - a.at))
+    + (EXTRA_MS.pop(0) if EXTRA_MS else 0.0),
     runtime=types.SimpleNamespace(getDeviceCount=_device_count,
                                   getDeviceProperties=lambda i: dict(PROPS),
                                   memsetAsync=_memset_async, memcpyAsync=_memcpy_async,

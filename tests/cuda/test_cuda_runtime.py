@@ -208,6 +208,34 @@ def test_short_plans_are_timed_as_repeated_runs_between_one_event_pair(fake_cupy
         h.close()
 
 
+def test_every_input_set_of_a_case_is_timed_with_the_same_count_of_runs(fake_cupy,
+                                                                          tmp_path) -> None:
+    """The parent scales every reported time of a case by the case's runs_per_timing, so
+    every input set must be timed with that count. On an H200 a first timing slowed by an
+    idle GPU (about +20 us) left one input set at 2 runs per timing and the other at 13:
+    the parent then saw more reported time than its clock measured, and rejected honest
+    kernels. Here the first event pair read (input set 0's verify call) is 0.03 ms slower."""
+    from kernelcrew.tools.backends.cuda_runtime import repeats_for
+
+    fake_cupy.LAUNCH_MS = 0.002
+    fake_cupy.EXTRA_MS[:] = [0.03]
+    fake_cupy.KERNELS.update(row_sums=_row_sums, affine=_affine)
+    assert repeats_for(0.004 + 0.03) == 2 and repeats_for(0.004) == 13
+    h, _rows, done = _run_worker(fake_cupy, tmp_path, FIXTURES / "ok" / "two_pass_temps.cu")
+    try:
+        first = next(iter(done.values()))
+        assert len(first["input_checksums"]) >= 2  # the case has two input sets to differ
+        assert first["runs_per_timing"] == 13
+        # each case: one single run per input set to verify, then the warm-up call and 4
+        # timed calls, every one `runs_per_timing` runs of the 2-launch plan
+        expected = sum(2 * len(e["input_checksums"]) + 2 * e["runs_per_timing"] * (1 + 4)
+                       for e in done.values())
+        assert len(fake_cupy.LAUNCHES) == expected
+        assert first["times_ms"] == pytest.approx([0.004] * 4)
+    finally:
+        h.close()
+
+
 def test_repeats_for() -> None:
     from kernelcrew.tools.backends.cuda_runtime import MAX_REPEATS, MIN_TIMED_MS, repeats_for
 

@@ -227,6 +227,11 @@ class CudaRuntime:
         """Runs of the plan per timing for this state (1: one run per event pair)."""
         return int(st.get("repeats", 1))
 
+    def set_repeats(self, st: dict, n: int) -> None:
+        """Time this state's later calls as n runs of the plan (the worker gives every
+        input set of a case the same count)."""
+        st["repeats"] = max(1, int(n))
+
     def snapshot(self, st: dict) -> dict[str, np.ndarray]:
         self.stream.synchronize()
         return {k: v.get(stream=self.stream) for k, v in st["outputs"].items()}
