@@ -69,9 +69,9 @@ def test_compile_only_flags_a_grid_too_small_to_fill_the_gpu() -> None:
 
 @needs_cuda
 def test_ncu_fixture_fills_the_summary_template() -> None:
-    raw, src = FIXTURES / "ncu_raw_softmax_base_units.csv", FIXTURES / "ncu_source_softmax_sass.csv"
-    if not raw.exists() or not src.exists():
-        pytest.skip("the ncu fixtures of tests/cuda are not there")
+    # exports captured on an H200: the raw page of the SourceCounters run, and its source page
+    raw = FIXTURES / "ncu_captured_h200_softmax_sourcecounters_raw.csv"
+    src = FIXTURES / "ncu_captured_h200_softmax_source.csv"
     from kernelcrew.kernels.kernelfile import load_kernel
     from kernelcrew.kernels.spec import load_op
     from kernelcrew.tools.backends.cuda import CudaBackend
