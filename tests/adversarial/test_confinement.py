@@ -19,16 +19,20 @@ import pytest
 
 from kernelcrew.tools.sandbox import SANDBOX_ENV, available_confinements, run_confined, stock_layers
 
-PROBE = r"""
-import ctypes, json, os, socket, sys
-libc = ctypes.CDLL(None, use_errno=True)
-libc.syscall.restype = ctypes.c_long
+# run in the confined process: an attempt gives "ok" or minus the errno it failed with
+ATTEMPT = r"""
 def attempt(fn):
     try:
         fn()
         return "ok"
     except OSError as e:
         return -e.errno
+"""
+
+PROBE = ATTEMPT + r"""
+import ctypes, json, os, socket, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
 def connect(port):
     s = socket.socket()
     s.settimeout(2)
@@ -194,14 +198,8 @@ class TestStockLayersOneByOne:
         assert got["thread"] == got["subprocess"] == got["numpy"] == "ok", got
 
 
-GPU_PROBE = r"""
+GPU_PROBE = ATTEMPT + r"""
 import json, os, socket, threading
-def attempt(fn):
-    try:
-        fn()
-        return "ok"
-    except OSError as e:
-        return -e.errno
 def name_thread(out):  # what the CUDA driver does for each thread it starts
     def run():
         out["own_thread_comm"] = attempt(lambda: open(
