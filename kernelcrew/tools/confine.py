@@ -79,7 +79,7 @@ def _landlock_restrict(spec: dict) -> None:
              *((p, rw) for p in spec["write_files"]),
              *((p, dev | _LL_READ_DIR) for p in spec["devices"]),
              *((p, fs) for p in spec["write"])]
-    if spec["own_threads"]:
+    if spec["devices"]:
         _allow_own_threads(libc, rfd, fs)
     for path, rights in rules:
         try:
@@ -90,10 +90,7 @@ def _landlock_restrict(spec: dict) -> None:
             allowed = rights & fs
             if not stat.S_ISDIR(os.fstat(pfd).st_mode):
                 allowed &= _LL_FILE_RIGHTS
-            rule = ctypes.create_string_buffer(struct.pack("=Qi", allowed, pfd), 12)
-            if libc.syscall(ctypes.c_long(_LL_ADD_RULE), ctypes.c_long(rfd), ctypes.c_long(1),
-                            rule, ctypes.c_long(0)) < 0:
-                raise OSError(ctypes.get_errno(), f"landlock_add_rule {path}")
+            _add_rule(libc, rfd, pfd, allowed, path)
         finally:
             os.close(pfd)
     if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
@@ -103,22 +100,26 @@ def _landlock_restrict(spec: dict) -> None:
     os.close(rfd)
 
 
+def _add_rule(libc, rfd: int, pfd: int, rights: int, path: str) -> None:
+    """Add to the ruleset `rfd` the rights beneath the file or directory open as `pfd`."""
+    rule = ctypes.create_string_buffer(struct.pack("=Qi", rights, pfd), 12)
+    if libc.syscall(ctypes.c_long(_LL_ADD_RULE), ctypes.c_long(rfd), ctypes.c_long(1),
+                    rule, ctypes.c_long(0)) < 0:
+        raise OSError(ctypes.get_errno(), f"landlock_add_rule {path}")
+
+
 def _allow_own_threads(libc, rfd: int, fs: int) -> None:
-    """Let the process read and write its own threads' /proc entries, and nothing else of
-    /proc: the CUDA driver names each thread it starts by writing
-    /proc/self/task/<tid>/comm, and fails its initialization (error 304, "OS call failed")
-    when it cannot. A Landlock rule binds to an inode, so the rule goes on this process's
+    """For a process given device nodes (a GPU worker): let it read and write its own
+    threads' /proc entries, and nothing else of /proc: the CUDA driver names each thread it
+    starts by writing /proc/self/task/<tid>/comm, and fails its initialization (error 304,
+    "OS call failed") when it cannot. A Landlock rule binds to an inode, so the rule goes on this process's
     own task directory (the launcher is the process the worker becomes: exec keeps the
     PID), and the directory stays open across the exec: procfs makes a new inode for a
     path whose dentry was dropped, which would no longer carry the rule."""
     pfd = os.open("/proc/self/task", os.O_PATH | os.O_DIRECTORY)
     os.set_inheritable(pfd, True)  # kept open across the exec: pins the inode
-    rule = ctypes.create_string_buffer(
-        struct.pack("=Qi", (_LL_READ_FILE | _LL_WRITE_FILE | _LL_TRUNCATE | _LL_READ_DIR) & fs,
-                    pfd), 12)
-    if libc.syscall(ctypes.c_long(_LL_ADD_RULE), ctypes.c_long(rfd), ctypes.c_long(1),
-                    rule, ctypes.c_long(0)) < 0:
-        raise OSError(ctypes.get_errno(), "landlock_add_rule /proc/self/task")
+    rights = _LL_READ_FILE | _LL_WRITE_FILE | _LL_TRUNCATE | _LL_READ_DIR
+    _add_rule(libc, rfd, pfd, rights & fs, "/proc/self/task")
 
 
 # seccomp: (audit arch, system calls refused with EPERM, socket, clone, clone3) per machine
@@ -196,10 +197,9 @@ _SPEC_LISTS = {"r": "read", "f": "read_files", "w": "write_files", "d": "devices
 
 
 def encode_spec(spec: dict) -> list[str]:
-    """Arguments for the launcher: landlock ABI, seccomp, unix sockets, own threads' /proc
-    entries writable, then the paths."""
+    """Arguments for the launcher: landlock ABI, seccomp, unix sockets, then the paths."""
     out = [f"L:{int(spec['landlock'])}", f"S:{int(spec['seccomp'])}",
-           f"U:{int(spec['unix_sockets'])}", f"T:{int(spec.get('own_threads', False))}"]
+           f"U:{int(spec['unix_sockets'])}"]
     for k, name in _SPEC_LISTS.items():
         out += [f"{k}:{p}" for p in spec[name]]
     return out
@@ -207,7 +207,6 @@ def encode_spec(spec: dict) -> list[str]:
 
 def decode_spec(args: list[str]) -> dict:
     spec: dict = {name: [] for name in _SPEC_LISTS.values()}
-    spec["own_threads"] = False
     for a in args:
         k, _, v = a.partition(":")
         if k in _SPEC_LISTS:
@@ -218,8 +217,6 @@ def decode_spec(args: list[str]) -> dict:
             spec["seccomp"] = v == "1"
         elif k == "U":
             spec["unix_sockets"] = v == "1"
-        elif k == "T":
-            spec["own_threads"] = v == "1"
         else:
             raise ValueError(f"unknown launcher argument {a!r}")
     return spec

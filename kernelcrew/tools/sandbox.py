@@ -246,7 +246,6 @@ def _stock_command(argv: Sequence[str], layers: dict, scratch: Path,
         "landlock": layers["landlock"],
         "seccomp": layers["seccomp"],
         "unix_sockets": bool(devices),  # a GPU driver may talk to a daemon over one
-        "own_threads": bool(devices),  # the CUDA driver names its threads in /proc
         "read": [str(p) for p in [*_read_roots(hidden), *keep, *map(Path, readonly)]],
         "read_files": [*_DEV_READ],
         "write_files": [*_DEV_RW],

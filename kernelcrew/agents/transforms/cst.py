@@ -8,6 +8,7 @@ are blanked to spaces of the same length before parsing, so byte offsets still m
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -121,13 +122,13 @@ def per_source(fn):
     A copy of a set, dict or list is returned, so a caller may change its own."""
     key = f"_memo_{fn.__name__}"
 
+    @functools.wraps(fn)
     def run(src: Source):
         if key not in src.__dict__:
             src.__dict__[key] = fn(src)
         got = src.__dict__[key]
         return got.copy() if isinstance(got, (set, dict, list)) else got
 
-    run.__name__, run.__doc__ = fn.__name__, fn.__doc__
     return run
 
 

@@ -289,8 +289,8 @@ class Harness:
         """Run the compiled kernel in a fresh sandboxed worker and judge its outputs.
 
         `wrap` is a profiler that starts the worker as its child inside the sandbox
-        (`perf record ... --`, `ncu ...`; see `run_confined`'s `tool`); `keep` leaves the worker's scratch (and what the wrapper
-        wrote there) until the harness closes; `judge=False` (a profiler's re-run of a
+        (`perf record ... --`, `ncu ...`; see `run_confined`'s `tool`); `keep` leaves the
+        worker's scratch (and what the wrapper wrote there) until the harness closes; `judge=False` (a profiler's re-run of a
         kernel already judged) skips comparing the outputs: rows stay `pending`.
         """
         job, out_dir = self.job_dir(comp, kf, mode, reps)
