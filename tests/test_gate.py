@@ -10,8 +10,15 @@ import statistics
 
 import pytest
 
-from kernelcrew.results import CaseRow
-from kernelcrew.tools.judge.duel import Batch, Other, clock_disagreement, pooled_disagreement
+from kernelcrew.results import CaseRow, WorkerOutcome
+from kernelcrew.tools.judge.duel import (
+    Batch,
+    Duel,
+    Other,
+    clock_disagreement,
+    pooled,
+    pooled_disagreement,
+)
 from kernelcrew.tools.judge.gate import (
     bootstrap_noise,
     decide,
@@ -19,6 +26,7 @@ from kernelcrew.tools.judge.gate import (
     measured_noise,
     median_ci_ranks,
 )
+from kernelcrew.tools.judge.harness import KernelRun
 
 
 def rows(speedup: float) -> list[CaseRow]:
@@ -88,6 +96,42 @@ def test_verdicts_slower_and_same():
     assert decide(rows(1.04), W, 0.10, round_speedups=[1.04] * 10).verdict == "same"
     g = decide(rows(1.2), W, 0.10, round_speedups=[1.2, 1.2])  # too few rounds
     assert g.measured_noise is None and g.band == pytest.approx(0.10)
+
+
+def test_a_group_regresses_only_beyond_its_own_noise():
+    """A group of short cases swinging 0.86x inside its own measured ±20% does not hold
+    back a candidate 1.3x faster overall; the same swing measured to ±3% does, and a
+    group slower beyond its own noise does too."""
+    r = [CaseRow(group="typical", case="t", sizes={}, status="pass", speedup=1.55),
+         CaseRow(group="unaligned", case="u", sizes={}, status="pass", speedup=0.86)]
+    w = {"typical": 1.0, "unaligned": 0.5}
+    noisy = decide(r, w, 0.10, noise=0.05, rounds=20,
+                   group_noise={"typical": 0.04, "unaligned": 0.20})
+    assert noisy.verdict == "faster", noisy.reason
+    tight = decide(r, w, 0.10, noise=0.05, rounds=20,
+                   group_noise={"typical": 0.04, "unaligned": 0.03})
+    assert tight.verdict == "same" and "the unaligned group regresses (0.86x)" in tight.reason
+    r[1] = r[1].model_copy(update={"speedup": 0.7})
+    beyond = decide(r, w, 0.10, noise=0.05, rounds=20,
+                    group_noise={"typical": 0.04, "unaligned": 0.20})
+    assert beyond.verdict == "same"
+    assert "the unaligned group regresses (0.70x, its own noise ±20%)" in beyond.reason
+
+
+def test_two_duels_pool_into_one_with_the_rounds_of_both():
+    def run(times: list[float]) -> KernelRun:
+        return KernelRun(WorkerOutcome(ok=True), [], {"c": times})
+
+    def duel(a: list[float], b: list[float]) -> Duel:
+        return Duel(run(a), run(b), len(a),
+                    {"a": {"c": [Batch(i, i, 1, 1.0) for i in range(len(a))]},
+                     "b": {"c": [Batch(i, i, 1, 1.0) for i in range(len(b))]}},
+                    [0.1] * len(a))
+
+    both = pooled(duel([1.0, 2.0], [3.0, 4.0]), duel([5.0, 6.0, 7.0], [8.0, 9.0, 10.0]))
+    assert both.rounds == 5 and len(both.busy) == 5
+    assert [r["c"] for r in both.round_samples("a")] == [[1.0], [2.0], [5.0], [6.0], [7.0]]
+    assert [r["c"] for r in both.round_samples("b")] == [[3.0], [4.0], [8.0], [9.0], [10.0]]
 
 
 def _duel_cases(rng: random.Random, rounds: int, sigma: float, true: float = 1.0,

@@ -86,6 +86,21 @@ def _param_alternative(p: Proposal, q: Proposal) -> bool:
             and p.change.kind == q.change.kind and p.change.params != q.change.params)
 
 
+def _rung(p: Proposal, q: Proposal) -> str:
+    """What rung `p` of a ladder sets that rung `q` does not: `BLOCK=64`, `factor=8`,
+    `then unroll_and_jam(factor=4)`."""
+    mine, other = p.change.knobs or p.change.params or {}, q.change.knobs or q.change.params or {}
+    differ = {k: v for k, v in mine.items() if other.get(k) != v} or mine
+    parts = []
+    for k, v in differ.items():
+        if k == "then" and isinstance(v, list):
+            parts += [f"then {step}({', '.join(f'{a}={b}' for a, b in kw.items())})"
+                      for step, kw in v]
+        else:
+            parts.append(f"{k}={v}")
+    return ", ".join(parts)
+
+
 def _label(p: Proposal) -> str:
     return f"{p.author}/{p.change.kind}"
 
@@ -258,8 +273,7 @@ def coordinate(proposals: list[Proposal], base_kernel: str, *, stats: dict[str, 
         else:
             alt = p
             at = next((i + 1 for i, (c, _) in enumerate(candidates) if c is q), len(candidates))
-        values = ", ".join(f"{k}={v}" for k, v in (p.change.knobs or p.change.params or {}
-                                                   ).items())
+        values = _rung(p, q)
         candidates.insert(at, (alt, f"{_label(p)} at {values}: another rung of the ladder "
                                     + ("in the merge" if alt is not p else "on its own")))
 

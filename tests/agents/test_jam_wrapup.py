@@ -182,3 +182,49 @@ def test_rows_threaded_with_private_copies_are_then_jammed(tmp_path):
         y = np.full(n, np.nan, np.float32)
         lib.vecmat(ptr(a), ptr(x), ptr(y), ctypes.c_int64(m), ctypes.c_int64(n))
         assert np.allclose(y, x.astype(np.float64) @ a, rtol=1e-4, atol=1e-4), (m, n)
+
+
+# ------------------------------------------------- one element added into by every copy
+
+# column sums the way C writes them after interchange: every copy of the body adds a
+# row into the same element of out
+COLUMN_SUMS = kernel("""
+extern "C" void f(const float* x, float* out, int64_t rows, int64_t cols) {
+    int R = (int)rows, C = (int)cols;
+    for (int c = 0; c < C; c++) out[c] = 0.0f;
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) out[c] -= x[r * C + c];
+}
+""")
+
+
+def test_copies_adding_into_one_element_become_one_statement_bit_for_bit(tmp_path):
+    """`out[c] -= x[r*C+c]` four times becomes one load, four subtractions in the same
+    order, one store: the result is the original's bit for bit (compiled without
+    reassociation: -O3 does not reorder float additions)."""
+    text = apply_transform("unroll_and_jam", COLUMN_SUMS)
+    assert text is not None and "jammed by 4" in text
+    assert re.search(r"out\[c\] = \(\(\(out\[c\] - \(x\[r \* C \+ c\]\)\) - "
+                     r"\(x\[\(r \+ 1\) \* C \+ c\]\)\) - .*\) - \(x\[\(r \+ 3\) \* C \+ c\]\);",
+                     text), text
+    assert text.count("out[c] -=") == 1  # the leftover rows' loop keeps the original
+    jammed, orig = build(text, tmp_path, "jam"), build(COLUMN_SUMS, tmp_path, "orig")
+    rng = np.random.default_rng(9)
+    for r, c in ((1, 1), (3, 5), (4, 8), (37, 100), (130, 17)):
+        x = rng.standard_normal((r, c)).astype(np.float32)
+        got, want = np.empty(c, np.float32), np.empty(c, np.float32)
+        jammed.f(ptr(x), ptr(got), ctypes.c_int64(r), ctypes.c_int64(c))
+        orig.f(ptr(x), ptr(want), ctypes.c_int64(r), ctypes.c_int64(c))
+        assert np.array_equal(got, want), (r, c)
+
+
+@pytest.mark.parametrize("stmt", [
+    "out[c] += out[c] * x[r * C + c];",   # an added term reads the target: kept apart
+    "out[c] += x[r * C + c]; out[c] *= 0.5f;",  # more than one statement
+])
+def test_bodies_that_cannot_be_folded_keep_one_statement_per_copy(stmt):
+    src = COLUMN_SUMS.replace("out[c] -= x[r * C + c];", "{ " + stmt + " }")
+    text = apply_transform("unroll_and_jam", src)
+    assert text is not None and "jammed by 4" in text
+    assert "out[c] = (" not in text
+    assert text.count(stmt.split(";")[0] + ";") >= 2

@@ -458,3 +458,52 @@ def test_rows_added_into_a_vector_take_no_copies():
     out = apply_transform("private_bins", text, {"extents": {"y": "n"}, "copies": 4})
     assert out is not None and "copies" not in out.split("*/", 1)[1]
     assert "omp parallel for schedule(static) reduction(+ : y[0:n])" in omp_pragmas(out)
+
+
+def test_rows_into_a_vector_get_private_copies_then_four_rows_a_pass(tmp_path):
+    """The copies make the row loop a plain loop again, one the jam takes: the chained
+    move threads the rows and adds four of them per pass over each thread's copy, and is
+    correct threaded and serial. A chain whose follow-up does not apply is not a move."""
+    import ctypes
+    import re
+
+    import numpy as np
+
+    from tests.agents.test_reach import build, ptr
+
+    text = HEAD.replace("histogram", "vecmat") + ROWS_INTO_Y
+    chain = {"extents": {"y": "n"}, "then": [["unroll_and_jam", {"factor": 4}]]}
+    out = apply_transform("private_bins", text, chain)
+    assert out is not None and "jammed by 4" in out
+    assert "omp parallel for schedule(static) reduction(+ : y[0:n])" in omp_pragmas(out)
+    assert re.search(r"y\[j\] = \(\(\(y\[j\] \+ \(row\[j\] \* xi\)\) \+ \(row_1\[j\] \* xi_1\)\)",
+                     out), out
+    threaded = out.replace("#define OMP_MIN_WORK 1048576", "#define OMP_MIN_WORK 1")
+    rng = np.random.default_rng(11)
+    for name, t in (("threaded", threaded), ("serial", out)):
+        lib = build(t, tmp_path, name)
+        for m, n in ((1, 1), (9, 3), (64, 1000), (1003, 17)):
+            a = rng.standard_normal((m, n)).astype(np.float32)
+            x = rng.standard_normal(m).astype(np.float32)
+            y = np.full(n, np.nan, np.float32)
+            lib.vecmat(ptr(a), ptr(x), ptr(y), ctypes.c_long(m), ctypes.c_long(n))
+            assert np.allclose(y, x.astype(np.float64) @ a.astype(np.float64), rtol=1e-4,
+                               atol=1e-4), (name, m, n)
+    # the histogram's scatter takes copies, but no jam: the chain does not apply
+    assert apply_transform("private_bins", TEXTBOOK, {"extents": {"counts": "bins"}})
+    assert apply_transform("private_bins", TEXTBOOK, {"extents": {"counts": "bins"},
+                                                      "then": chain["then"]}) is None
+
+
+def test_the_loop_specialist_offers_the_copies_with_and_without_the_jam():
+    from kernelcrew.agents.heuristic.loop import Loop
+
+    text = (HEAD.replace("histogram", "matvec_t")
+            + ROWS_INTO_Y.replace("vecmat", "matvec_t"))
+    props = [p for p in Loop().propose(_library_ctx("matvec_t", text))
+             if p.change.kind == "private_bins"]
+    assert [p.change.params.get("then") for p in props] in (
+        [None, [["unroll_and_jam", {"factor": 4}]]], [[["unroll_and_jam", {"factor": 4}]], None])
+    jammed = next(p for p in props if p.change.params.get("then"))
+    assert "jammed by 4" in jammed.change.kernel and "jammed" not in next(
+        p for p in props if not p.change.params.get("then")).change.kernel

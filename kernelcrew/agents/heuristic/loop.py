@@ -43,7 +43,7 @@ _VECTOR_MATH = [
       "atanh series; both within 2 ulp")),
 ]
 LARGER_WORK = [("omp_parallel:large", 1 << 23), ("omp_parallel:huge", 1 << 25)]
-_REGRESSED = re.compile(r"the (\w+) group regresses \(([\d.]+x)\)")
+_REGRESSED = re.compile(r"the (\w+) group regresses \(([\d.]+x)[,)]")
 
 
 def _threading_regressed(ctx: AgentContext) -> tuple[str, str, int] | None:
@@ -139,6 +139,20 @@ class Loop(HeuristicSpecialist):
                      "PRIVATE_PER_BIN (8) values per bin and copy.",
                 risks="clearing and adding the copies costs passes over the bins; "
                       "float bins are summed in another order (inside the tolerance)"))
+            # rows added into one vector (`y[j] += a[i][j] * x[i]` after interchange): the
+            # copies make the row loop a plain loop again, one the jam can take, and the
+            # jam is what stops each row from loading and storing the vector again
+            out.append(Move(
+                "private_bins", "private_bins", 0.9 * cores, 0.55,
+                params={"extents": extents, "copies": BIN_COPIES,
+                        "then": [["unroll_and_jam", {"factor": 4}]]},
+                why="Rows are added one by one into a vector of sums on one core: each row "
+                    "loads and stores the whole vector again.",
+                plan="Thread the rows with private copies of the sums (as the move above), "
+                     "and in each thread's share add four rows per pass over its copy "
+                     "(unroll-and-jam by 4, the additions in their order): one load and one "
+                     "store of a sum for four rows.",
+                risks="as the move above; four row streams at once"))
         if cores > 1 and not regressed:
             out.append(Move(
                 "blocked_scan", "blocked_scan", 0.75 * cores, 0.55,

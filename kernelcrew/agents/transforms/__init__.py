@@ -248,7 +248,21 @@ def _render(kf: KernelFile, out: Outcome) -> str:
 def apply_transform(name: str, kernel_text: str, params: dict[str, Any] | None = None
                     ) -> str | None:
     """Run a named transformation on a kernel file's text; None when it does not apply
-    (or the result would not be a valid kernel file)."""
+    (or the result would not be a valid kernel file). `params["then"]`, a list of
+    [name, params] pairs, runs further transformations on the result, each of which must
+    apply: a move that only pays with its follow-up (threads over rows, then the rows
+    jammed) is proposed and replayed as one."""
+    params = dict(params or {})
+    then = params.pop("then", None) or []
+    text = _apply_one(name, kernel_text, params)
+    for step, step_params in then:
+        if text is None:
+            break
+        text = _apply_one(step, text, step_params)
+    return text
+
+
+def _apply_one(name: str, kernel_text: str, params: dict[str, Any]) -> str | None:
     t = TRANSFORMS.get(name)
     if t is None:
         raise KeyError(f"unknown transform {name!r}; known: {', '.join(TRANSFORMS)}")

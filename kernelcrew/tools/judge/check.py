@@ -80,9 +80,13 @@ def judge_duel(h: Harness, d: Duel, min_speedup: float, *, challenger: str = "a"
     # per case: the challenger's and the other kernel's runs in each kept round
     per_case = {case_key(c): (c.group, [cr[r].get(case_key(c), []) for r in keep],
                               [orr[r].get(case_key(c), []) for r in keep]) for c in h.cases}
-    noise = bootstrap_noise({k: v for k, v in per_case.items() if all(v[1]) and all(v[2])},
-                            weights, h.backend.timing_floor_ms)
-    gate = decide(rows, weights, min_speedup, against=against, noise=noise, rounds=len(keep))
+    timed = {k: v for k, v in per_case.items() if all(v[1]) and all(v[2])}
+    noise = bootstrap_noise(timed, weights, h.backend.timing_floor_ms)
+    group_noise = {g: bootstrap_noise({k: v for k, v in timed.items() if v[0] == g}, {g: 1.0},
+                                      h.backend.timing_floor_ms)
+                   for g in {v[0] for v in timed.values()}}
+    gate = decide(rows, weights, min_speedup, against=against, noise=noise, rounds=len(keep),
+                  group_noise=group_noise)
     if drop:
         gate = GateDecision(**{**gate.__dict__, "reason": gate.reason + (
             f" ({len(drop)} round(s) left out: the machine was busier then)")})

@@ -30,7 +30,7 @@ import signal
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kernelcrew.kernels.kernelfile import KernelFile
@@ -86,6 +86,26 @@ class Duel:
             for bt in batches:
                 out[bt.round][key] = times[bt.start: bt.start + bt.n]
         return out
+
+
+def pooled(first: Duel, second: Duel) -> Duel:
+    """Two duels of the same two kernels as one: the second's rounds follow the first's
+    (both kernels' runs, batches and the machine's busy shares), its rows are the second's.
+    Both must have finished with both kernels correct."""
+    def runs(x: KernelRun, y: KernelRun) -> KernelRun:
+        keys = set(x.samples) | set(y.samples)
+        return replace(y, samples={k: x.samples.get(k, []) + y.samples.get(k, []) for k in keys})
+
+    batches: dict[str, dict[str, list[Batch]]] = {}
+    for who in ("a", "b"):
+        run = first.a if who == "a" else first.b
+        for key in set(first.batches.get(who, {})) | set(second.batches.get(who, {})):
+            offset = len(run.samples.get(key, []))
+            batches.setdefault(who, {})[key] = list(first.batches.get(who, {}).get(key, [])) + [
+                replace(bt, round=bt.round + first.rounds, start=bt.start + offset)
+                for bt in second.batches.get(who, {}).get(key, [])]
+    return Duel(runs(first.a, second.a), runs(first.b, second.b), first.rounds + second.rounds,
+                batches, first.busy + second.busy)
 
 
 class _Fail(Exception):

@@ -148,9 +148,15 @@ def weighted_speedup(rows: list[CaseRow], weights: dict[str, float]) -> tuple[fl
 def decide(rows: list[CaseRow], weights: dict[str, float], min_speedup: float,
            against: str = "the baseline",
            round_speedups: list[float] | None = None,
-           noise: float | None = None, rounds: int | None = None) -> GateDecision:
+           noise: float | None = None, rounds: int | None = None,
+           group_noise: dict[str, float | None] | None = None) -> GateDecision:
     """The verdict. The measured noise is `noise` when given (`bootstrap_noise` over
-    `rounds` rounds), else the rank-based interval of `round_speedups`."""
+    `rounds` rounds), else the rank-based interval of `round_speedups`.
+
+    A group regresses when its speedup is below the band, or below its own measured
+    noise where that is wider (`group_noise`, the bootstrap interval of the group alone):
+    a group of short cases can swing more than the whole, and a swing inside its own
+    noise is not a measured regression."""
     if noise is None:
         noise = measured_noise(round_speedups or [])
         rounds = len(round_speedups or [])
@@ -158,7 +164,8 @@ def decide(rows: list[CaseRow], weights: dict[str, float], min_speedup: float,
     band = max(min_speedup, noise or 0.0)
     s, groups = weighted_speedup(rows, weights)
     hi, lo = 1 + band, 1 / (1 + band)
-    regressing = {g: v for g, v in groups.items() if v < lo}
+    gn = group_noise or {}
+    regressing = {g: v for g, v in groups.items() if v < 1 / (1 + max(band, gn.get(g) or 0.0))}
     what = "the minimum speedup" if band == min_speedup else "the measured noise"
     if s >= hi and not regressing:
         verdict: Verdict = "faster"
@@ -166,8 +173,10 @@ def decide(rows: list[CaseRow], weights: dict[str, float], min_speedup: float,
     elif s >= hi:
         verdict = "same"
         worst = min(regressing, key=regressing.get)
-        reason = (f"{s:.2f}x overall but the {worst} group regresses ({regressing[worst]:.2f}x); "
-                  "not accepted")
+        own = gn.get(worst)
+        reason = (f"{s:.2f}x overall but the {worst} group regresses ({regressing[worst]:.2f}x"
+                  + (f", its own noise ±{own:.0%}" if own and own > band else "")
+                  + "); not accepted")
     elif s <= lo:
         verdict = "slower"
         reason = f"{1 / s:.2f}x slower than {against}"

@@ -1,0 +1,54 @@
+"""A challenger faster overall whose fault is one regressed group is timed in a second
+duel and judged on both duels' rounds (real workers, real processes): a real regression
+stays one, and the reason says the verdict came from two duels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kernelcrew.kernels.kernelfile import load_kernel
+from kernelcrew.kernels.spec import load_op
+from kernelcrew.tools.backends.backend import get_backend
+from kernelcrew.tools.config import BenchSettings
+from kernelcrew.tools.judge.evaluate import race
+from kernelcrew.tools.judge.harness import Harness
+from tests.adversarial.conftest import TINY
+
+# vectorized with eight accumulators on every case but the unaligned one (101 rows),
+# where it does the row sums forty times over
+SLOW_ON_UNALIGNED = """/* kernelcrew
+entry: tiny_sss
+flags: [-O3, -march=native, -fopenmp-simd]
+*/
+#include <cstdint>
+
+extern "C" void tiny_sss(const float* __restrict__ x, float* __restrict__ out, float a,
+                         float b, int64_t rows, int64_t cols) {
+    const int passes = rows == 101 ? 40 : 1;
+    for (int p = 0; p < passes; ++p)
+        for (int64_t i = 0; i < rows; ++i) {
+            float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+            for (int64_t j = 0; j < cols; ++j) acc += a * x[i * cols + j] + b;
+            out[i] = acc;
+        }
+}
+"""
+
+
+def test_a_regressed_group_is_timed_again_and_stays_a_regression(tmp_path: Path):
+    spec = load_op(TINY)
+    be = get_backend("cpu")
+    path = tmp_path / "slow_on_unaligned.cpp"
+    path.write_text(SLOW_ON_UNALIGNED)
+    challenger = load_kernel(path)
+    incumbent = load_kernel(spec.baseline_path("cpu"))
+    comps = [be.compile(k, spec) for k in (challenger, incumbent)]
+    assert all(c.ok for c in comps), [c.reason for c in comps]
+    with Harness(spec, be, seed=3, bench=BenchSettings(reps=8, rounds=8)) as h:
+        r = race(h, (comps[0], challenger), (comps[1], incumbent))
+    assert r.gate.group_speedups["typical"] > 2.0, r.gate.reason
+    assert r.gate.group_speedups["unaligned"] < 0.5, r.gate.reason
+    assert r.gate.verdict == "same", r.gate.reason
+    assert "the unaligned group regresses" in r.gate.reason
+    assert "judged on two duels, 16 rounds" in r.gate.reason
