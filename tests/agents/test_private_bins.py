@@ -321,12 +321,6 @@ extern "C" void vecmat(const float* a, const float* x, float* y, long m_, long n
 
 
 def test_rows_added_into_a_vector_count_every_update(tmp_path):
-    import ctypes
-
-    import numpy as np
-
-    from tests.agents.test_reach import build, ptr
-
     text = HEAD.replace("histogram", "vecmat") + ROWS_INTO_Y
     out = apply_transform("private_bins", text, {"extents": {"y": "n"}})
     assert out is not None
@@ -335,12 +329,24 @@ def test_rows_added_into_a_vector_count_every_update(tmp_path):
     # for a 2048 x 2048 product, and a copy of y pays once there are 8 rows per column
     assert "(long long)(m) * (long long)(n) >= OMP_MIN_WORK" in out
     assert "(long long)(m) * (long long)(n) >= PRIVATE_PER_BIN * (long long)(n)" in out
-    rng = np.random.default_rng(7)
+    check_vecmat(out, tmp_path, seed=7)
+
+
+def check_vecmat(out: str, tmp_path, seed: int) -> None:
+    """The transformed vecmat, threaded from one update (OMP_MIN_WORK=1) and as it is,
+    against float64 on small, wide and tall shapes."""
+    import ctypes
+
+    import numpy as np
+
+    from tests.agents.test_reach import build, ptr
+
+    rng = np.random.default_rng(seed)
     threaded = out.replace("#define OMP_MIN_WORK 1048576", "#define OMP_MIN_WORK 1")
     assert threaded != out
     for name, t in (("threaded", threaded), ("serial", out)):
         lib = build(t, tmp_path, name)
-        for m, n in ((1, 1), (9, 3), (64, 1000), (1000, 17)):
+        for m, n in ((1, 1), (9, 3), (64, 1000), (1003, 17)):
             a = rng.standard_normal((m, n)).astype(np.float32)
             x = rng.standard_normal(m).astype(np.float32)
             y = np.full(n, np.nan, np.float32)
@@ -464,12 +470,7 @@ def test_rows_into_a_vector_get_private_copies_then_four_rows_a_pass(tmp_path):
     """The copies make the row loop a plain loop again, one the jam takes: the chained
     move threads the rows and adds four of them per pass over each thread's copy, and is
     correct threaded and serial. A chain whose follow-up does not apply is not a move."""
-    import ctypes
     import re
-
-    import numpy as np
-
-    from tests.agents.test_reach import build, ptr
 
     text = HEAD.replace("histogram", "vecmat") + ROWS_INTO_Y
     chain = {"extents": {"y": "n"}, "then": [["unroll_and_jam", {"factor": 4}]]}
@@ -478,17 +479,7 @@ def test_rows_into_a_vector_get_private_copies_then_four_rows_a_pass(tmp_path):
     assert "omp parallel for schedule(static) reduction(+ : y[0:n])" in omp_pragmas(out)
     assert re.search(r"y\[j\] = \(\(\(y\[j\] \+ \(row\[j\] \* xi\)\) \+ \(row_1\[j\] \* xi_1\)\)",
                      out), out
-    threaded = out.replace("#define OMP_MIN_WORK 1048576", "#define OMP_MIN_WORK 1")
-    rng = np.random.default_rng(11)
-    for name, t in (("threaded", threaded), ("serial", out)):
-        lib = build(t, tmp_path, name)
-        for m, n in ((1, 1), (9, 3), (64, 1000), (1003, 17)):
-            a = rng.standard_normal((m, n)).astype(np.float32)
-            x = rng.standard_normal(m).astype(np.float32)
-            y = np.full(n, np.nan, np.float32)
-            lib.vecmat(ptr(a), ptr(x), ptr(y), ctypes.c_long(m), ctypes.c_long(n))
-            assert np.allclose(y, x.astype(np.float64) @ a.astype(np.float64), rtol=1e-4,
-                               atol=1e-4), (name, m, n)
+    check_vecmat(out, tmp_path, seed=11)
     # the histogram's scatter takes copies, but no jam: the chain does not apply
     assert apply_transform("private_bins", TEXTBOOK, {"extents": {"counts": "bins"}})
     assert apply_transform("private_bins", TEXTBOOK, {"extents": {"counts": "bins"},
