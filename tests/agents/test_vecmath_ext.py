@@ -10,12 +10,17 @@ import subprocess
 import numpy as np
 import pytest
 
-from kernelcrew.agents.transforms.vecmath_ext import LOGF, SELECT, TANHF
+from kernelcrew.agents.transforms import apply_transform
+from kernelcrew.agents.transforms.vecmath_ext import LOGF, SELECT, TANH1P, TANHF
 
-SRC = "#include <cstdint>\n" + SELECT + TANHF + LOGF + """
+SRC = "#include <cstdint>\n" + SELECT + TANHF + TANH1P + LOGF + """
 extern "C" void vtanh(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
 #pragma omp simd
     for (int64_t i = 0; i < n; ++i) y[i] = kc_tanhf(x[i]);
+}
+extern "C" void vtanh1p(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) y[i] = kc_tanh1pf(x[i]);
 }
 extern "C" void vlog(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
 #pragma omp simd
@@ -53,7 +58,7 @@ def call(lib, name: str, x: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("march", ["-mavx2", "-mavx512f"])
 def test_both_loops_vectorize_for_avx2_and_avx512(tmp_path, march):
     """Compiled for each target (only assembled, not run): no branch keeps them scalar."""
-    assert _vectorized_loops(tmp_path, march) >= 2
+    assert _vectorized_loops(tmp_path, march) >= 3
 
 
 def ulps(got: np.ndarray, ref: np.ndarray) -> float:
@@ -85,3 +90,53 @@ def test_logf_is_within_two_ulp(lib):
     g = call(lib, "vlog", edges)
     assert g[0] == -np.inf and g[1] == -np.inf and g[2] == np.inf
     assert np.isnan(g[3]) and np.isnan(g[4]) and np.isnan(g[5])
+
+
+def test_one_plus_tanh_is_within_three_ulp(lib):
+    """kc_tanh1pf(x) = 1 + tanh(x) as 2 / (1 + e^{-2x}): close to the float64 value where
+    1 + tanhf(x) in float loses everything (x << 0), and exact at the edges."""
+    x = np.concatenate([np.linspace(-40, 12, 2_000_001, dtype=np.float32),
+                        np.geomspace(1e-30, 1e-2, 10001).astype(np.float32)])
+    got = call(lib, "vtanh1p", x)
+    ref = 2.0 / (1.0 + np.exp(-2.0 * x.astype(np.float64)))
+    tiny = ref < 1.2e-38  # the clamp: under the smallest normal float, compared absolutely
+    assert ulps(got[~tiny], ref[~tiny]) <= 3.0
+    assert np.all(np.abs(got[tiny]) <= 4e-38)
+    edges = np.array([np.inf, -np.inf, np.nan, 0.0, 1e30, -1e30], np.float32)
+    g = call(lib, "vtanh1p", edges)
+    assert g[0] == 2.0 and g[1] < 4e-38 and np.isnan(g[2]) and g[3] == 1.0
+    assert g[4] == 2.0 and g[5] < 4e-38
+
+
+GELU = """/* kernelcrew
+entry: f
+flags: [-O2]
+*/
+#include <math.h>
+#include <stdint.h>
+
+extern "C" void f(float* x, float* y, int64_t n) {
+    for (int i = 0; i < (int)n; i++) {
+        float v = x[i];
+        y[i] = BODY;
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("body, want", [
+    ("0.5f * v * (1.0f + tanhf(0.79788456f * (v + 0.044715f * v * v * v)))",
+     "0.5f * v * (kc_tanh1pf(0.79788456f * (v + 0.044715f * v * v * v)))"),
+    ("(tanhf(v) + 1) * 0.5f", "(kc_tanh1pf(v)) * 0.5f"),
+    ("1.f - tanhf(2.0f * v)", "kc_tanh1pf(-(2.0f * v))"),
+    # not a 1 + tanh form: each call by the inline tanh
+    ("tanhf(v) - 1.0f", "kc_tanhf(v) - 1.0f"),
+    ("2.0f + tanhf(v)", "2.0f + kc_tanhf(v)"),
+    ("1.0f + tanhf(v) * v", "1.0f + kc_tanhf(v) * v"),
+    # a call to replace inside the argument: the two are replaced apart
+    ("1.0f + tanhf(logf(v))", "1.0f + kc_tanhf(kc_logf(v))"),
+])
+def test_one_plus_tanh_is_taken_whole_and_only_that(body, want):
+    out = apply_transform("vector_math_ext", GELU.replace("BODY", body))
+    assert out is not None and f"y[i] = {want};" in out, out
+    assert ("static inline float kc_tanh1pf" in out) == ("kc_tanh1pf(" in want)

@@ -360,7 +360,7 @@ class Loop(HeuristicSpecialist):
         known (a coarse bracket first, refined by the next step); thread counts stop at the
         cores. A knob moves at most MAX_KNOB_STEPS accepted steps in a run and stops when
         its last attempt lost, so the search cannot oscillate."""
-        out: list[Move] = []
+        out = self._threshold(ev, ctx)
         for name, value in ev.knobs.items():
             if name in _NOT_MINE or not isinstance(value, int) or value < 1:
                 continue
@@ -407,6 +407,29 @@ class Loop(HeuristicSpecialist):
                                 risks="the best value depends on the shape; other shapes may "
                                       "lose"))
         return out
+
+    def _threshold(self, ev: Evidence, ctx: AgentContext) -> list[Move]:
+        """OMP_MIN_WORK down a ladder (/4, /16) where each inner iteration is heavy (a
+        math function per element, libm's or an inline one): the default threshold, sized
+        for a load and an add per iteration, keeps mid-size shapes of such a loop on one
+        core though thread start-up (microseconds) is paid back many times over. Not after
+        a threaded attempt regressed a group (that raises the threshold instead)."""
+        value = ev.knobs.get("OMP_MIN_WORK")
+        body = ev.kf.body if ev.kf is not None else ""
+        heavy = bool(ev.facts.math_calls) or re.search(r"\bkc_\w+f\s*\(", body) is not None
+        if not isinstance(value, int) or value < 1 << 16 or not heavy or \
+                "OMP_MIN_WORK" not in body or ev.cores() < 2 or _threading_regressed(ctx) \
+                or _knob_steps(ctx, "OMP_MIN_WORK") >= MAX_KNOB_STEPS:
+            return []
+        return [Move("knobs", "knob:OMP_MIN_WORK", 1.15, 0.4 - 0.05 * rank, type="knobs",
+                     params={"values": {"OMP_MIN_WORK": new}},
+                     why=f"OMP_MIN_WORK={value} keeps loops below {value} iterations on one "
+                         "core, but each iteration here computes a math function (tens of "
+                         "operations), so far less work pays for starting the threads.",
+                     plan=f"Set OMP_MIN_WORK {value} -> {new}.",
+                     risks="small shapes just above the new threshold may pay more for the "
+                           "threads than they gain")
+                for rank, new in enumerate((value // 4, value // 16))]
 
     def fallbacks(self, transform: str, params: dict, ev: Evidence):
         if transform == "unroll" and int(params.get("factor", 4)) > 2:
