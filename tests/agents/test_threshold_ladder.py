@@ -1,6 +1,7 @@
-"""OMP_MIN_WORK down a ladder where each iteration computes a math function: the default
-threshold keeps mid-size shapes of such a loop on one core. Not offered for a loop of
-loads and adds, nor once a threaded attempt regressed a group."""
+"""OMP_MIN_WORK down a ladder: two rungs where each iteration computes a math function (the
+default threshold keeps mid-size shapes of such a loop on one core), one rung for a loop of
+loads and adds; none once a threaded attempt regressed a group, nor after the one rung of a
+light loop was accepted."""
 
 from __future__ import annotations
 
@@ -30,9 +31,19 @@ def test_a_threaded_loop_of_inline_math_gets_a_lower_threshold():
     assert _rungs(_library_ctx("gelu_tanh", text)) == [262144, 65536]
 
 
-def test_a_threaded_loop_of_loads_and_adds_keeps_its_threshold():
+def test_a_threaded_loop_of_loads_and_adds_gets_one_rung():
     text = _threaded("scale_shift_sum", "omp_parallel")
-    assert _rungs(_library_ctx("scale_shift_sum", text)) == []
+    ctx = _library_ctx("scale_shift_sum", text)
+    assert _rungs(ctx) == [262144]
+    ctx.recent = [IterationNote(iteration=2, author="loop", kind="knob:OMP_MIN_WORK",
+                                outcome="accepted", detail="1.12x over the best")]
+    assert _rungs(ctx) == []  # one step only for a light loop
+
+
+def test_a_reference_blas_ddot_gets_one_rung():
+    # int counters, the n % 5 clean-up loop first, both loops threaded by omp_parallel
+    text = _threaded("ddot", "omp_parallel")
+    assert _rungs(_library_ctx("ddot", text)) == [262144]
 
 
 def test_not_after_threads_regressed_a_group():

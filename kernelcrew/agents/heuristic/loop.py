@@ -409,27 +409,39 @@ class Loop(HeuristicSpecialist):
         return out
 
     def _threshold(self, ev: Evidence, ctx: AgentContext) -> list[Move]:
-        """OMP_MIN_WORK down a ladder (/4, /16) where each inner iteration is heavy (a
-        math function per element, libm's or an inline one): the default threshold, sized
-        for a load and an add per iteration, keeps mid-size shapes of such a loop on one
-        core though thread start-up (microseconds) is paid back many times over. Not after
-        a threaded attempt regressed a group (that raises the threshold instead)."""
+        """OMP_MIN_WORK down a ladder. Where each inner iteration is heavy (a math function
+        per element, libm's or an inline one) two rungs (/4, /16): the default threshold,
+        sized for a load and an add per iteration, keeps mid-size shapes of such a loop on
+        one core though thread start-up (microseconds) is paid back many times over. A loop
+        of loads and adds gets one rung (/4), still tens of microseconds of work per thread:
+        a shape a little under the threshold (a group between the typical sizes) gains the
+        second core's bandwidth too. The gate times every group, so a rung that costs a
+        small shape more than it gains a larger one is not accepted. Not after a threaded
+        attempt regressed a group (that raises the threshold instead)."""
         value = ev.knobs.get("OMP_MIN_WORK")
         body = ev.kf.body if ev.kf is not None else ""
         heavy = bool(ev.facts.math_calls) or re.search(r"\bkc_\w+f\s*\(", body) is not None
-        if not isinstance(value, int) or value < 1 << 16 or not heavy or \
+        if not isinstance(value, int) or value < (1 << 16 if heavy else 1 << 18) or \
                 "OMP_MIN_WORK" not in body or ev.cores() < 2 or _threading_regressed(ctx) \
-                or _knob_steps(ctx, "OMP_MIN_WORK") >= MAX_KNOB_STEPS:
+                or _knob_steps(ctx, "OMP_MIN_WORK") >= (MAX_KNOB_STEPS if heavy else 1):
             return []
-        return [Move("knobs", "knob:OMP_MIN_WORK", 1.15, 0.4 - 0.05 * rank, type="knobs",
+        if heavy:
+            why = ("each iteration here computes a math function (tens of operations), so "
+                   "far less work pays for starting the threads.")
+            rungs = (value // 4, value // 16)
+        else:
+            why = ("a quarter of it is still tens of microseconds per thread, and a shape "
+                   "just under it would gain the second core's bandwidth too.")
+            rungs = (value // 4,)
+        return [Move("knobs", "knob:OMP_MIN_WORK", 1.15 if heavy else 1.05,
+                     0.4 - 0.05 * rank if heavy else 0.25, type="knobs",
                      params={"values": {"OMP_MIN_WORK": new}},
                      why=f"OMP_MIN_WORK={value} keeps loops below {value} iterations on one "
-                         "core, but each iteration here computes a math function (tens of "
-                         "operations), so far less work pays for starting the threads.",
+                         f"core, but {why}",
                      plan=f"Set OMP_MIN_WORK {value} -> {new}.",
                      risks="small shapes just above the new threshold may pay more for the "
                            "threads than they gain")
-                for rank, new in enumerate((value // 4, value // 16))]
+                for rank, new in enumerate(rungs)]
 
     def fallbacks(self, transform: str, params: dict, ev: Evidence):
         if transform == "unroll" and int(params.get("factor", 4)) > 2:

@@ -125,6 +125,24 @@ class MemoryAccess(HeuristicSpecialist):
                      "with C in memory, leftover rows (m % RB) run the i-k-j code.",
                 risks="register spills if RB x JB is too large for the vector registers; "
                       "little gain when m < RB or n < JB (the leftover paths run)"))
+        if ev.kind in (None, "memory-bound") and ev.kf is not None and \
+                apply_transform("stream_stores", ev.kf.text) is not None:
+            # the move's own check is the evidence (a threaded row loop that only writes
+            # its output), with a memory-bound profile: the write-allocate reads are a
+            # third of such a loop's traffic
+            out.append(Move(
+                "stream_stores", "stream_stores", 1.2, 0.5,
+                why="A threaded row loop only writes its output (the array is never read in "
+                    "the function), yet every store that misses reads its line in first "
+                    "(write-allocate): for an output larger than the cache a third of the "
+                    "traffic is reads nobody uses.",
+                plan="Compute each row 64 bytes at a time into an aligned buffer (omp simd) "
+                     "and write it with non-temporal stores, past the caches; the row's "
+                     "unaligned head and its tail stay as they were; one sfence after the "
+                     "loop nest.",
+                risks="an output that would have stayed in cache for its next reader is "
+                      "sent to memory (the serial path for small sizes is left alone); no "
+                      "gain where the loop is bound by its reads"))
         if ev.facts.restrict_missing:
             vec = ev.vectorized()
             out.append(Move(

@@ -61,6 +61,7 @@ from kernelcrew.agents.transforms.rowacc import row_accumulate
 from kernelcrew.agents.transforms.scan import DEFAULTS as SCAN_DEFAULTS
 from kernelcrew.agents.transforms.scan import blocked_scan
 from kernelcrew.agents.transforms.scope import scope_of
+from kernelcrew.agents.transforms.stream import stream_stores
 from kernelcrew.agents.transforms.strength import reciprocal
 from kernelcrew.agents.transforms.threads import (
     DEFAULT_MIN_WORK,
@@ -452,6 +453,19 @@ def _t_parallel(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
            knob="OMP_MIN_WORK")
 def _t_omp_version(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
     return _threaded(kf, p, version_threaded)
+
+
+@_register("stream_stores", "stream_stores", ("cpu",),
+           "a row loop that only writes its output (`out_row[i] = ...`, the array never read "
+           "in the function) with non-temporal stores: a 64-byte batch computed under omp "
+           "simd, then written past the caches; the row's unaligned head and tail kept; one "
+           "sfence after the loop nest. Not while the nest could still be threaded (the "
+           "streamed form would keep it serial): threading comes first")
+def _t_stream(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    par = TRANSFORMS["omp_parallel"]
+    if par.run(kf, dict(par.params)) is not None:
+        return None
+    return _each_entry(kf, through_views(stream_stores))
 
 
 def helper_extents(body: str, entry: str, helper: str, extents: dict[str, str]

@@ -21,6 +21,7 @@ from kernelcrew.agents.transforms.regtile import tile_reasons
 from kernelcrew.agents.transforms.rowacc import row_reasons
 from kernelcrew.agents.transforms.scan import scan_reasons
 from kernelcrew.agents.transforms.scope import scope_of
+from kernelcrew.agents.transforms.stream import stream_reasons
 from kernelcrew.agents.transforms.threads import parallel_verdict
 from kernelcrew.agents.transforms.vscan import vector_scan_reasons
 from kernelcrew.errors import InputError
@@ -131,6 +132,16 @@ def _vscan_why(kf: KernelFile) -> str:
         "y[i] = acc;`)"
 
 
+def _stream_why(kf: KernelFile) -> str:
+    if apply_transform("omp_parallel", kf.text) is not None:
+        return "the loop nest can still be threaded, and threading comes first"
+    reasons = [f"{name}(): {r}" for name, _, _ in _models(kf)
+               for r in stream_reasons(_read_as(kf, name), name)
+               if "is not one store" not in r]
+    return "; ".join(reasons[:3]) or "no innermost loop whose body is one store to an " \
+        "output row (`out_row[i] = ...`)"
+
+
 def _row_why(kf: KernelFile) -> str:
     reasons = [f"{name}(): {r}" for name, _, _ in _models(kf)
                for r in row_reasons(_read_as(kf, name), name)]
@@ -155,7 +166,7 @@ def _restrict_why(kf: KernelFile) -> str:
 
 _WHY = {"omp_parallel": _threads_why, "accumulators": _accum_why, "simd": _simd_why,
         "unroll_and_jam": _jam_why, "register_tile": _tile_why, "restrict": _restrict_why,
-        "row_accumulate": _row_why,
+        "row_accumulate": _row_why, "stream_stores": _stream_why,
         "keep_values": _keep_why,
         "private_bins": _bins_why, "blocked_scan": _scan_why, "vector_scan": _vscan_why,
         "unroll": lambda kf: "every innermost loop carries an unroll or OpenMP pragma"}

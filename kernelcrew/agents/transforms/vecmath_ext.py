@@ -26,19 +26,11 @@ static inline float kcx_sel(bool c, float a, float b) {
 }
 """
 
-TANHF = """\
-// tanh(x): x + x^3 P(x^2) for |x| < 0.625, else sign(x) (1 - 2 / (e^{2|x|} + 1)) with
-// e^y = 2^n e^r (|x| clamped to 20, where tanh is 1 in float); within 2 ulp, branch-free.
-static inline float kc_tanhf(float x) {
-    const float ax = __builtin_fabsf(x);
-    const float z = x * x;
-    float p = -5.7188915337686025e-03f;
-    p = p * z + 2.065306392537377e-02f;
-    p = p * z + -5.374464034414642e-02f;
-    p = p * z + 1.333151246851843e-01f;
-    p = p * z + -3.333328521293433e-01f;
-    const float small = x + x * z * p;
-    const float y = 2.0f * kcx_sel(ax < 20.0f, ax, 20.0f);
+EXP = """\
+// e^y for y in [-87, 87] (callers clamp): y = n ln 2 + r, |r| <= ln2/2, e^r by a degree-7
+// polynomial, 2^n built in the exponent bits (a normal float for n in [-126, 126]);
+// within 1 ulp, branch-free.
+static inline float kcx_exp(float y) {
     const float tt = y * 1.44269504088896341f + 12582912.0f;  // round to nearest integer
     const float n = tt - 12582912.0f;
     int ni;
@@ -52,10 +44,27 @@ static inline float kc_tanhf(float x) {
     q = q * r + 4.1665795894e-2f;
     q = q * r + 1.6666665459e-1f;
     q = q * r + 5.0000001201e-1f;
-    const int bits = (ni + 127) << 23;  // n in [0, 58]: 2^n is a normal float
+    const int bits = (ni + 127) << 23;
     float scale;
     __builtin_memcpy(&scale, &bits, sizeof scale);
-    const float e = (q * r * r + r + 1.0f) * scale;
+    return (q * r * r + r + 1.0f) * scale;
+}
+"""
+
+TANHF = """\
+// tanh(x): x + x^3 P(x^2) for |x| < 0.625, else sign(x) (1 - 2 / (e^{2|x|} + 1)) with
+// e^y by kcx_exp (|x| clamped to 20, where tanh is 1 in float); within 2 ulp, branch-free.
+static inline float kc_tanhf(float x) {
+    const float ax = __builtin_fabsf(x);
+    const float z = x * x;
+    float p = -5.7188915337686025e-03f;
+    p = p * z + 2.065306392537377e-02f;
+    p = p * z + -5.374464034414642e-02f;
+    p = p * z + 1.333151246851843e-01f;
+    p = p * z + -3.333328521293433e-01f;
+    const float small = x + x * z * p;
+    const float y = 2.0f * kcx_sel(ax < 20.0f, ax, 20.0f);
+    const float e = kcx_exp(y);  // y in [0, 40]
     const float big = __builtin_copysignf(1.0f - 2.0f / (e + 1.0f), x);
     return kcx_sel((ax < 0.625f) | (x != x), small, big);  // NaN: small is NaN
 }
@@ -94,35 +103,20 @@ static inline float kc_logf(float x) {
 TANH1P = """\
 // 1 + tanh(x) = 2 / (1 + e^{-2x}), an identity: one exp and one division, branch-free,
 // and without the cancellation of 1 + tanh(x) for x << 0 (GELU's tanh form is
-// 0.5 x (1 + tanh(u))). e^y = 2^n e^r as kc_tanhf's, y clamped to [-87, 87], where the
+// 0.5 x (1 + tanh(u))). e^y by kcx_exp, y clamped to [-87, 87], where the
 // result is 2 or under 4e-38; within 3 ulp of the float64 value; NaN gives NaN.
 static inline float kc_tanh1pf(float x) {
     float y = -2.0f * x;
     y = kcx_sel(y < 87.0f, y, 87.0f);
     y = kcx_sel(y > -87.0f, y, -87.0f);
-    const float tt = y * 1.44269504088896341f + 12582912.0f;  // round to nearest integer
-    const float n = tt - 12582912.0f;
-    int ni;
-    __builtin_memcpy(&ni, &tt, sizeof ni);
-    ni -= 0x4B400000;
-    float r = y - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
-    float q = 1.9875691500e-4f;
-    q = q * r + 1.3981999507e-3f;
-    q = q * r + 8.3334519073e-3f;
-    q = q * r + 4.1665795894e-2f;
-    q = q * r + 1.6666665459e-1f;
-    q = q * r + 5.0000001201e-1f;
-    const int bits = (ni + 127) << 23;  // n in [-126, 126]: 2^n is a normal float
-    float scale;
-    __builtin_memcpy(&scale, &bits, sizeof scale);
-    const float e = (q * r * r + r + 1.0f) * scale;
+    const float e = kcx_exp(y);
     return kcx_sel(x != x, x, 2.0f / (1.0f + e));
 }
 """
 
-HELPERS = {"kcx_sel": (SELECT, ()), "kc_tanhf": (TANHF, ("kcx_sel",)),
-           "kc_tanh1pf": (TANH1P, ("kcx_sel",)), "kc_logf": (LOGF, ("kcx_sel",))}
+HELPERS = {"kcx_sel": (SELECT, ()), "kcx_exp": (EXP, ()),
+           "kc_tanhf": (TANHF, ("kcx_sel", "kcx_exp")),
+           "kc_tanh1pf": (TANH1P, ("kcx_sel", "kcx_exp")), "kc_logf": (LOGF, ("kcx_sel",))}
 REPLACE = {"tanh": "kc_tanhf", "tanhf": "kc_tanhf", "std::tanh": "kc_tanhf",
            "log": "kc_logf", "logf": "kc_logf", "std::log": "kc_logf"}
 ONE_PLUS = {"tanh": "kc_tanh1pf", "tanhf": "kc_tanh1pf", "std::tanh": "kc_tanh1pf"}
