@@ -214,6 +214,20 @@ def _file_scope_at(s: Source, m: FunctionModel) -> int:
     return s.line_start(top)
 
 
+def helpers_at(s: Source, fn: Node) -> int:
+    """Where definitions a rewrite of `fn` needs go: the start of the line of `fn`'s
+    top-level declaration (its namespace or linkage block), before the comment that
+    introduces it."""
+    top = fn
+    while top.parent is not None and top.parent.type != "translation_unit":
+        top = top.parent
+    at = top
+    while at.prev_named_sibling is not None and at.prev_named_sibling.type == "comment" \
+            and at.prev_named_sibling.end_point.row >= at.start_point.row - 1:
+        at = at.prev_named_sibling
+    return s.line_start(at)
+
+
 def indented(text: str, by: str = "    ") -> str:
     """`by` more on every line but preprocessor lines (which stay at the margin) and blank
     ones."""

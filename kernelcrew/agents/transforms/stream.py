@@ -41,7 +41,14 @@ from __future__ import annotations
 import re
 
 from kernelcrew.agents.transforms.affine import FunctionModel, _element_type
-from kernelcrew.agents.transforms.common import collapsed, fresh_name, in_small_path, model_of
+from kernelcrew.agents.transforms.common import (
+    collapsed,
+    fresh_name,
+    helpers_at,
+    in_small_path,
+    innermost_reasons,
+    model_of,
+)
 from kernelcrew.agents.transforms.cst import (
     Edit,
     Loop,
@@ -245,17 +252,11 @@ def _site(s: Source, m: FunctionModel, lp: Loop) -> str | tuple[Node, str, Node,
 
 
 def stream_reasons(src: str, entry: str) -> list[str]:
-    got = model_of(src, entry)
-    if got is None:
-        return []
-    s, m = got
-    out = []
-    for lp in m.loops:
-        if not lp.children:
-            r = _site(s, m, lp)
-            if isinstance(r, str):
-                out.append(f"loop at line {lp.node.start_point.row + 1}: {r}")
-    return out
+    """Why each innermost loop of `entry` does not take streaming stores."""
+    def plan(m: FunctionModel, lp: Loop):
+        r = _site(m.src, m, lp)
+        return f"loop at line {lp.node.start_point.row + 1}: {r}" if isinstance(r, str) else r
+    return innermost_reasons(src, entry, plan)
 
 
 def stream_stores(src: str, entry: str) -> str | None:
@@ -312,14 +313,7 @@ def stream_stores(src: str, entry: str) -> str | None:
             edits.append(Edit(node.end_byte, node.end_byte, f"\n{ind}kc_stream_fence();\n"
                                                             f"{ind}}}"))
     if find_function(s, "kc_stream64") is None:
-        top = m.fn
-        while top.parent is not None and top.parent.type != "translation_unit":
-            top = top.parent
-        at = top
-        while at.prev_named_sibling is not None and at.prev_named_sibling.type == "comment" \
-                and at.prev_named_sibling.end_point.row >= at.start_point.row - 1:
-            at = at.prev_named_sibling
-        pos = s.line_start(at)
+        pos = helpers_at(s, m.fn)
         edits.append(Edit(pos, pos, HELPER + "\n"))
     out = apply_edits(s, edits)
     return None if Source(out).has_errors() and not s.has_errors() else out

@@ -15,6 +15,7 @@ integer-mask select on the bits of the operand instead.
 
 from __future__ import annotations
 
+from kernelcrew.agents.transforms.common import helpers_at
 from kernelcrew.agents.transforms.cst import (
     Edit,
     Node,
@@ -209,14 +210,7 @@ def replace_math_calls(src: str, entry: str, replace: dict[str, str],
         want(h)
     code = "".join(helpers[h][0] + "\n" for h in order if find_function(s, h) is None)
     if code:
-        top = fn
-        while top.parent is not None and top.parent.type != "translation_unit":
-            top = top.parent
-        at = top
-        while at.prev_named_sibling is not None and at.prev_named_sibling.type == "comment" \
-                and at.prev_named_sibling.end_point.row >= at.start_point.row - 1:
-            at = at.prev_named_sibling
-        pos = s.line_start(at)
+        pos = helpers_at(s, fn)
         edits.append(Edit(pos, pos, code))
     return apply_edits(s, edits)
 
