@@ -112,6 +112,16 @@ extern "C" void f(const float* x, float* y, int rows, int cols) {
         use(yr, cols);
     }
 }""", "yr is read"),
+    # the row pointer is write-only, but the buffer it points into is read back
+    ("""
+extern "C" void f(const float* x, float* y, float* t, int rows, int cols) {
+#pragma omp parallel for
+    for (int r = 0; r < rows; r++) {
+        float* yr = y + r * cols;
+        for (int j = 0; j < cols; j++) yr[j] = 2.0f * x[r * cols + j];
+        t[r] = y[r * cols];
+    }
+}""", "y (which yr points into) is read"),
     # updated in place: the old value is read
     ("""
 extern "C" void f(const float* x, float* y, int rows, int cols) {

@@ -57,6 +57,7 @@ from kernelcrew.agents.transforms.cst import (
     apply_edits,
     find_function,
     lead_start,
+    lookup,
     pragma_text,
     pragmas_before,
     subscript_index,
@@ -181,7 +182,6 @@ def write_only(fn: Node, name: str, _seen: frozenset[str] = frozenset()) -> bool
                     a.child_by_field_name("operator").type == "=" and \
                     a.child_by_field_name("left").start_byte == p.start_byte:
                 continue
-            return False
         y = _derived(x)
         if y is None or not write_only(fn, y, seen):
             return False
@@ -248,7 +248,55 @@ def _site(s: Source, m: FunctionModel, lp: Loop) -> str | tuple[Node, str, Node,
         return "its right side has a side effect or calls a function"
     if not write_only(m.fn, base.text.decode()):
         return f"{base.text.decode()} is read, passed on or moved in the function"
+    up = _read_above(m.fn, base)
+    if up is not None:
+        return up
     return st, base.text.decode(), rhs, ty
+
+
+def _base_of(init: Node) -> Node | None:
+    """The pointer a row pointer's initializer starts from: `x` in `x + e`, `e + x`,
+    `&x[e]`, through parentheses and casts."""
+    n = _bare(init)
+    if n is None:
+        return None
+    if n.type == "identifier":
+        return n
+    if n.type == "pointer_expression" and n.child_by_field_name("operator").type == "&":
+        sub = _bare(n.child_by_field_name("argument"))
+        return _bare(sub.child_by_field_name("argument")) \
+            if sub is not None and sub.type == "subscript_expression" else None
+    if n.type == "binary_expression" and n.child_by_field_name("operator").type in ("+", "-"):
+        for side in ("left", "right"):
+            x = _bare(n.child_by_field_name(side))
+            if x is not None and x.type == "identifier":
+                d = lookup(x.text.decode(), x)
+                if d is not None and (d.pointer or d.array):
+                    return x
+            if x is not None and x.type in ("binary_expression", "pointer_expression"):
+                got = _base_of(x)
+                if got is not None:
+                    return got
+    return None
+
+
+def _read_above(fn: Node, target: Node) -> str | None:
+    """Why the buffer a row pointer comes from is not write-only, walking its
+    initializers up to a parameter (`out_bt` from `out`); None when every one is."""
+    d = lookup(target.text.decode(), target)
+    seen: set[str] = set()
+    while d is not None and not d.param and d.name not in seen:
+        seen.add(d.name)
+        if d.init is None:
+            return f"{d.name} has no initializer to follow"
+        b = _base_of(d.init)
+        if b is None:
+            return f"{d.name} does not point into a buffer the function can see whole"
+        if not write_only(fn, b.text.decode()):
+            return f"{b.text.decode()} (which {d.name} points into) is read, passed on or " \
+                "moved in the function"
+        d = lookup(b.text.decode(), b)
+    return None
 
 
 def stream_reasons(src: str, entry: str) -> list[str]:
