@@ -281,21 +281,23 @@ def _base_of(init: Node) -> Node | None:
 
 
 def _read_above(fn: Node, target: Node) -> str | None:
-    """Why the buffer a row pointer comes from is not write-only, walking its
-    initializers up to a parameter (`out_bt` from `out`); None when every one is."""
+    """Why the buffer a row pointer comes from is not write-only: its initializers are
+    followed up to the buffer it points into (`out_bt` from `out`), and that buffer, with
+    every pointer derived from it, must be write-only; None when it is."""
     d = lookup(target.text.decode(), target)
-    seen: set[str] = set()
+    root, seen = target, set()
     while d is not None and not d.param and d.name not in seen:
         seen.add(d.name)
         if d.init is None:
             return f"{d.name} has no initializer to follow"
-        b = _base_of(d.init)
-        if b is None:
+        root = _base_of(d.init)
+        if root is None:
             return f"{d.name} does not point into a buffer the function can see whole"
-        if not write_only(fn, b.text.decode()):
-            return f"{b.text.decode()} (which {d.name} points into) is read, passed on or " \
-                "moved in the function"
-        d = lookup(b.text.decode(), b)
+        d = lookup(root.text.decode(), root)
+    name = root.text.decode()
+    if name != target.text.decode() and not write_only(fn, name):
+        return f"{name} (which {target.text.decode()} points into) is read, passed on or " \
+            "moved in the function"
     return None
 
 
