@@ -154,7 +154,8 @@ EMBEDDING_CHOICES = ("auto", "hashed", "minilm")
 
 
 def _fraction(text: str) -> float:
-    """An argparse type for --min-speedup: 0.05 or 5% (at least 0, below 10)."""
+    """An argparse type for --min-speedup and --roofline-done: 0.05 or 5% (at least 0,
+    below 10)."""
     t = text.strip()
     try:
         v = float(t[:-1]) / 100 if t.endswith("%") else float(t)
@@ -187,7 +188,7 @@ def _context_from_args(args: argparse.Namespace) -> Any:
     ctx = RunContext()
     for name in ("backend", "agents", "max_iters", "patience", "reps", "seed", "memory_dir",
                  "memory_url", "memory_embedding", "approve", "candidates_per_iter",
-                 "min_speedup", "cache", "executor", "ray_address"):
+                 "min_speedup", "cache", "executor", "ray_address", "roofline_done"):
         v = getattr(args, name, None)
         if v is not None and v is not False:
             setattr(ctx, name, v)
@@ -619,6 +620,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--patience", type=POS_INT, default=None)
     s.add_argument("--budget-s", type=POS_FLOAT, default=None, help="wall-clock budget in seconds")
     s.add_argument("--candidates-per-iter", type=POS_INT, default=None)
+    s.add_argument("--roofline-done", type=_fraction, default=None,
+                   help="stop once the best kernel runs above this share of its roofline "
+                        "(default 0.95 or 95%%; above 1: never)")
     s.add_argument("--run-dir", help="where to keep this run (default: the runs folder)")
     s.add_argument("--resume", metavar="RUN_ID", help="continue a run that was stopped")
     s.add_argument("--approve", action="store_true", help="ask before accepting a candidate")

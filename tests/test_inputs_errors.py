@@ -79,6 +79,7 @@ def test_split_expression_is_explained(op_copy, tmp_path):
     ("optimize", "vadd", "--candidates-per-iter", "0"),
     ("optimize", "vadd", "--patience", "-1"),
     ("optimize", "vadd", "--budget-s", "-5"),
+    ("optimize", "vadd", "--roofline-done", "most"),
     ("check", "vadd", "--timeout", "0"),
     ("eval", "--budget", "0"),
     ("memory", "list", "--limit", "zero"),

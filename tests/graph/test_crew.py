@@ -75,7 +75,8 @@ def test_compile_error_reaches_author_normalized_and_retry_compiles(tmp_path, re
 def test_three_compile_failures_switch_to_plan_first(tmp_path, registered):
     sp.AlwaysBrokenSpecialist.plans.clear()
     registered("always_broken", sp.AlwaysBrokenSpecialist())
-    out = run_crew(tmp_path / "run", ["always_broken"], max_iters=2, patience=5)
+    out = run_crew(tmp_path / "run", ["always_broken"], max_iters=2, patience=5,
+                   roofline_done=2.0)
     trace = read_trace(tmp_path / "run")
     fails = [e for e in trace if e["node"] == "execute" and e.get("ok") is False]
     assert len(fails) >= 3
@@ -92,8 +93,8 @@ def test_kill_9_then_resume_finishes_without_repeating_an_evaluation(tmp_path):
     run_dir = tmp_path / "run"
     env = {**os.environ, "KERNELCREW_REPS": "4"}
     cmd = [sys.executable, "-m", "kernelcrew.cli", "optimize", VADD, "--backend", "cpu",
-           "--max-iters", "3", "--patience", "5", "--no-memory", "--run-dir", str(run_dir),
-           "--json"]
+           "--max-iters", "3", "--patience", "5", "--roofline-done", "2", "--no-memory",
+           "--run-dir", str(run_dir), "--json"]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.monotonic() + 240

@@ -104,7 +104,7 @@ def test_best_that_fails_its_re_profile_is_demoted_and_the_run_goes_on(
     monkeypatch.setenv("KERNELCREW_REPS", str(PROFILE_REPS))  # observe's profile
     monkeypatch.setenv("KERNELCREW_ROUNDS", str(RACE_ROUNDS))  # the race's calls, above
     name = specialist("flaky_after_calls", "flaky", FLAKY)
-    out = run(tmp_path / "run", [name], max_iters=2, patience=5)
+    out = run(tmp_path / "run", [name], max_iters=2, patience=5, roofline_done=2.0)
     res = out["result"]
     evals = [(e["iteration"], e["outcome"]) for e in out["evaluations"]]
     # iteration 1: accepted (right in verify and in every race round); iteration 2:
@@ -209,7 +209,8 @@ def test_threaded_best_that_fails_as_the_incumbent_is_demoted(tmp_path):
     register_specialist(spec.name, spec, policy="heuristic")
     _set_affinity({min(all_cpus)})
     try:
-        out = run(tmp_path / "run", [spec.name], max_iters=2, patience=5)
+        out = run(tmp_path / "run", [spec.name], max_iters=2, patience=5,
+                  roofline_done=2.0)
     finally:
         _set_affinity(all_cpus)
         unregister_specialist(spec.name, policy="heuristic")

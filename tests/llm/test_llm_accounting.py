@@ -220,7 +220,8 @@ def test_the_llm_coordinator_in_a_real_run_with_three_specialists_and_memory(ser
 
     srv = serve(default=llm)
     p = kernelcrew("optimize", OP, "--base-url", srv.base_url,
-                   "--max-iters", "2", "--patience", "3", "--reps", "4", "--json",
+                   "--max-iters", "2", "--patience", "3", "--roofline-done", "2", "--reps", "4",
+                   "--json",
                    "--candidates-per-iter", "2", "--memory-dir", str(tmp_path / "mem"),
                    "--agents", "specialists=llm,coordinator=llm", env=ENV, timeout=900)
     assert p.returncode == 0, p.stderr[-2000:]
