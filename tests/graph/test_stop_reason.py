@@ -62,9 +62,9 @@ def test_roofline_done_from_the_command_line(tmp_path):
     st = state_for(tmp_path, candidates=[{"path": "x"}])
     st["profile"] = {"kernel": st["best"]["path"], "roofline": {"bandwidth_share": 0.99}}
     parse = build_parser().parse_args
-    assert _context_from_args(parse(["optimize", "vadd"])).roofline_done == 0.95
-    assert stop_reason(st, _context_from_args(parse(["optimize", "vadd"]))).startswith(
-        "roofline: the best kernel runs at 99%")
+    default = _context_from_args(parse(["optimize", "vadd"]))
+    assert default.roofline_done == 0.95
+    assert stop_reason(st, default).startswith("roofline: the best kernel runs at 99%")
     for value in ("2", "200%"):  # above 1: a run never stops there
         ctx = _context_from_args(parse(["optimize", "vadd", "--roofline-done", value]))
         assert ctx.roofline_done == 2.0 and stop_reason(st, ctx) == ""
