@@ -57,6 +57,16 @@ class CaseRow(BaseModel):
     max_rel_err: float | None = None
     detail: str = ""  # why it failed: which output, which indices
     failing_indices: list[list[int]] = Field(default_factory=list)
+    # what a wrong result looked like, as data (feedback to an author is built from these,
+    # never from `detail`, which may say how the judge found it): the output that failed,
+    # where its worst element is, what the kernel wrote there and what the reference says
+    output: str | None = None
+    worst_index: list[int] | None = None
+    got: float | None = None
+    want: float | None = None
+    # the kind of failure: wrong-values | unwritten | nan-inf | shape | modified-inputs |
+    # crash | timeout | integrity (the judge's own checks) | not-run
+    cause: str | None = None
     median_ms: float | None = None
     p10_ms: float | None = None
     p90_ms: float | None = None

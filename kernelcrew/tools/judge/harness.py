@@ -436,7 +436,9 @@ class Harness:
                                    max_abs_err=_finite(cmp.max_abs_err),
                                    max_rel_err=_finite(cmp.max_rel_err),
                                    detail=f"{when}, input set {k}: {cmp.detail}",
-                                   failing_indices=cmp.failing_indices)
+                                   failing_indices=cmp.failing_indices, output=cmp.output,
+                                   worst_index=cmp.worst_index, got=cmp.got, want=cmp.want,
+                                   cause=cmp.cause)
                 max_abs, max_rel = max(max_abs, cmp.max_abs_err), max(max_rel, cmp.max_rel_err)
                 if key is not None:
                     passed.setdefault((k, name), set()).add(key)

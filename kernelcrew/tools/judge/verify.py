@@ -14,6 +14,11 @@ class Comparison:
     max_rel_err: float
     detail: str = ""
     failing_indices: list[list[int]] = field(default_factory=list)
+    output: str = ""  # the output compared
+    worst_index: list[int] | None = None
+    got: float | None = None
+    want: float | None = None
+    cause: str = ""  # wrong-values | unwritten | nan-inf | shape
 
 
 def compare(name: str, got: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> Comparison:
@@ -21,7 +26,8 @@ def compare(name: str, got: np.ndarray, ref: np.ndarray, rtol: float, atol: floa
     ref = np.asarray(ref)
     if got.shape != ref.shape:
         return Comparison(False, float("inf"), float("inf"),
-                          f"{name}: shape {got.shape}, reference {ref.shape}")
+                          f"{name}: shape {got.shape}, reference {ref.shape}", output=name,
+                          cause="shape")
     g = got.astype(np.float64)
     r = ref.astype(np.float64, copy=False)  # only read
     finite_r, finite_g = np.isfinite(r), np.isfinite(g)
@@ -33,10 +39,14 @@ def compare(name: str, got: np.ndarray, ref: np.ndarray, rtol: float, atol: floa
         if not same.all():
             bad = np.argwhere(~same)
             n_nan = int(np.isnan(g[~same]).sum())
+            first = bad[0].tolist()
             return Comparison(False, float("nan"), float("nan"),
                               f"{name}: {len(bad)} element(s) where NaN/Inf differ from the reference"
                               f" ({n_nan} NaN in the output: unwritten or invalid)",
-                              bad[:5].tolist())
+                              bad[:5].tolist(), output=name, worst_index=first,
+                              got=float(g[tuple(first)]), want=float(r[tuple(first)]),
+                              cause="unwritten" if n_nan == len(bad) and np.isfinite(
+                                  r[~same]).all() else "nan-inf")
     if not both.any():
         return Comparison(True, 0.0, 0.0)
     # the finite elements in order (no copies when all are finite); temporaries are
@@ -57,5 +67,7 @@ def compare(name: str, got: np.ndarray, ref: np.ndarray, rtol: float, atol: floa
         return Comparison(False, max_abs, max_rel,
                           f"{name}: {int(bad_mask.sum())} of {both.sum()} elements outside tolerance"
                           f" (rtol={rtol:g}, atol={atol:g}); worst at {worst}: got "
-                          f"{g[tuple(worst)]:.6g}, expected {r[tuple(worst)]:.6g}", idx)
+                          f"{g[tuple(worst)]:.6g}, expected {r[tuple(worst)]:.6g}", idx,
+                          output=name, worst_index=worst, got=float(g[tuple(worst)]),
+                          want=float(r[tuple(worst)]), cause="wrong-values")
     return Comparison(True, max_abs, max_rel)
