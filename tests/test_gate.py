@@ -1,6 +1,6 @@
 """The gate's statistics on synthetic data: the rank-based noise, the band's two parts,
-load outliers, and the parent's clock against a worker's report (no timing here; the
-gate's honesty on a real machine is measured by scripts/gate_honesty.py)."""
+load outliers, and a group's regression judged by the incumbent's own noise (no timing
+here; the gate's honesty on a real machine is measured by scripts/gate_honesty.py)."""
 
 from __future__ import annotations
 
@@ -11,20 +11,14 @@ import statistics
 import pytest
 
 from kernelcrew.results import CaseRow, WorkerOutcome
-from kernelcrew.tools.judge.duel import (
-    Batch,
-    Duel,
-    Other,
-    clock_disagreement,
-    pooled,
-    pooled_disagreement,
-)
+from kernelcrew.tools.judge.duel import Duel, pooled
 from kernelcrew.tools.judge.gate import (
     bootstrap_noise,
     decide,
     load_outliers,
     measured_noise,
     median_ci_ranks,
+    own_noise,
 )
 from kernelcrew.tools.judge.harness import KernelRun
 
@@ -124,8 +118,7 @@ def test_two_duels_pool_into_one_with_the_rounds_of_both():
 
     def duel(a: list[float], b: list[float]) -> Duel:
         return Duel(run(a), run(b), len(a),
-                    {"a": {"c": [Batch(i, i, 1, 1.0) for i in range(len(a))]},
-                     "b": {"c": [Batch(i, i, 1, 1.0) for i in range(len(b))]}},
+                    {"a": {"c": [[t] for t in a]}, "b": {"c": [[t] for t in b]}},
                     [0.1] * len(a))
 
     both = pooled(duel([1.0, 2.0], [3.0, 4.0]), duel([5.0, 6.0, 7.0], [8.0, 9.0, 10.0]))
@@ -211,73 +204,35 @@ def test_load_outliers_leaves_out_busier_rounds_but_keeps_enough():
     assert len(many) - len(out) >= 6 and 5 in out and 6 in out
 
 
-def batches(outside: list[float], cpu: list[float] | None = None, n: int = 1) -> list[Batch]:
-    cpu = cpu or [None] * len(outside)
-    return [Batch(r, r * n, n, o, c, c) for r, (o, c) in enumerate(zip(outside, cpu))]
+def _rounds(rng: random.Random, ms: float, sigma: float, n: int = 20,
+            coin: float = 0.0) -> list[list[float]]:
+    """n rounds of one run: log-normal spread `sigma`; with probability `coin` a run takes
+    3x as long (a kernel that slows itself at random)."""
+    return [[ms * math.exp(rng.gauss(0.0, sigma)) * (3.0 if rng.random() < coin else 1.0)]
+            for _ in range(n)]
 
 
-def test_honest_report_agrees_with_the_parents_clock_on_a_loaded_machine():
-    """Waking up takes 0.1 to 5 ms per batch and preemption stretches the calls; the
-    main thread's CPU time stays within the reported time: no disagreement."""
-    rng = random.Random(3)
-    for _ in range(200):
-        times = [rng.uniform(1.0, 3.0) for _ in range(20)]  # stretched by preemption
-        outside = [t + rng.choice([0.1, 0.2, 0.5, 2.0, 5.0]) for t in times]
-        cpu = [1.0 + 0.03 + (0.5 if r % 7 == 0 else 0.0) for r in range(20)]  # a copy now and then
-        assert clock_disagreement(times, batches(outside, cpu)) == ""
-
-
-def test_report_that_hides_time_in_every_batch_is_caught():
-    times = [1.0 / 3] * 20  # the timer runs at a third of the speed
-    outside = [1.2] * 20
-    cpu = [1.02] * 20  # the call really used a millisecond of CPU
-    why = clock_disagreement(times, batches(outside, cpu))
-    assert why.startswith("the worker's main thread used more CPU time than its reported "
-                          "runs took")
-    assert clock_disagreement(times[:4], batches(outside[:4], cpu[:4])) != ""  # 4 are enough
-    assert clock_disagreement(times, batches(outside)) == ""  # no CPU times: not judged
-    # against the other kernel's worker (an honest copy: 1 ms calls, 0.05 ms around them)
-    other = Other([1.0] * 20, batches([1.2] * 20, [1.05] * 20))
-    why = clock_disagreement(times, batches(outside, cpu), other)
-    assert "the other kernel's worker needed around a run" in why
-    assert clock_disagreement([1.0] * 20, batches(outside, [1.06] * 20), other) == ""
-
-
-def test_interpreter_overhead_that_differs_between_the_workers_is_not_a_forgery():
-    """Measured on the loaded 2-core machine (an honest kernel 2x slower than the baseline,
-    four rounds of one run; no confinement and stock alike): its main thread's CPU beyond
-    the reported run was 0.12-0.23 ms in every round, the baseline's 0.04-0.17 ms. Compared
-    with the other worker's least overhead plus 0.05 ms, this honest kernel was rejected;
-    round by round, the median difference is 0.03 ms."""
-    rep_a, rep_b = [0.345, 0.382, 0.224, 0.244], [0.009, 0.005, 0.031, 0.011]
-    exc_a, exc_b = [0.125, 0.229, 0.143, 0.124], [0.066, 0.038, 0.173, 0.120]
-    ours = batches([r + 0.3 for r in rep_a], [r + e for r, e in zip(rep_a, exc_a)])
-    theirs = Other(rep_b, batches([r + 0.3 for r in rep_b],
-                                  [r + e for r, e in zip(rep_b, exc_b)]))
-    assert clock_disagreement(rep_a, ours, theirs) == ""
-    assert pooled_disagreement([(rep_a, ours, theirs)]) == ""
-    # the same worker with its timer slowed to a third is caught in the same rounds
-    slowed = [r / 3 for r in rep_a]
-    assert "used more CPU time than its reported runs took" in clock_disagreement(
-        slowed, ours, theirs)
-
-
-def test_a_small_forgery_spread_over_every_case_is_caught_over_all_rounds():
-    """Times shortened by a fifth in every run of every case stay under the per-case
-    share, but not under the pooled one."""
-    other = Other([1.0] * 8, batches([1.3] * 8, [1.08] * 8))
-    shaved = [0.8] * 8  # 1 ms calls reported as 0.8 ms
-    ours = batches([1.3] * 8, [1.08] * 8)
-    assert clock_disagreement(shaved, ours, other) == ""  # 0.2 ms < 0.05 + 25% of 0.8
-    why = pooled_disagreement([(shaved, ours, other)] * 3)
-    assert "over all 24 runs" in why and "reported runs are shorter" in why
-    assert pooled_disagreement([([1.0] * 8, ours, other)] * 3) == ""
-
-
-def test_report_with_more_time_than_elapsed_or_other_run_counts_is_caught():
-    assert "parent timed at" in clock_disagreement([2.0, 2.0], batches([2.0], n=2))
-    assert "reported 3 timed runs, the parent ran 4" in clock_disagreement(
-        [1e-6] * 3, batches([1.0, 1.0], n=2))
+def test_own_noise_is_the_incumbents_and_a_noisy_challenger_cannot_widen_it():
+    """A group's regression is judged against the incumbent's own noise in that group.
+    A challenger that makes half its runs 3x slower at random (its mean time in that group
+    0.5x the incumbent's) gets no wider band: the incumbent's noise is what it was, and
+    the regression shows; the old per-group bootstrap of both kernels grew with the
+    challenger's swing and excused it."""
+    rng = random.Random(7)
+    base = {"u0": _rounds(rng, 1.0, 0.02), "u1": _rounds(rng, 2.0, 0.02)}
+    quiet = own_noise(base)
+    assert quiet is not None and quiet < 0.05
+    coin = {"u0": _rounds(rng, 1.0, 0.02, coin=0.5), "u1": _rounds(rng, 2.0, 0.02, coin=0.5)}
+    both = bootstrap_noise({k: ("unaligned", coin[k], base[k]) for k in base},
+                           {"unaligned": 1.0})
+    assert both is not None and both > 3 * quiet  # what a challenger could inflate
+    r = [CaseRow(group="typical", case="t", sizes={}, status="pass", speedup=2.0),
+         CaseRow(group="unaligned", case="u", sizes={}, status="pass", speedup=0.55)]
+    w = {"typical": 1.0, "unaligned": 0.5}
+    g = decide(r, w, 0.10, noise=0.05, rounds=20,
+               group_noise={"typical": 0.03, "unaligned": quiet})
+    assert g.verdict == "same" and "the unaligned group regresses (0.55x)" in g.reason
+    assert own_noise({"u0": _rounds(rng, 1.0, 0.02, n=2)}) is None  # too few rounds
 
 
 def test_check_json_reports_the_noise_the_threshold_and_the_cache_state_apart():

@@ -57,6 +57,13 @@ class _Strict(BaseModel):
 class TensorSpec(_Strict):
     dtype: DType
     shape: list[str | int] = Field(description="size expressions, outermost first")
+    # inputs only. `refresh: false`: the judge never changes this input's elements between
+    # timed runs (an input whose order carries meaning: sorted keys, offsets); by default
+    # a timed run finds a few of every input's elements swapped, so no run repeats
+    refresh: bool = True
+    # inputs only: the values the op is defined for, [lo, hi]; the judge's extra inputs
+    # at accept time (large magnitudes, ties, tiny values) stay inside it
+    domain: tuple[float, float] | None = None
 
 
 class ScalarSpec(_Strict):

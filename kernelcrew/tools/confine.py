@@ -229,6 +229,15 @@ def _launch(args: list[str]) -> int:
     if not argv:
         sys.stderr.write("kernelcrew sandbox: no command to run\n")
         return 127
+    if os.getpid() == 1:
+        # The first process of a PID namespace ignores the signals its own namespace
+        # sends it when it has no handler for them, its own SIGSTOP included: the command
+        # runs as its child, so a worker can stop itself between calls (see
+        # tools/judge/procs.py). This process only waits, unconfined but unreachable:
+        # signals from inside the namespace do not reach it, ptrace is filtered.
+        pid = os.fork()
+        if pid:
+            return _reap(pid)
     try:
         spec = decode_spec(args[:sep])
         if spec["landlock"]:
@@ -245,7 +254,79 @@ def _launch(args: list[str]) -> int:
         return 127
 
 
+def _reap(main: int) -> int:
+    """As the namespace's first process: reap every child until `main` ends, then exit as
+    it did (a death by signal N as 128 + N: this process cannot raise it on itself)."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            return 1
+        except InterruptedError:
+            continue
+        if pid == main:
+            if os.WIFSIGNALED(status):
+                return 128 + os.WTERMSIG(status)
+            return os.waitstatus_to_exitcode(status)
+
+
 SECCOMP_MACHINES = frozenset(SECCOMP)
+
+
+# -- the guard a CPU worker puts on itself before it loads a kernel ----------------------
+# A CPU kernel runs inside the worker's process. Before the worker loads it, the worker
+# adds this filter to the launcher's: no new processes (fork, vfork, clone without
+# CLONE_THREAD: threads stay allowed, OpenMP needs them), no exec, no signal handlers
+# (rt_sigaction: no code run on a fault, a timer or a SIGCONT), no timers that deliver
+# signals, no moving threads between CPUs (the parent places them). Refused calls fail
+# with EPERM. Every thread the kernel runs is then a thread of the worker, which the
+# parent stops, sees and times.
+_GUARD_DENY = ("fork", "vfork", "execve", "execveat", "rt_sigaction", "setitimer", "alarm",
+               "timer_create", "sched_setaffinity")
+GUARD = {
+    "x86_64": (0xC000003E, dict(zip(_GUARD_DENY, (57, 58, 59, 322, 13, 38, 37, 222, 203),
+                                    strict=True)), 56),
+    "aarch64": (0xC00000B7, {"execve": 221, "execveat": 281, "rt_sigaction": 134,
+                             "setitimer": 103, "timer_create": 107,
+                             "sched_setaffinity": 122}, 220),
+}
+_CLONE_THREAD = 0x00010000
+
+
+def guard_program(machine: str) -> list[tuple[int, int, int, int]]:
+    arch, deny, nr_clone = GUARD[machine]
+    ld, jeq, jset, ret = 0x20, 0x15, 0x45, 0x06
+    allow, kill, eperm = 0x7FFF0000, 0x80000000, 0x00050000 | 1
+    prog = [(ld, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, kill), (ld, 0, 0, 0)]
+    if machine == "x86_64":  # the x32 ABI's numbers (bit 30) would pass the list below
+        prog += [(0x35, 0, 1, 0x40000000), (ret, 0, 0, kill)]
+    for nr in sorted(set(deny.values())):
+        prog += [(jeq, 0, 1, nr), (ret, 0, 0, eperm)]
+    # clone: a thread (CLONE_THREAD set in the flags, argument 0) is allowed, a process not
+    prog += [(jeq, 0, 3, nr_clone), (ld, 0, 0, 16), (jset, 1, 0, _CLONE_THREAD),
+             (ret, 0, 0, eperm)]
+    prog += [(ret, 0, 0, allow)]
+    return prog
+
+
+def install_guard() -> None:
+    """Put the guard on this process (and every thread it starts from now on); raises
+    OSError where seccomp is refused, ValueError on an unknown machine."""
+    machine = os.uname().machine
+    if machine not in GUARD:
+        raise ValueError(f"no worker guard for {machine}")
+    prog = guard_program(machine)
+    raw = b"".join(struct.pack("=HBBI", *ins) for ins in prog)
+    buf = ctypes.create_string_buffer(raw, len(raw))
+    fprog = _SockFprog(len(prog), ctypes.cast(buf, ctypes.c_void_p))
+    libc = _libc()
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+    # SECCOMP_SET_MODE_FILTER with TSYNC: every thread of the process gets it
+    r = libc.syscall(ctypes.c_long(317 if machine == "x86_64" else 277), ctypes.c_long(1),
+                     ctypes.c_long(1), ctypes.byref(fprog))
+    if r != 0:
+        raise OSError(ctypes.get_errno(), "seccomp(SECCOMP_SET_MODE_FILTER, TSYNC)")
 
 
 if __name__ == "__main__":

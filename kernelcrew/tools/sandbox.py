@@ -53,7 +53,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,8 +80,11 @@ class SandboxRun:
     def signal_name(self) -> str | None:
         rc = self.returncode
         # a direct child reports -N; bubblewrap passes a child's death on as 128 + N
+        # (the stock launcher, the first process of its PID namespace, does the same: see
+        # confine._reap)
         sig = -rc if rc is not None and rc < 0 else (
-            rc - 128 if self.sandbox == "bubblewrap" and rc is not None and 128 < rc < 160 else None)
+            rc - 128 if self.sandbox in ("bubblewrap", "stock") and rc is not None
+            and 128 < rc < 160 else None)
         if sig is None:
             return None
         try:
@@ -506,6 +509,8 @@ def run_confined(
     devices: Sequence[str] = (),
     layers: dict | None = None,
     tool: Sequence[str] = (),
+    pass_fds: Sequence[int] = (),
+    on_start: Callable[[int], None] | None = None,
 ) -> SandboxRun:
     """Run argv with cwd=scratch under the sandbox; stdout/stderr go to files in scratch.
 
@@ -516,7 +521,11 @@ def run_confined(
     ...`, `perf stat ... --`): inside bubblewrap with it; under the stock confinement in
     the namespaces, but outside the Landlock and seccomp layers its child gets (Nsight
     Compute's target could not start CUDA when the rule for its threads' /proc entries
-    named ncu's process instead: seen on an H200)."""
+    named ncu's process instead: seen on an H200).
+
+    `pass_fds` stay open in the command (the parent's shared buffers and pipes);
+    `on_start` is called with the PID of the sandbox's first process as soon as it
+    exists (the caller finds the command's own process below it, see judge.procs)."""
     scratch = Path(scratch).resolve()
     scratch.mkdir(parents=True, exist_ok=True)
     kind = confinement()
@@ -553,6 +562,7 @@ def run_confined(
           _pids_cgroup(cap) as cgroup):
         proc = subprocess.Popen(
             cmd, cwd=scratch, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=full_env,
+            pass_fds=tuple(pass_fds),
             # preexec_fn is needed for setsid/rlimits/cgroup; workers are started only from
             # graph nodes that run alone (the parallel specialists never spawn processes)
             preexec_fn=_limits_preexec(  # noqa: PLW1509
@@ -563,6 +573,8 @@ def run_confined(
         )
         timed_out = False
         try:
+            if on_start is not None:
+                on_start(proc.pid)
             proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             timed_out = True

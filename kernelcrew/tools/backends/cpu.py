@@ -12,8 +12,9 @@ from kernelcrew.kernels.kernelfile import KernelFile
 from kernelcrew.kernels.policy import check_source
 from kernelcrew.kernels.spec import OpSpec
 from kernelcrew.results import CompileResult
-from kernelcrew.tools.backends.backend import Backend
+from kernelcrew.tools.backends.backend import Backend, PeakRates
 from kernelcrew.tools.backends.compile import compile_cached, machine_fingerprint, tool_version
+from kernelcrew.tools.backends.symbols import refused_symbols
 
 CXX = os.environ.get("KERNELCREW_CXX", "g++")
 
@@ -64,14 +65,38 @@ class CpuBackend(Backend):
             return [CXX, "-std=c++17", "-shared", "-fPIC", "-fno-gnu-unique", *flags,
                     str(src.name), "-o", str(out.name)]
 
-        return compile_cached(
+        res = compile_cached(
             source_text=kf.text, source_name="kernel.cpp", argv_for=argv, artifact_name="kernel.so",
             key_parts=("cpu", flags, tool_version(CXX), machine_fingerprint()),
         )
+        if res.ok and res.artifact:
+            why = refused_symbols(res.artifact)
+            if why:
+                return res.model_copy(update={"ok": False,
+                                              "reason": f"refused after compiling: {why}"})
+        return res
 
     def cache_bytes(self) -> int | None:
         """The last-level cache a cold timed run is flushed from."""
         return llc_bytes()
+
+    def peak_rates(self) -> PeakRates:
+        """The highest rates any of the measurements allow (peaks measured on a busy
+        machine read low, and a floor must never be too high), for a kernel that only
+        reads (the highest ceiling of any mix)."""
+        from kernelcrew.tools.backends import peaks
+
+        try:
+            pk = peaks.cpu_peaks()
+        except RuntimeError as e:  # the peak benchmark failed: no floor, and say so
+            return PeakRates(None, None, None, None, f"peaks unknown ({e})")
+        gbps = peaks.bandwidth_ceiling(
+            max(pk.triad_gbps, pk.triad_1t_gbps * pk.threads, pk.numpy_copy_gbps),
+            max(pk.read_gbps or 0, (pk.read_1t_gbps or 0) * pk.threads) or None, 0.0)
+        warm = max(pk.read_warm_gbps or 0, pk.triad_warm_gbps or 0) or None
+        return PeakRates(gbps, max(warm or 0, gbps) or None,
+                         max(pk.fma_gflops, pk.fma_1t_gflops * pk.threads),
+                         int(pk.llc_mib * 2**20) if pk.llc_mib else None, "cpu peaks")
 
     def worker_env(self) -> dict[str, str]:
         n = str(cpu_threads())

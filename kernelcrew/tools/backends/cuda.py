@@ -20,7 +20,7 @@ from kernelcrew.kernels.policy import blank_comments_and_strings, check_source
 from kernelcrew.kernels.spec import OpSpec
 from kernelcrew.kernels.text import split_top
 from kernelcrew.results import CompileResult, KernelResources
-from kernelcrew.tools.backends.backend import Backend
+from kernelcrew.tools.backends.backend import Backend, PeakRates
 from kernelcrew.tools.backends.compile import compile_cached
 from kernelcrew.tools.backends.toolkit import cuda_tool
 
@@ -383,12 +383,25 @@ class CudaBackend(Backend):
     def worker_env(self) -> dict[str, str]:
         return {k: os.environ[k] for k in _FORWARD_ENV if k in os.environ}
 
-    # What a sandboxed CUDA worker needs beyond a CPU one. NOT yet applied by the
-    # harness (tools/sandbox.py and harness.py own that): bubblewrap's `--dev /dev` is a
-    # fresh /dev without the NVIDIA device nodes, and the CUDA driver reserves virtual
-    # address space for the whole device at init, so an RLIMIT_AS of a few GiB makes
-    # cuInit fail.
-    worker_address_space_gib: float | None = None  # None: no RLIMIT_AS for the worker
+    # A CUDA kernel is device code only: the worker's host code is kernelcrew's, and the
+    # device's events time each call (see Backend)
+    untrusted_host = False
+    device_timer = True
+
+    def worker_address_space_gib(self, limits) -> float | None:
+        """None: the CUDA driver reserves virtual address space for the whole device at
+        init, so an RLIMIT_AS of a few GiB makes cuInit fail."""
+        return None
+
+    def peak_rates(self) -> PeakRates:
+        from kernelcrew.tools.backends import peaks
+
+        try:
+            pk = peaks.cuda_peaks(self)
+        except RuntimeError as e:
+            return PeakRates(None, None, None, None, f"peaks unknown ({e})")
+        return PeakRates(pk.copy_gbps, None, None, probe_device().l2_bytes or None,
+                         "device copy peak")
 
     def worker_devices(self) -> list[str]:
         """Device nodes to bind into the worker's sandbox (`bwrap --dev-bind P P`)."""

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from kernelcrew.kernels.expr import evaluate
-from kernelcrew.tools.backends.buffers import checksum, poison_int
+from kernelcrew.tools.backends.buffers import poison_int
 
 MAX_THREADS_PER_BLOCK = 1024
 MAX_BLOCK = (1024, 1024, 64)
@@ -151,12 +151,15 @@ class CudaRuntime:
         self.flush_host = cp.cuda.alloc_pinned_memory(self.flush_buf.nbytes)
         self.start, self.end = cp.cuda.Event(), cp.cuda.Event()
 
-    def prepare(self, case: dict, inputs: dict[str, np.ndarray]) -> dict:
+    def prepare(self, case: dict, inputs: dict[str, np.ndarray],
+                outputs: dict[str, np.ndarray]) -> dict:
+        """One input set of a case on the device. `inputs` and `outputs` are the parent's
+        shared buffers (host memory): inputs are uploaded before every call (the parent
+        changes a few elements for each timed run), outputs copied back after it."""
         cp = self.cp
         sizes = case["sizes"]
         ins = {n: cp.asarray(np.ascontiguousarray(a)) for n, a in inputs.items()}
-        outs = {n: cp.empty(tuple(o["shape"]), dtype=o["dtype"])
-                for n, o in case["outputs"].items()}
+        outs = {n: cp.empty(tuple(o.shape), dtype=o.dtype) for n, o in outputs.items()}
         temps = {n: cp.empty(shape, dtype=dt)
                  for n, (shape, dt) in temp_shapes(self.temps, self.knobs, sizes).items()}
         arrays = {**ins, **outs, **temps}
@@ -168,7 +171,8 @@ class CudaRuntime:
             self._opt_in_shared(d.kernel, d.shared_bytes)
             plan.append((self.kernels[d.kernel], d.grid, d.block, d.shared_bytes, args))
         self.stream.synchronize()
-        return {"inputs": ins, "outputs": outs, "temps": temps, "plan": plan}
+        return {"inputs": ins, "outputs": outs, "temps": temps, "plan": plan,
+                "host_in": inputs, "host_out": outputs}
 
     def _arg(self, name: str, arrays: dict[str, Any], case: dict) -> Any:
         if name in arrays:
@@ -202,15 +206,28 @@ class CudaRuntime:
         rt.memcpyAsync(self.flush_host.ptr, self.flush_buf.data.ptr, self.flush_buf.nbytes,
                        rt.memcpyDeviceToHost, self.stream.ptr)
 
-    def settle(self) -> None:
-        """Poisoning and the flush (queued on the stream) finish before a timed call."""
+    def call(self, st: dict, cold: bool) -> str:
+        """One call as the worker's `call` command runs it: the inputs uploaded again from
+        the parent's buffers, outputs and temps poisoned, L2 flushed when cold, the plan
+        timed between two events, the outputs copied back to the parent's buffers. Returns
+        "MS N": ms per run, and the runs of the plan one timing took (see `timed`)."""
+        for n, a in st["inputs"].items():
+            a.set(np.ascontiguousarray(st["host_in"][n]), stream=self.stream)
+        self.poison(st)
+        if cold:
+            self.flush()
         self.stream.synchronize()
+        ms = self.timed(st)
+        for n, a in st["outputs"].items():
+            st["host_out"][n][...] = a.get(stream=self.stream)
+        self.stream.synchronize()
+        return f"{ms!r} {self.repeats(st)}"
 
-    def call(self, st: dict) -> float:
-        """One timing of the plan, in ms per run. The first call of a state times a single
-        run; if that is under MIN_TIMED_MS, this and later calls time `st["repeats"]` runs
+    def timed(self, st: dict) -> float:
+        """One timing of the plan, in ms per run. The first timing of a state times a
+        single run; if that is under MIN_TIMED_MS, later timings take `st["repeats"]` runs
         between one pair of events and return the mean (in a cold case only the first of
-        them follows the flush, which the caller queued before this call)."""
+        them follows the flush)."""
         n = st.get("repeats", 1)
         self.start.record(self.stream)
         for _ in range(n):
@@ -223,19 +240,17 @@ class CudaRuntime:
             st["repeats"] = repeats_for(ms)
         return ms
 
+    def unify(self, states: list[dict]) -> None:
+        """One count of back-to-back runs per timing for a whole case, the largest of its
+        input sets' (each timed once here, untimed for the verdict): counted per set, a
+        first call slowed by an idle GPU (+20 us on an H200) gave one set 2 runs per
+        timing and the other 13, and honest kernels read as inconsistent."""
+        for st in states:
+            self.timed(st)
+        n = max((self.repeats(st) for st in states), default=1)
+        for st in states:
+            st["repeats"] = n
+
     def repeats(self, st: dict) -> int:
         """Runs of the plan per timing for this state (1: one run per event pair)."""
         return int(st.get("repeats", 1))
-
-    def set_repeats(self, st: dict, n: int) -> None:
-        """Time this state's later calls as n runs of the plan (the worker gives every
-        input set of a case the same count)."""
-        st["repeats"] = max(1, int(n))
-
-    def snapshot(self, st: dict) -> dict[str, np.ndarray]:
-        self.stream.synchronize()
-        return {k: v.get(stream=self.stream) for k, v in st["outputs"].items()}
-
-    def input_checksums(self, st: dict) -> dict[str, str]:
-        self.stream.synchronize()
-        return {k: checksum(v.get(stream=self.stream)) for k, v in st["inputs"].items()}

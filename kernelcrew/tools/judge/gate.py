@@ -118,6 +118,25 @@ def _resampled_median(per_round: list[list[float]], idx: np.ndarray, floor: floa
     return np.log(np.maximum(np.median(drawn, axis=1), max(floor, 1e-12)))
 
 
+def own_noise(per_case: dict[str, list[list[float]]], floor: float = 0.0,
+              confidence: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES,
+              seed: int = 0) -> float | None:
+    """The noise of one kernel alone over a set of cases (one group): the bootstrap
+    interval of the mean log-median over its rounds, widened by sqrt(2) to stand for a
+    ratio of two kernels that vary as much as this one. Taken from the incumbent's runs
+    only, it judges whether a challenger's group regressed: a challenger cannot widen it
+    by making its own runs noisy. None with fewer than 3 rounds."""
+    rounds = {len(v) for v in per_case.values()}
+    if not per_case or len(rounds) != 1 or (n := rounds.pop()) < 3:
+        return None
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n, size=(resamples, n))
+    total = np.mean([_resampled_median(v, idx, floor) for v in per_case.values()], axis=0)
+    alpha = (1 - confidence) / 2
+    lo, hi = np.quantile(total, [alpha, 1 - alpha])
+    return float(math.exp(math.sqrt(2) * (hi - lo) / 2) - 1)
+
+
 def load_outliers(busy: list[float], margin: float = 0.25, keep_at_least: int = 6) -> set[int]:
     """Rounds during which the machine was much busier than usual: a busy share above
     the rounds' median by more than `margin` (another job started). At least

@@ -1,23 +1,30 @@
 """The parent side of every kernel run: inputs, references, workers, judgment.
 
-The parent makes the inputs, computes the float64 reference itself, starts one
-sandboxed worker per kernel run, and judges what the worker wrote. Nothing the
-kernel says about itself is trusted.
+The parent makes the inputs in memory it owns (sealed shared buffers, see `shm`),
+computes the float64 references itself, starts one sandboxed worker per kernel run and
+drives it call by call (see `session`). It poisons the outputs before every call, reads
+them from its own mapping after the call with the worker stopped, and times every call
+with its own clock. Nothing the worker writes or says decides anything.
+
+Every timed run finds its inputs changed: a few of every input's elements swapped with
+others of the same input (`fresh_changes`, about 1 in 64, at most 64 Ki per input, at
+random places, undone after the run), so no run's inputs repeat an earlier one's and an
+answer kept from an earlier call is wrong. Which timed runs are checked in full is the
+parent's secret (`plan_checks`); every timed run's outputs are sampled for elements left
+unwritten.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import secrets
 import shutil
 import sys
-import time
 import uuid
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
@@ -29,30 +36,50 @@ from kernelcrew.kernels.kernelfile import KernelFile
 from kernelcrew.kernels.spec import DTYPES, INT_INPUTS, Case, OpSpec
 from kernelcrew.results import CaseRow, CompileResult, WorkerOutcome
 from kernelcrew.tools.backends.backend import Backend
-from kernelcrew.tools.backends.buffers import checksum
+from kernelcrew.tools.backends.buffers import poison, poison_int
 from kernelcrew.tools.config import BenchSettings, Limits, scratch_root
-from kernelcrew.tools.judge.verify import compare
+from kernelcrew.tools.judge.shm import Layout, SharedBuffer, Slot
+from kernelcrew.tools.judge.verify import Comparison, compare
 from kernelcrew.tools.sandbox import SandboxRun, run_confined, sandbox_description
 
-PROBE_ELEMENTS = 8  # input elements a probe changes, per input
-
-
-@dataclass
-class Probe:
-    """A few input elements of one input set changed in place for one timed run."""
-
-    set: int  # the input set it changes
-    changes: dict[str, dict[str, list]]  # input name -> {"idx": flat indices, "val": values}
-    reference: dict[str, np.ndarray]  # the reference for the changed inputs
+CHANGE_SHARE = 64  # a timed run finds about 1 in this many elements of each input swapped
+CHANGE_MIN, CHANGE_MAX = 8, 1 << 16  # ... and at least / at most this many
+CHECKED_RUNS = 3  # timed runs per case checked in full (besides every first call)
+SAMPLED = 1024  # elements of each output looked at after every timed run
 
 
 @dataclass
 class CaseData:
+    """One case's inputs (every input set, in one shared buffer) and references."""
+
     case: Case
-    input_files: list[dict[str, str]]  # per input set: name -> .npy
-    checksums: list[dict[str, str]]
-    references: list[dict[str, np.ndarray]]
-    probes: list[Probe] = field(default_factory=list)
+    buffer: SharedBuffer
+    slots: list[dict[str, Slot]]  # per input set: input name -> where it lives
+    references: list[dict[str, np.ndarray]]  # per input set, on the inputs as made
+    refreshed: tuple[str, ...]  # the inputs a timed run finds changed
+
+    def inputs(self, k: int) -> dict[str, np.ndarray]:
+        """Input set k, the parent's (writable) view."""
+        return {n: self.buffer.array(s) for n, s in self.slots[k].items()}
+
+    def close(self) -> None:
+        self.buffer.close()
+
+
+@dataclass
+class Changes:
+    """Elements of one input set swapped for one run (see `Harness.fresh_changes`)."""
+
+    set: int
+    where: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]  # name -> (idx, old, new)
+
+    def apply(self, views: dict[str, np.ndarray]) -> None:
+        for name, (idx, _, new) in self.where.items():
+            views[name].reshape(-1)[idx] = new
+
+    def undo(self, views: dict[str, np.ndarray]) -> None:
+        for name, (idx, old, _) in self.where.items():
+            views[name].reshape(-1)[idx] = old  # duplicates hold the same old value
 
 
 @dataclass
@@ -66,14 +93,13 @@ class KernelRun:
     # case key -> runs of the plan behind each timing (CUDA times a short plan N times
     # back to back and reports ms per run; 1 on the CPU)
     repeats: dict[str, int] = field(default_factory=dict)
+    overhead_ms: float = 0.0  # the calibrated cost of a call of nothing, subtracted
 
     @property
     def correct(self) -> bool:
         return self.outcome.ok and all(r.status == "pass" for r in self.rows)
 
     def first_failure(self) -> str:
-        # cases the worker finished are judged even when it died later (a thread the
-        # kernel left running may crash the worker after the wrong output was caught)
         wrong = next((f"wrong result in {r.group} case {r.case}: {r.detail}" for r in self.rows
                       if r.status == "fail" and r.detail != self.outcome.reason), "")
         if not self.outcome.ok:
@@ -85,7 +111,6 @@ def case_key(c: Case) -> str:
     return f"{c.group}[{c.index}]"
 
 
-
 def case_cache_state(mode: str, llc_bytes: int | None, working_set: int) -> str:
     """`cold` or `warm` for a case whose rotating input sets move `working_set` bytes per
     round: the mode itself unless it is `auto`, then warm when that fits in half the
@@ -94,6 +119,28 @@ def case_cache_state(mode: str, llc_bytes: int | None, working_set: int) -> str:
     if mode != "auto":
         return mode
     return "warm" if llc_bytes and working_set * 2 <= llc_bytes else "cold"
+
+
+def plan_checks(reps: int, pick: np.random.Generator | None = None) -> set[int]:
+    """The timed runs of a case checked in full: CHECKED_RUNS picked at random (the
+    parent's secret: every run looks the same to the worker)."""
+    pick = pick or np.random.default_rng(secrets.randbits(64))
+    n = min(reps, CHECKED_RUNS)
+    return {int(r) for r in pick.choice(reps, size=n, replace=False)} if n else set()
+
+
+class Flusher:
+    """Evicts the last-level cache before a cold call: a read-only sweep over twice its
+    size, done by the parent on the worker's CPU while the worker is stopped (dirty
+    lines are written back during the sweep, not during the timed call)."""
+
+    def __init__(self, llc_bytes: int | None) -> None:
+        self.buf = np.ones(max(2 * (llc_bytes or 32 << 20), 1 << 20) // 8, dtype=np.uint64)
+        self.sink = 0
+
+    def flush(self) -> None:
+        self.sink = int(self.buf.sum())
+
 
 class Harness:
     """Inputs and references for one operator, and the runs of kernels on them."""
@@ -106,11 +153,12 @@ class Harness:
         self.limits, self.bench = limits or Limits(), bench or BenchSettings()
         self.cases = cases if cases is not None else list(spec.cases())
         self.root = scratch_root() / f"h-{spec.name}-{uuid.uuid4().hex[:8]}"
-        self.inputs_dir = self.root / "inputs"
-        self.inputs_dir.mkdir(parents=True)
+        self.root.mkdir(parents=True)
         self._data: dict[str, CaseData] = {}
         self._runs = 0
-        self.llc_bytes = backend.cache_bytes() if hasattr(backend, "cache_bytes") else None
+        self.llc_bytes = backend.cache_bytes()
+        self._flusher: Flusher | None = None
+        self.python = sys.executable
 
     def __enter__(self) -> Self:
         return self
@@ -119,7 +167,16 @@ class Harness:
         self.close()
 
     def close(self) -> None:
+        for d in self._data.values():
+            d.close()
+        self._data.clear()
         shutil.rmtree(self.root, ignore_errors=True)
+
+    @property
+    def flusher(self) -> Flusher:
+        if self._flusher is None:
+            self._flusher = Flusher(self.llc_bytes)
+        return self._flusher
 
     # -- inputs and references ----------------------------------------------------
     def data(self, case: Case) -> CaseData:
@@ -128,73 +185,78 @@ class Harness:
             self._data[key] = self._make(case)
         return self._data[key]
 
-    def _make(self, case: Case) -> CaseData:
+    def make_arrays(self, case: Case, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """One input set for a case: the op's make_inputs, else seeded standard normal
+        (integers: small uniform)."""
         spec = self.spec
         make = spec.inputs_fn()
-        files, sums, refs, sets = [], [], [], []
-        for k in range(self.bench.input_sets):
-            rng = np.random.default_rng([self.seed, case.index, zlib.crc32(case.group.encode()), k])
-            if make:
-                try:
-                    arrays = make(rng, **case.sizes)
-                except Exception as e:  # noqa: BLE001 - user code from the op folder
-                    raise InputError(f"make_inputs failed for {case.label}: {type(e).__name__}: "
-                                     f"{e}", path=spec.folder / "inputs.py") from None
+        if make:
+            try:
+                arrays = make(rng, **case.sizes)
+            except Exception as e:  # noqa: BLE001 - user code from the op folder
+                raise InputError(f"make_inputs failed for {case.label}: {type(e).__name__}: "
+                                 f"{e}", path=spec.folder / "inputs.py") from None
+        else:
+            arrays = {}
+        ins: dict[str, np.ndarray] = {}
+        for name, t in spec.inputs.items():
+            shape = spec.shape(name, case.sizes)
+            dt = DTYPES[t.dtype]
+            if name in arrays:
+                a = np.ascontiguousarray(arrays[name], dtype=dt)
+                if a.shape != shape:
+                    raise InputError(f"make_inputs gave {name} shape {a.shape}, expected "
+                                     f"{shape}", path=spec.folder / "inputs.py")
+            elif dt.kind == "f":
+                a = rng.standard_normal(shape).astype(dt)
+                if t.domain is not None:
+                    a = np.clip(a, *t.domain).astype(dt)
             else:
-                arrays = {}
-            ins: dict[str, np.ndarray] = {}
-            for name, t in spec.inputs.items():
-                shape = spec.shape(name, case.sizes)
-                dt = DTYPES[t.dtype]
-                if name in arrays:
-                    a = np.ascontiguousarray(arrays[name], dtype=dt)
-                    if a.shape != shape:
-                        raise InputError(f"make_inputs gave {name} shape {a.shape}, expected "
-                                         f"{shape}", path=spec.folder / "inputs.py")
-                elif dt.kind == "f":
-                    a = rng.standard_normal(shape).astype(dt)
-                else:
-                    lo, hi = INT_INPUTS.get(dt.name, (-8, 9))
-                    a = rng.integers(lo, hi, size=shape).astype(dt)
-                ins[name] = a
-            d = self.inputs_dir / f"{case.group}{case.index}_s{k}"
-            d.mkdir()
-            fs = {}
-            for name, a in ins.items():
-                fs[name] = str(d / f"{name}.npy")
-                np.save(fs[name], a)
-            files.append(fs)
-            sums.append({n: checksum(a) for n, a in ins.items()})
-            refs.append(self._reference(case, ins))
-            sets.append(ins)
-        rng = np.random.default_rng([self.seed, case.index, zlib.crc32(case.group.encode()),
-                                     self.bench.input_sets, 0x9E0B])
-        probe = self._probe(case, sets, int(rng.integers(len(sets))), rng)
-        return CaseData(case, files, sums, refs, [probe] if probe else [])
+                lo, hi = INT_INPUTS.get(dt.name, (-8, 9))
+                a = rng.integers(lo, hi, size=shape).astype(dt)
+            ins[name] = a
+        return ins
 
-    def _probe(self, case: Case, sets: list[dict[str, np.ndarray]], k: int,
-               rng: np.random.Generator) -> Probe | None:
-        """Input set k with a few elements of every input replaced by values taken from
-        other positions of the same input (so they stay in the input's domain)."""
-        changed = {n: a.copy() for n, a in sets[k].items()}
-        changes: dict[str, dict[str, list]] = {}
-        for name, a in changed.items():
-            flat = a.reshape(-1)
-            if flat.size < 2:
+    def _make(self, case: Case, sets: list[dict[str, np.ndarray]] | None = None) -> CaseData:
+        spec = self.spec
+        if sets is None:
+            sets = [self.make_arrays(case, np.random.default_rng(
+                [self.seed, case.index, zlib.crc32(case.group.encode()), k]))
+                for k in range(self.bench.input_sets)]
+        layout = Layout()
+        slots = [{n: layout.add(f"s{k}.{n}", a.dtype.name, a.shape) for n, a in ins.items()}
+                 for k, ins in enumerate(sets)]
+        buf = SharedBuffer(f"kernelcrew-in-{spec.name}", layout.size, readonly_for_worker=True)
+        refs = []
+        for k, ins in enumerate(sets):
+            for n, a in ins.items():
+                buf.array(slots[k][n])[...] = a
+            refs.append(self.reference(case, ins))
+        refreshed = tuple(n for n, t in spec.inputs.items() if t.refresh)
+        return CaseData(case, buf, slots, refs, refreshed)
+
+    def fresh_changes(self, case: Case, k: int, seed: Sequence[int]) -> Changes:
+        """Elements of input set k swapped for one run: per refreshed input, about 1 in
+        CHANGE_SHARE elements (CHANGE_MIN..CHANGE_MAX) take the value of another element
+        of the same input, at places drawn from `seed` (so two kernels raced side by side
+        see the same changes in the same run, and one reference serves both)."""
+        d = self.data(case)
+        rng = np.random.default_rng([*seed, case.index, zlib.crc32(case.group.encode()), k])
+        where = {}
+        for name in d.refreshed:
+            flat = d.buffer.array(d.slots[k][name]).reshape(-1)
+            n = flat.size
+            if n < 2:
                 continue
-            idx = rng.choice(flat.size, size=min(PROBE_ELEMENTS, flat.size), replace=False)
-            src = rng.integers(0, flat.size, size=idx.size)
-            keep = flat[src] != flat[idx]
-            idx, src = idx[keep], src[keep]
-            if idx.size:
-                flat[idx] = flat[src]
-                changes[name] = {"idx": idx.tolist(), "val": flat[idx].tolist()}
-        if not changes:
-            return None
-        return Probe(k, changes, self._reference(case, changed))
+            m = min(max(CHANGE_MIN, n // CHANGE_SHARE), CHANGE_MAX, n)
+            dst = rng.integers(0, n, size=m)
+            src = rng.integers(0, n, size=m)
+            where[name] = (dst, flat[dst].copy(), flat[src].copy())
+        return Changes(k, where)
 
     def _reference_kw(self, case: Case, ins: dict[str, np.ndarray]) -> dict:
-        kw = {n: (a.astype(np.float64) if a.dtype.kind == "f" else a) for n, a in ins.items()}
+        kw = {n: (a.astype(np.float64) if a.dtype.kind == "f" else np.array(a))
+              for n, a in ins.items()}
         kw.update({n: s.value for n, s in self.spec.scalars.items()})
         kw.update(case.sizes)
         return kw
@@ -203,11 +265,12 @@ class Harness:
         """Median milliseconds of the op's own reference (e.g. NumPy) per typical case, in
         this process, on the first input set: what the kernels are compared with when the
         reference is the only implementation the user had."""
+        import time
+
         out: dict[str, float] = {}
         fn = self.spec.reference_fn()
         for case in (c for c in self.cases if c.group == "typical"):
-            files = self.data(case).input_files[0]
-            kw = self._reference_kw(case, {n: np.load(f) for n, f in files.items()})
+            kw = self._reference_kw(case, self.data(case).inputs(0))
             fn(**kw)  # warm-up
             times = []
             for _ in range(max(3, reps)):
@@ -217,7 +280,8 @@ class Harness:
             out[case_key(case)] = float(np.median(times))
         return out
 
-    def _reference(self, case: Case, ins: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def reference(self, case: Case, ins: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The op's float64 reference on one input set (computed here, by the parent)."""
         spec = self.spec
         kw = self._reference_kw(case, ins)
         path = spec.folder / "reference.py"
@@ -242,9 +306,23 @@ class Harness:
             res[name] = arr
         return res
 
-    # -- running a kernel ---------------------------------------------------------
-    def job(self, comp: CompileResult, kf: KernelFile, mode: str, reps: int,
-            out_dir: Path) -> dict:
+    # -- a worker's job -------------------------------------------------------------
+    def output_layout(self) -> tuple[Layout, list[list[dict[str, Slot]]]]:
+        """Where a worker's outputs live: per case, per input set, each output. Cases
+        run one after another, so they share the same space."""
+        size, per_case = 0, []
+        for c in self.cases:
+            lay = Layout()
+            per_case.append([{n: lay.add(f"s{k}.{n}", t.dtype, self.spec.shape(n, c.sizes))
+                              for n, t in self.spec.outputs.items()}
+                             for k in range(len(self.data(c).slots))])
+            size = max(size, lay.size)
+        total = Layout()
+        total.size = size
+        return total, per_case
+
+    def job(self, comp: CompileResult, kf: KernelFile, outputs: SharedBuffer,
+            out_slots: list[list[dict[str, Slot]]]) -> dict:
         spec = self.spec
         sig = []
         for name, kind in spec.signature():
@@ -252,27 +330,31 @@ class Harness:
                      spec.scalars.get(name))
             sig.append({"name": name, "kind": kind, "dtype": dtype.dtype if dtype else "int64"})
         cases = []
-        for c in self.cases:
+        for ci, c in enumerate(self.cases):
             d = self.data(c)
             cases.append({
-                "id": f"{c.group}{c.index}",
-                "key": case_key(c),
-                "sizes": c.sizes,
+                "id": f"{c.group}{c.index}", "key": case_key(c), "sizes": c.sizes,
                 "scalars": {n: s.value for n, s in spec.scalars.items()},
-                "input_sets": d.input_files,
-                "probes": [{"set": p.set, "changes": p.changes} for p in d.probes],
-                "outputs": {n: {"shape": list(spec.shape(n, c.sizes)), "dtype": t.dtype}
-                            for n, t in spec.outputs.items()},
+                "inputs": {"fd": d.buffer.fd, "size": d.buffer.size,
+                           "sets": [{n: s.to_json() for n, s in st.items()} for st in d.slots]},
+                "outputs": [{n: s.to_json() for n, s in st.items()} for st in out_slots[ci]],
                 "cache": self.cache_state(c),
             })
         return {
             "backend": self.backend.name, "artifact": comp.artifact, "entry": kf.meta.entry,
             "launch": [x.model_dump() for x in kf.meta.launch],
             "temps": {n: t.model_dump() for n, t in kf.meta.temps.items()},
-            "knobs": kf.meta.knobs, "signature": sig, "cases": cases, "mode": mode,
-            "reps": reps, "warmup": self.bench.warmup, "out_dir": str(out_dir),
+            "knobs": kf.meta.knobs, "signature": sig, "cases": cases,
+            "outputs": {"fd": outputs.fd, "size": outputs.size},
+            "guard": self.backend.untrusted_host,
             "llc_bytes": self.llc_bytes,
         }
+
+    def new_run_dir(self) -> Path:
+        self._runs += 1
+        out_dir = self.root / f"run{self._runs}"
+        out_dir.mkdir()
+        return out_dir
 
     def cache_state(self, c: Case) -> str:
         """`cold` or `warm`: how this case's timed runs find the caches (see README,
@@ -283,174 +365,109 @@ class Harness:
         return case_cache_state(self.bench.cache or self.spec.cache, self.llc_bytes,
                                 self.bench.input_sets * self.spec.cost_bytes(c.sizes))
 
-    def run(self, comp: CompileResult, kf: KernelFile, *, mode: str = "bench",
-            reps: int | None = None, wrap: Sequence[str] = (), keep: bool = False,
-            judge: bool = True) -> KernelRun:
-        """Run the compiled kernel in a fresh sandboxed worker and judge its outputs.
-
-        `wrap` is a profiler that starts the worker as its child inside the sandbox
-        (`perf record ... --`, `ncu ...`; see `run_confined`'s `tool`); `keep` leaves the
-        worker's scratch (and what the wrapper wrote there) until the harness closes; `judge=False` (a profiler's re-run of a
-        kernel already judged) skips comparing the outputs: rows stay `pending`.
-        """
-        job, out_dir = self.job_dir(comp, kf, mode, reps)
-        run = self.confined(job, out_dir, wrap)
-        return self.collect(run, job, out_dir, kf, keep=keep, judge=judge)
-
-    def job_dir(self, comp: CompileResult, kf: KernelFile, mode: str, reps: int | None,
-                 **extra: object) -> tuple[dict, Path]:
-        self._runs += 1
-        out_dir = self.root / f"run{self._runs}"
-        out_dir.mkdir()
-        job = self.job(comp, kf, mode, reps if reps is not None else self.bench.reps, out_dir)
-        job.update(extra)
-        (out_dir / "job.json").write_text(json.dumps(job))
-        return job, out_dir
-
     def confined(self, job: dict, out_dir: Path, wrap: Sequence[str] = (),
-                  timeout_s: float | None = None) -> SandboxRun:
+                 timeout_s: float | None = None, pass_fds: Sequence[int] = (),
+                 on_start: Callable[[int], None] | None = None) -> SandboxRun:
         env = {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
                "PYTHONDONTWRITEBYTECODE": "1", **self.backend.worker_env()}
         return run_confined(
-            [sys.executable, "-m", "kernelcrew.tools.judge.worker", str(out_dir / "job.json")],
-            tool=wrap,
-            scratch=out_dir, readonly=[self.inputs_dir],
+            [self.python, "-m", "kernelcrew.tools.judge.worker", str(out_dir / "job.json")],
+            tool=wrap, scratch=out_dir, readonly=[],
             timeout_s=timeout_s if timeout_s is not None else self.limits.timeout_s,
-            address_space_gib=getattr(self.backend, "worker_address_space_gib",
-                                      self.limits.address_space_gib),
-            devices=self.backend.worker_devices() if hasattr(self.backend, "worker_devices")
-            else (),
+            address_space_gib=self.backend.worker_address_space_gib(self.limits),
+            devices=self.backend.worker_devices(),
             file_size_mib=self.limits.file_size_mib, processes=self.limits.processes,
-            open_files=self.limits.open_files, env=env, log_name="worker")
+            open_files=self.limits.open_files, env=env, log_name="worker",
+            pass_fds=pass_fds, on_start=on_start)
 
-    def collect(self, run: SandboxRun, job: dict, out_dir: Path, kf: KernelFile, *,
-                 keep: bool = False, judge: bool = True, failure: str = "",
-                 checked: dict[str, set[int]] | None = None) -> KernelRun:
-        """Judge what a finished worker wrote; `failure` (from the parent's handshake)
-        overrides the reason the worker's exit would give; `checked` (a duel): per case
-        key, the timed runs whose outputs the parent asked for."""
-        events = _read_progress(out_dir / "progress.jsonl")
-        done = {e["case"]: e for e in events if e.get("event") == "done"}
-        finished = any(e.get("event") == "finished" for e in events)
-        ok = run.returncode == 0 and finished and not failure
-        reason = ""
-        if failure:
-            started = [e["case"] for e in events if e.get("event") == "case"]
-            where = next((c for c in started if c not in done), None)
-            reason = failure + (f" in case {_case_label(job, where)}"
-                                if where and " in case " not in failure else "")
-        elif not ok:
-            started = [e["case"] for e in events if e.get("event") == "case"]
-            where = next((c for c in started if c not in done), None)
-            # a CPU kernel runs inside the worker and controls what it prints: quoting its
-            # stderr would hand the kernel a channel to the verdict (a host file's lines)
-            quote = self.backend.name != "cpu" or bool(os.environ.get("KERNELCREW_DEBUG"))
-            what = run.describe(quote_stderr=quote) \
-                if not (run.returncode == 0 and not finished) else \
-                "worker exited without finishing"
-            if not any(e.get("event") == "loaded" for e in events) and not run.timed_out:
-                what += " while loading the kernel"
-                if not quote:
-                    what += _load_error_hint(run.stderr, kf)
-            reason = f"kernel {what}" + (f" in case {_case_label(job, where)}" if where else "")
-        outcome = WorkerOutcome(ok=ok, reason=reason, seconds=run.seconds, sandbox=run.sandbox)
-        rows, samples, repeats = [], {}, {}
-        for c, jc in zip(self.cases, job["cases"], strict=True):
-            ev = done.get(jc["id"])
-            if ev is None:
-                rows.append(CaseRow(group=c.group, case=c.label, sizes=c.sizes, status="fail",
-                                    detail=reason or "not run"))
-                continue
-            row = self._judge(c, ev, None if checked is None else checked[case_key(c)]) \
-                if judge else CaseRow(
-                group=c.group, case=c.label, sizes=c.sizes, status="pending",
-                detail="not judged (a profiling re-run)")
-            if ev["times_ms"]:
-                t = np.asarray(ev["times_ms"])
-                row.median_ms = float(np.median(t))
-                row.p10_ms = float(np.percentile(t, 10))
-                row.p90_ms = float(np.percentile(t, 90))
-                # a CPU kernel runs inside the worker and could write this field: only the
-                # CUDA runtime times back-to-back runs, a CPU timing is always one run
-                if self.backend.name != "cpu":
-                    row.runs_per_timing = max(1, int(ev.get("runs_per_timing", 1)))
-                samples[case_key(c)] = list(map(float, t))
-                repeats[case_key(c)] = row.runs_per_timing
-            rows.append(row)
-        if not keep:
-            shutil.rmtree(out_dir, ignore_errors=True)
-        return KernelRun(outcome, rows, samples, out_dir=out_dir if keep else None,
-                         repeats=repeats)
+    # -- running a kernel ---------------------------------------------------------
+    def run(self, comp: CompileResult, kf: KernelFile, *, mode: str = "bench",
+            reps: int | None = None, wrap: Sequence[str] = (), keep: bool = False,
+            judge: bool = True) -> KernelRun:
+        """Run the compiled kernel in a fresh sandboxed worker, alone, and judge it:
+        `verify` (the first call on every input set), or `bench` (then `reps` timed
+        runs per case). `wrap` is a profiler that starts the worker as its child inside
+        the sandbox (`perf record ... --`, `ncu ...`); `keep` leaves the worker's scratch
+        (and what the wrapper wrote there) until the harness closes; `judge=False` (a
+        profiler's re-run of a kernel already judged) compares nothing: rows stay
+        `pending`."""
+        from kernelcrew.tools.judge.runs import solo
 
-    def _judge(self, c: Case, ev: dict, checked: set[int] | None = None) -> CaseRow:
-        """One case's verdict from the worker's report; `checked`: the timed runs whose
-        outputs the parent asked for (a duel), which the report must hold."""
-        d = self.data(c)
-        if checked is not None:
-            missing = {r for r in checked if r < len(ev["times_ms"])} - \
-                {t.get("run") for t in ev["outputs"]["timed"]}
-            if missing:
-                return CaseRow(group=c.group, case=c.label, sizes=c.sizes, status="fail",
-                               detail=f"the worker report lacks the outputs of timed runs "
-                                      f"{sorted(missing)} the parent asked for (tampered "
-                                      "report?)")
+        return solo(self, comp, kf, mode=mode, reps=self.bench.reps if reps is None else reps,
+                    wrap=tuple(wrap), keep=keep, judge=judge)
+
+    # -- judging outputs ------------------------------------------------------------
+    def judge_outputs(self, c: Case, got: dict[str, np.ndarray], ref: dict[str, np.ndarray],
+                      when: str) -> tuple[CaseRow | None, float, float]:
+        """Compare one call's outputs (copied by the parent) with a reference: the failing
+        row, or None and the largest errors."""
         tol = self.spec.tolerance
         max_abs = max_rel = 0.0
-        for k, after in enumerate(ev["input_checksums"]):
-            changed = [n for n in after if after[n] != d.checksums[k][n]]
-            if changed:
+        for name in self.spec.outputs:
+            cmp = compare(name, got[name], ref[name], tol.rtol, tol.atol)
+            if not cmp.ok:
+                return self.fail_row(c, f"{when}: {cmp.detail}", cmp), 0.0, 0.0
+            max_abs, max_rel = max(max_abs, cmp.max_abs_err), max(max_rel, cmp.max_rel_err)
+        return None, max_abs, max_rel
+
+    def unwritten(self, c: Case, got: dict[str, np.ndarray], base: dict[str, np.ndarray],
+                  pick: np.random.Generator, when: str) -> CaseRow | None:
+        """A row when one of SAMPLED random elements of an output still holds the poison
+        the parent wrote before the call (an output the call did not write). `base`: the
+        reference of the same input set unchanged; where it holds the poison value itself
+        the element is not judged here (a full check judges it)."""
+        for name, a in got.items():
+            flat = a.reshape(-1)
+            if not flat.size:
+                continue
+            idx = pick.integers(0, flat.size, size=min(SAMPLED, flat.size))
+            vals, want = flat[idx], base[name].reshape(-1)[idx]
+            if a.dtype.kind == "f":
+                bad = np.isnan(vals) & ~np.isnan(want)
+            else:
+                p = poison_int(a.dtype)
+                bad = (vals == p) & (want != p)
+            if bad.any():
+                where = int(idx[int(np.argmax(bad))])
                 return CaseRow(group=c.group, case=c.label, sizes=c.sizes, status="fail",
-                               detail=f"the kernel modified its input(s) {changed}")
-        checks = [(d.references[k], k, f, "first call")
-                  for k, f in enumerate(ev["outputs"]["verify"])]
-        for t in ev["outputs"]["timed"]:
-            p = t.get("probe")
-            if p is None:
-                checks.append((d.references[t["set"]], t["set"], t["files"], "timed run"))
-            elif 0 <= p < len(d.probes) and d.probes[p].set == t["set"]:
-                checks.append((d.probes[p].reference, t["set"], t["files"],
-                               "timed run with a few input elements changed in place "
-                               + "(a replayed or cached result?)"))
-        probed = {t.get("probe") for t in ev["outputs"]["timed"]}
-        if any(len(ev["times_ms"]) > p.set and i not in probed for i, p in enumerate(d.probes)):
+                               detail=f"{when}: {name}: elements left unwritten (still the "
+                                      f"poison the parent wrote before the call), e.g. at "
+                                      f"flat index {where}", output=name, cause="unwritten",
+                               worst_index=[where])
+        return None
+
+    @staticmethod
+    def fail_row(c: Case, detail: str, cmp: Comparison | None = None, cause: str = ""
+                 ) -> CaseRow:
+        if cmp is None:
             return CaseRow(group=c.group, case=c.label, sizes=c.sizes, status="fail",
-                           detail="the worker report lacks the probe run (tampered report?)")
-        # an output equal byte for byte to one that passed against the same reference passes
-        # that comparison again, with the same errors: an output of a timed run on an
-        # unchanged input set is compared by bytes with the outputs that passed on that set,
-        # and in full only when it differs (a threaded reduction may change the last bits)
-        # (a BLAKE2b digest stands for the bytes: memory stays bounded when threaded runs
-        # differ in the last bits, and a kernel cannot construct a collision)
-        passed: dict[tuple[int, str], set[tuple[str, tuple, bytes]]] = {}
-        for ref, k, files, when in checks:
-            same_ref = ref is d.references[k]  # not a probe's reference
-            for name, f in files.items():
-                got = np.load(f)
-                key = (got.dtype.str, got.shape, hashlib.blake2b(
-                    np.ascontiguousarray(got).data, digest_size=32).digest()) if same_ref else None
-                if key is not None and key in passed.get((k, name), ()):
-                    continue
-                cmp = compare(name, got, ref[name], tol.rtol, tol.atol)
-                if not cmp.ok:
-                    return CaseRow(group=c.group, case=c.label, sizes=c.sizes, status="fail",
-                                   max_abs_err=_finite(cmp.max_abs_err),
-                                   max_rel_err=_finite(cmp.max_rel_err),
-                                   detail=f"{when}, input set {k}: {cmp.detail}",
-                                   failing_indices=cmp.failing_indices, output=cmp.output,
-                                   worst_index=cmp.worst_index, got=cmp.got, want=cmp.want,
-                                   cause=cmp.cause)
-                max_abs, max_rel = max(max_abs, cmp.max_abs_err), max(max_rel, cmp.max_rel_err)
-                if key is not None:
-                    passed.setdefault((k, name), set()).add(key)
-        return CaseRow(group=c.group, case=c.label, sizes=c.sizes, status="pass",
-                       max_abs_err=max_abs, max_rel_err=max_rel)
+                           detail=detail, cause=cause or None)
+        return CaseRow(group=c.group, case=c.label, sizes=c.sizes, status="fail",
+                       max_abs_err=_finite(cmp.max_abs_err), max_rel_err=_finite(cmp.max_rel_err),
+                       detail=detail, failing_indices=cmp.failing_indices, output=cmp.output,
+                       worst_index=cmp.worst_index, got=cmp.got, want=cmp.want,
+                       cause=cmp.cause or cause or None)
 
     @staticmethod
     def sandbox() -> str:
         return sandbox_description()
 
+    def fresh_outputs(self) -> tuple[SharedBuffer, list[list[dict[str, Slot]]]]:
+        lay, slots = self.output_layout()
+        return SharedBuffer(f"kernelcrew-out-{self.spec.name}", lay.size,
+                            readonly_for_worker=False), slots
 
-def _load_error_hint(stderr: str, kf: KernelFile) -> str:
+    @staticmethod
+    def poison_all(outs: dict[str, np.ndarray]) -> None:
+        for a in outs.values():
+            poison(a)
+
+
+def digest(a: np.ndarray) -> bytes:
+    return hashlib.blake2b(np.ascontiguousarray(a).data, digest_size=32).digest()
+
+
+def load_error_hint(stderr: str, kf: KernelFile) -> str:
     """Why the library did not load, from the worker's stderr, naming only identifiers
     that are in the kernel's own source (the kernel may have written that stderr: a name
     it did not already contain would be a channel out of the sandbox)."""
@@ -476,23 +493,3 @@ def _load_error_hint(stderr: str, kf: KernelFile) -> str:
 
 def _finite(x: float) -> float | None:
     return x if np.isfinite(x) else None
-
-
-def _case_label(job: dict, cid: str) -> str:
-    for c in job["cases"]:
-        if c["id"] == cid:
-            return f"{c['key']} ({','.join(f'{k}={v}' for k, v in c['sizes'].items())})"
-    return cid
-
-
-def _read_progress(path: Path) -> list[dict]:
-    events = []
-    try:
-        for line in path.read_text().splitlines():
-            try:
-                events.append(json.loads(line))
-            except json.JSONDecodeError:
-                break  # a line cut by a crash
-    except OSError:
-        pass
-    return events

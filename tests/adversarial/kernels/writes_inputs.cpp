@@ -4,7 +4,8 @@ flags: [-O2]
 */
 // ATTACK: writes its inputs. The answer is right, but the kernel then zeroes its input
 // (casting away const), which would corrupt a caller's data, or make a later call
-// cheaper. Defense: inputs are checksummed before and after; any change is a rejection.
+// cheaper. Defense: inputs live in memory the parent owns, sealed against writing and
+// mapped read-only in the worker: the write faults, and the kernel is rejected.
 #include <cstdint>
 
 extern "C" void tiny_sss(const float* x, float* out, float a, float b, int64_t rows,

@@ -1,0 +1,216 @@
+"""The worker process as the parent sees it: who it is, stopping it, placing its threads.
+
+The worker's identity is taken from the process tree the parent started, before the
+kernel is loaded: the sandbox's first process is the parent's child, and the worker is
+the last process of the chain below it (the launcher, bubblewrap or a profiler may stand
+in between). Its PID is held through a pidfd from then on, so a reused PID cannot stand
+in for it. Nothing the kernel can write (its command line, its name, a report) decides
+which process is the worker.
+
+Between its calls the worker is stopped (SIGSTOP, which no code can catch, block or
+ignore): the parent changes inputs, poisons outputs and copies results while no thread
+of the kernel can run. The worker stops itself right after each reply (it is not the
+first process of its PID namespace, see confine.py, so its own SIGSTOP is honoured); the
+parent checks that every thread is stopped before it reads anything, and stops the
+process itself when it is not.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+STOP_POLL_S = 20e-6  # between two looks at the threads' states while waiting for a stop
+STOP_SPIN = 200  # looks before the parent sends SIGSTOP itself
+STOP_TIMEOUT_S = 5.0  # a process not stopped after this is not under control
+
+
+class ProcessError(RuntimeError):
+    """The worker cannot be identified or controlled: no verdict may rest on it."""
+
+
+def _stat_fields(text: str) -> list[str]:
+    """The fields of /proc/PID/stat after the command name (which may hold anything)."""
+    return text[text.rfind(")") + 2:].split()
+
+
+def children_of(pid: int) -> list[int]:
+    """The processes whose parent is `pid`."""
+    out = []
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            out = [int(p) for p in f.read().split()]
+        # other threads of `pid` may have children too
+        for t in os.listdir(f"/proc/{pid}/task"):
+            if t != str(pid):
+                with open(f"/proc/{pid}/task/{t}/children") as f:
+                    out += [int(p) for p in f.read().split()]
+        return sorted(set(out))
+    except OSError:
+        pass
+    for d in os.listdir("/proc"):  # no `children` file (CONFIG_PROC_CHILDREN off)
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    if int(_stat_fields(f.read())[1]) == pid:
+                        out.append(int(d))
+            except (OSError, IndexError, ValueError):
+                continue
+    return sorted(out)
+
+
+def descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        kids = children_of(todo.pop())
+        out += kids
+        todo += kids
+    return out
+
+
+def find_worker(root: int, exe: str) -> int:
+    """The worker under the sandbox's first process `root`: the end of the chain of
+    single children, which must run `exe` (the Python the harness started)."""
+    want = os.path.realpath(exe)
+    chain = [root]
+    for _ in range(16):
+        kids = children_of(chain[-1])
+        if not kids:
+            break
+        if len(kids) > 1:
+            raise ProcessError(f"the sandbox of the worker holds {len(kids)} processes under "
+                               f"PID {chain[-1]}, expected one before the kernel is loaded")
+        chain.append(kids[0])
+    pid = chain[-1]
+    try:
+        got = os.path.realpath(f"/proc/{pid}/exe")
+    except OSError as e:
+        raise ProcessError(f"cannot read the worker's executable: {e}") from None
+    if got != want:
+        raise ProcessError(f"the last process of the worker's sandbox runs {got}, not {want}")
+    return pid
+
+
+class WorkerProcess:
+    """A worker identified before its kernel was loaded (see the module text)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        try:
+            self.pidfd = os.pidfd_open(pid)
+        except (OSError, AttributeError) as e:
+            raise ProcessError(f"cannot hold the worker's PID {pid}: {e}") from None
+        self._stat_fds: dict[int, int] = {}
+        self.late_stops = 0  # replies after which the worker had not stopped itself
+
+    def close(self) -> None:
+        for fd in self._stat_fds.values():
+            os.close(fd)
+        self._stat_fds.clear()
+        try:
+            os.close(self.pidfd)
+        except OSError:
+            pass
+
+    def signal(self, sig: int) -> None:
+        """Send `sig` to the worker through its pidfd (never to a reused PID)."""
+        try:
+            signal.pidfd_send_signal(self.pidfd, sig)
+        except ProcessLookupError:
+            pass  # it ended: its exit is the verdict
+
+    def alive(self) -> bool:
+        try:
+            signal.pidfd_send_signal(self.pidfd, 0)
+            return True
+        except ProcessLookupError:
+            return False
+
+    def threads(self) -> list[int]:
+        try:
+            return sorted(int(t) for t in os.listdir(f"/proc/{self.pid}/task"))
+        except (OSError, ValueError):
+            return []
+
+    def _states(self) -> list[str] | None:
+        """Each thread's state letter; None when the process is gone."""
+        out = []
+        tids = self.threads()
+        if not tids:
+            return None
+        for tid in tids:
+            fd = self._stat_fds.get(tid)
+            try:
+                if fd is None:
+                    fd = self._stat_fds[tid] = os.open(f"/proc/{self.pid}/task/{tid}/stat",
+                                                       os.O_RDONLY)
+                text = os.pread(fd, 1024, 0).decode(errors="replace")
+            except OSError:
+                continue  # a thread that just ended
+            f = _stat_fields(text)
+            if f:
+                out.append(f[0])
+        return out
+
+    def stopped(self) -> bool:
+        st = self._states()
+        return st is not None and all(s in "Tt" for s in st)
+
+    def wait_stopped(self) -> bool:
+        """Make sure every thread is stopped: look a while (the worker stops itself after
+        each reply), then stop it. False when the process is gone."""
+        for i in range(STOP_SPIN):
+            st = self._states()
+            if st is None:
+                return False
+            if all(s in "Tt" for s in st):
+                return True
+            if i == 0:
+                continue
+            time.sleep(STOP_POLL_S)
+        self.late_stops += 1
+        self.signal(signal.SIGSTOP)
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        while time.monotonic() < deadline:
+            st = self._states()
+            if st is None:
+                return False
+            if all(s in "Tt" for s in st):
+                return True
+            time.sleep(STOP_POLL_S * 10)
+        raise ProcessError(f"the worker did not stop within {STOP_TIMEOUT_S:.0f} s of SIGSTOP")
+
+    def resume(self) -> None:
+        self.signal(signal.SIGCONT)
+
+    def cpu_ns(self) -> int | None:
+        """CPU time all of the worker's threads used so far (schedstat), ns."""
+        total, seen = 0, False
+        for tid in self.threads():
+            try:
+                total += int(Path(f"/proc/{self.pid}/task/{tid}/schedstat").read_text().split()[0])
+                seen = True
+            except (OSError, ValueError, IndexError):
+                continue
+        return total if seen else None
+
+    def place(self, cpu: int, cpus: list[int]) -> int:
+        """The worker's threads on one CPU each, from outside: the main thread on `cpu`,
+        the others (an OpenMP team) on the next ones of `cpus` in turn. Returns how many
+        threads there were.
+
+        A single-threaded kernel left to the scheduler stays on whichever CPU it started
+        on for the whole duel, and on a virtual machine one CPU can be slower than the
+        other for minutes: both kernels are placed on the same CPU in a round, a
+        different one from round to round. A team left to the scheduler shared one CPU
+        with its main thread in about one run of four (a 3 ms run read 7 ms)."""
+        tids = sorted(self.threads(), key=lambda t: (t != self.pid, t))
+        first = cpus.index(cpu) if cpu in cpus else 0
+        for i, tid in enumerate(tids):
+            try:
+                os.sched_setaffinity(tid, {cpus[(first + i) % len(cpus)]})
+            except (AttributeError, OSError, ValueError):
+                pass
+        return len(tids)

@@ -1,0 +1,226 @@
+"""Inputs a kernel was never timed on, checked before a win is accepted.
+
+The op's cases (`op.yaml`) and its inputs (standard normal by default) are known in
+advance, so a kernel could be right only on them: code specialized to the listed sizes,
+or math that is wrong for values a standard normal rarely reaches (a GELU that returns 0
+for |x| > 6.5). Before `judge` accepts a win it verifies the challenger on:
+- UNSEEN_CASES sizes the op does not list, drawn at random near the op's own cases
+  (each size between half and twice the anchor's, never a listed value, the case at most
+  UNSEEN_MAX_BYTES), in a fresh sandboxed worker;
+- on each of them, input sets beyond the standard normal: large magnitudes (x 30), ties
+  and exact zeros (rounded to halves), tiny values down to subnormal numbers, and a few
+  NaN and infinities in place, each only for the float inputs the op draws itself
+  (inputs an op's `inputs.py` makes keep their structure) and inside the input's
+  `domain:` where the op declares one.
+
+The op's baseline is the arbiter of which of these the op defines: an input set on which
+the baseline does not match the float64 reference (the reference is undefined there, or
+the op's contract does not cover it) is dropped before the challenger sees it.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from dataclasses import replace
+
+import numpy as np
+
+from kernelcrew.errors import InputError
+from kernelcrew.kernels.kernelfile import KernelFile
+from kernelcrew.kernels.spec import Case, OpSpec
+from kernelcrew.results import CompileResult
+from kernelcrew.tools.judge.harness import Harness
+from kernelcrew.tools.judge.runs import Contender
+from kernelcrew.tools.judge.session import SessionFailed
+
+Kernel = tuple[CompileResult, KernelFile]
+UNSEEN_CASES = 3
+UNSEEN_MAX_BYTES = 8 << 20
+DRAWS = 40  # tries to find sizes the op can make inputs and a reference for
+
+
+def _normal(a: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    return a
+
+
+def _wide(a: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    return a * 30
+
+
+def _ties(a: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    return np.round(a * 2) / 2
+
+
+def _tiny(a: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    fi = np.finfo(a.dtype)
+    return a * (float(fi.tiny) * 4)  # the smallest normal numbers, and subnormal ones
+
+
+def _specials(a: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    out = a.copy()
+    flat = out.reshape(-1)
+    if flat.size:
+        idx = rng.choice(flat.size, size=min(flat.size, max(1, flat.size // 100)), replace=False)
+        flat[idx] = rng.choice([np.nan, np.inf, -np.inf], size=idx.size)
+    return out
+
+
+STRESS: dict[str, tuple[str, Callable[[np.ndarray, np.random.Generator], np.ndarray]]] = {
+    "normal": ("standard normal values", _normal),
+    "wide": ("large magnitudes (standard normal x 30)", _wide),
+    "ties": ("ties and exact zeros (standard normal rounded to halves)", _ties),
+    "tiny": ("tiny values down to subnormal numbers", _tiny),
+    "specials": ("a few NaN and infinities among standard normal values", _specials),
+}
+
+
+def unseen_sizes(spec: OpSpec, rng: np.random.Generator, n: int = UNSEEN_CASES,
+                 max_bytes: int = UNSEEN_MAX_BYTES) -> list[dict[str, int]]:
+    """Up to n size tuples the op does not list, near its own cases (see the module
+    text), each moving at most `max_bytes` by the op's cost model."""
+    cases = list(spec.cases())
+    listed = {s: {c.sizes[s] for c in cases} for s in spec.sizes}
+    anchors = sorted(cases, key=lambda c: spec.cost_bytes(c.sizes))
+    anchors = anchors[: max(1, (len(anchors) + 1) // 2 + 1)]
+    out: list[dict[str, int]] = []
+    for _ in range(DRAWS):
+        if len(out) >= n:
+            break
+        a = anchors[int(rng.integers(len(anchors)))].sizes
+        sizes = {}
+        for s, v in a.items():
+            lo, hi = max(1, v // 2), max(3, 2 * v)
+            choices = [x for x in rng.integers(lo, hi + 1, size=8) if x not in listed[s]]
+            sizes[s] = int(choices[0]) if choices else int(v)
+        for _shrink in range(40):  # keep it small: halve the largest size until it fits
+            if spec.cost_bytes(sizes) <= max_bytes:
+                break
+            big = max(sizes, key=lambda k: sizes[k])
+            sizes[big] = max(1, sizes[big] // 2)
+            if sizes[big] in listed[big]:
+                sizes[big] += 1
+        if spec.cost_bytes(sizes) > max_bytes or sizes in out or \
+                all(sizes[s] in listed[s] for s in sizes):
+            continue
+        out.append(sizes)
+    return out
+
+
+def _sets(h: Harness, case: Case, rng: np.random.Generator) -> tuple[list[dict], list[str]]:
+    """The input sets of one unseen case, one per STRESS kind that applies, and their kinds."""
+    spec = h.spec
+    base = h.make_arrays(case, rng)
+    made = set()
+    if spec.inputs_fn() is not None:  # the op's own inputs keep their structure
+        made = set(spec.inputs_fn()(np.random.default_rng(0), **case.sizes) or {})
+    sets, kinds = [], []
+    for kind, (_, fn) in STRESS.items():
+        st = {}
+        changed = kind == "normal"
+        for name, a in base.items():
+            t = spec.inputs[name]
+            if a.dtype.kind != "f" or name in made or not t.refresh:
+                st[name] = a
+                continue
+            if t.domain is not None and kind == "specials":
+                st[name] = a
+                continue
+            v = fn(a.astype(np.float64), rng)
+            if t.domain is not None:
+                v = np.clip(v, *t.domain)
+            st[name] = v.astype(a.dtype)
+            changed = True
+        if changed:
+            sets.append(st)
+            kinds.append(kind)
+    return sets, kinds
+
+
+def unseen_failure(h: Harness, challenger: Kernel, *, incumbent: Kernel | None) -> str:
+    """Why the challenger fails on inputs it was never timed on (see the module text), or
+    "" when it passes every one the op's baseline (`incumbent`) passes. Without a baseline
+    to arbitrate, the unseen sizes on standard normal values only are used."""
+    rng = np.random.default_rng(secrets.randbits(63))
+    sub_cases, sets_of, kinds_of = [], {}, {}
+    sub = Harness(h.spec, h.backend, limits=h.limits,
+                  bench=replace(h.bench, input_sets=len(STRESS)), cases=[])
+    try:
+        for i, sizes in enumerate(unseen_sizes(h.spec, rng)):
+            case = Case("unseen", i, sizes, 0.0)
+            try:
+                sets, kinds = _sets(sub, case, rng)
+                if incumbent is None:
+                    sets, kinds = sets[:1], kinds[:1]
+                sub._data[f"unseen[{i}]"] = sub._make(case, sets)
+            except (InputError, ValueError, TypeError, IndexError) as e:
+                del e  # the op cannot make these sizes: try the others
+                continue
+            sub_cases.append(case)
+            sets_of[i], kinds_of[i] = sets, kinds
+        if not sub_cases:
+            return ""
+        sub.cases = sub_cases
+        valid = _passes(sub, incumbent) if incumbent is not None else \
+            {ci: set(range(len(kinds_of[c.index]))) for ci, c in enumerate(sub_cases)}
+        return _first_failure(sub, challenger, valid, kinds_of)
+    finally:
+        sub.close()
+
+
+def _passes(sub: Harness, k: Kernel, valid: dict[int, set[int]] | None = None,
+            kinds_of: dict[int, list[str]] | None = None) -> dict[int, set[int]]:
+    """Per case, the input sets on which kernel k matches the reference (all of them are
+    tried; a worker that dies ends the trial with what passed so far)."""
+    cn = Contender(sub, *k, wall_s=sub.limits.timeout_s * (2 * len(sub.cases) + 3) + 10,
+                   name="arbiter")
+    ok: dict[int, set[int]] = {}
+    try:
+        cn.start()
+        for ci, c in enumerate(sub.cases):
+            cn.open_case(ci)
+            d = sub.data(c)
+            ok[ci] = set()
+            for s in range(len(d.slots)):
+                cn.call(ci, s, False)
+                got = {n: a.copy() for n, a in cn.out_views(ci, s).items()}
+                row, _, _ = sub.judge_outputs(c, got, d.references[s], "")
+                if row is None:
+                    ok[ci].add(s)
+    except SessionFailed:
+        pass
+    finally:
+        cn.finish(False)
+        cn.result()
+    return ok
+
+
+def _first_failure(sub: Harness, k: Kernel, valid: dict[int, set[int]],
+                   kinds_of: dict[int, list[str]]) -> str:
+    cn = Contender(sub, *k, wall_s=sub.limits.timeout_s * (2 * len(sub.cases) + 3) + 10,
+                   name="challenger")
+    why = ""
+    try:
+        cn.start()
+        for ci, c in enumerate(sub.cases):
+            if not valid.get(ci):
+                continue
+            cn.open_case(ci)
+            d = sub.data(c)
+            for s in sorted(valid[ci]):
+                cn.call(ci, s, False)
+                got = {n: a.copy() for n, a in cn.out_views(ci, s).items()}
+                row, _, _ = sub.judge_outputs(c, got, d.references[s], "")
+                if row is not None:
+                    kind = STRESS[kinds_of[c.index][s]][0]
+                    why = (f"wrong result on inputs it was never timed on: sizes {c.label} "
+                           f"(not a case of op.yaml), {kind}: {row.detail.lstrip(': ')}")
+                    return why
+    except SessionFailed as e:
+        cn.fail(e)
+    finally:
+        cn.finish(False)
+        res = cn.result()
+    if cn.failed:
+        why = f"failed on inputs it was never timed on: {res.first_failure()}"
+    return why
