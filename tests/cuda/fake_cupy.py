@@ -62,6 +62,10 @@ class ndarray:  # CuPy's name
     def __setitem__(self, idx: object, value: object) -> None:
         self.a[_np(idx)] = _np(value)
 
+    def set(self, a: np.ndarray, stream: object = None) -> None:
+        """An upload from the host (CuPy's ndarray.set)."""
+        self.a[...] = a
+
     def get(self, stream: object = None) -> np.ndarray:
         return self.a.copy()
 

@@ -1,10 +1,12 @@
 """The CUDA runtime's host logic without a device: launch-plan arithmetic and checks,
-and a full worker pass (job from the real harness, outputs judged by it) over a NumPy
-stand-in for CuPy."""
+and a full worker pass (the real worker loop, job and shared buffers of the harness,
+outputs judged by it) over a NumPy stand-in for CuPy."""
 
 from __future__ import annotations
 
 import json
+import os
+import threading
 
 import numpy as np
 import pytest
@@ -12,11 +14,11 @@ import pytest
 from kernelcrew.errors import ExprError
 from kernelcrew.kernels.kernelfile import load_kernel
 from kernelcrew.kernels.spec import load_op
-from kernelcrew.results import CompileResult
+from kernelcrew.results import CaseRow, CompileResult
 from kernelcrew.tools.backends.cuda import CudaBackend
 from kernelcrew.tools.backends.cuda_runtime import LaunchError, plan_launches, temp_shapes
 from kernelcrew.tools.config import BenchSettings
-from kernelcrew.tools.judge.harness import Harness, _read_progress
+from kernelcrew.tools.judge.harness import Harness
 from tests.cuda.helpers import FIXTURES
 
 
@@ -77,9 +79,54 @@ def _affine(grid, block, shared, rowsum, out, a, b, rows, cols):
     out[:] = a * rowsum + b * np.float32(cols)
 
 
-def _run_worker(fake_cupy, tmp_path, kernel_path, *, mode="bench", reps=4):
-    from kernelcrew.tools.judge import worker
+class _Driver:
+    """The parent's side of the worker protocol, in this process (the worker runs in a
+    thread, so the NumPy stand-in for CuPy is the one it imports): the real worker loop,
+    the real job and shared buffers of the harness, commands sent as a session sends them
+    (without stopping anything: there is no second process here)."""
 
+    def __init__(self, h: Harness, comp: CompileResult, kf, out_dir) -> None:
+        from kernelcrew.tools.judge import worker
+
+        self.outputs, self.slots = h.fresh_outputs()
+        job = h.job(comp, kf, self.outputs, self.slots)
+        job["fifo_cmd"], job["fifo_reply"] = str(out_dir / "cmd"), str(out_dir / "reply")
+        job["freeze"] = False
+        os.mkfifo(job["fifo_cmd"])
+        os.mkfifo(job["fifo_reply"])
+        (out_dir / "job.json").write_text(json.dumps(job))
+        self.tx = os.open(job["fifo_cmd"], os.O_RDWR)
+        self.rx = os.fdopen(os.open(job["fifo_reply"], os.O_RDWR))
+        self.error: list[BaseException] = []
+
+        def serve() -> None:
+            try:
+                worker.main(str(out_dir / "job.json"))
+            except BaseException as e:  # noqa: BLE001 - handed to the test
+                self.error.append(e)
+                os.write(os.open(job["fifo_reply"], os.O_WRONLY), b"died\n")
+
+        self.thread = threading.Thread(target=serve, daemon=True)
+        self.thread.start()
+        self.expect("hello")
+
+    def expect(self, word: str, *cmd: object) -> list[str]:
+        if cmd:
+            os.write(self.tx, (" ".join(map(str, cmd)) + "\n").encode())
+        got = self.rx.readline().split()
+        if self.error:
+            raise self.error[0]
+        assert got and got[0] == word, got
+        return got
+
+    def views(self, ci: int, k: int) -> dict[str, np.ndarray]:
+        return {n: self.outputs.array(s) for n, s in self.slots[ci][k].items()}
+
+
+def _run_worker(fake_cupy, tmp_path, kernel_path, *, mode="bench", reps=4):
+    """Every case through the worker: the first call on each input set, then (bench) the
+    warm-up and `reps` timed calls on changed inputs, each judged in full by the harness.
+    Returns the harness, a row per case and per case the replies' (ms, runs per timing)."""
     spec = load_op("scale_shift_sum")
     kf = load_kernel(kernel_path)
     comp = CompileResult(ok=True, artifact=str(tmp_path / "kernel.cubin"))
@@ -88,12 +135,44 @@ def _run_worker(fake_cupy, tmp_path, kernel_path, *, mode="bench", reps=4):
                 cases=small)
     out_dir = tmp_path / "run"
     out_dir.mkdir()
-    job = h.job(comp, kf, mode, reps, out_dir)
-    (out_dir / "job.json").write_text(json.dumps(job))
-    assert worker.main(str(out_dir / "job.json")) == 0
-    events = _read_progress(out_dir / "progress.jsonl")
-    done = {e["case"]: e for e in events if e.get("event") == "done"}
-    rows = [h._judge(c, done[jc["id"]]) for c, jc in zip(h.cases, job["cases"], strict=True)]
+    drv = _Driver(h, comp, kf, out_dir)
+    drv.expect("loaded", "load")
+    rows, done = [], {}
+    for ci, c in enumerate(h.cases):
+        drv.expect("ready", "case", ci)
+        d = h.data(c)
+        row, timings = None, []
+        for k in range(len(d.slots)):
+            Harness.poison_all(drv.views(ci, k))
+            got = drv.expect("done", "call", k, 0, 1)
+            if len(got) > 3:
+                row = Harness.fail_row(c, f"the kernel modified its input(s) {got[3]}")
+                break
+            row, _, _ = h.judge_outputs(c, {n: a.copy() for n, a in drv.views(ci, k).items()},
+                                        d.references[k], f"first call, input set {k}")
+            if row is not None:
+                break
+        if row is None and mode == "bench":
+            drv.expect("done", "warm", 0, h.bench.warmup)
+            for r in range(reps):
+                k = r % len(d.slots)
+                ch = h.fresh_changes(c, k, [7, r])
+                views = d.inputs(k)
+                ch.apply(views)
+                Harness.poison_all(drv.views(ci, k))
+                cold = h.cache_state(c) == "cold"
+                got = drv.expect("done", "call", k, int(cold), 0)
+                timings.append((float(got[1]), int(got[2])))
+                row, _, _ = h.judge_outputs(c, {n: a.copy() for n, a in drv.views(ci, k).items()},
+                                            h.reference(c, views), f"timed run {r}")
+                ch.undo(views)
+                if row is not None:
+                    break
+        rows.append(row or CaseRow(group=c.group, case=c.label, sizes=c.sizes, status="pass"))
+        done[c.label] = timings
+    drv.expect("bye", "end")
+    drv.thread.join(10)
+    drv.outputs.close()
     return h, rows, done
 
 
@@ -104,8 +183,7 @@ def test_worker_runs_a_launch_plan_with_temps_and_the_harness_judges_it(fake_cup
     try:
         assert [r.status for r in rows] == ["pass"] * len(rows), [r.detail for r in rows]
         ev = next(iter(done.values()))
-        assert ev["times_ms"] == [0.125] * 4  # the events' elapsed time
-        assert len(ev["outputs"]["timed"]) >= 2  # at least the last run of each input set
+        assert [ms for ms, _ in ev] == [0.125] * 4  # the events' elapsed time
         names = [name for name, *_ in fake_cupy.LAUNCHES]
         assert names[:2] == ["row_sums", "affine"]  # in the file's order
     finally:
@@ -127,7 +205,9 @@ def test_cold_runs_flush_l2_with_a_read_only_sweep(fake_cupy, tmp_path, monkeypa
         l2 = fake_cupy.PROPS["l2CacheSize"]
         sweeps = [t for t in fake_cupy.TRANSFERS if t[0] == "memcpy_d2h"]
         flush_ptr = next(t[1] for t in fake_cupy.TRANSFERS if t[0] == "memset" and t[2] >= 2 * l2)
-        timed_launches = len(fake_cupy.LAUNCHES) - len(h.cases) * 2 - len(h.cases) * 1
+        # per case: one timing per input set to agree on runs per timing, the first call
+        # of each (2 sets), the warm-up call, then the timed calls
+        timed_launches = len(fake_cupy.LAUNCHES) - len(h.cases) * (2 + 2 + 1)
         if cache == "cold":
             assert sweeps and all(t[1] == flush_ptr and t[2] >= 2 * l2 for t in sweeps)
             assert len(sweeps) == 4 * len(h.cases) == timed_launches
@@ -151,7 +231,9 @@ def test_worker_outputs_are_poisoned_so_writing_nothing_fails(fake_cupy, tmp_pat
         h.close()
 
 
-def test_worker_input_checksums_come_from_the_device_copy(fake_cupy, tmp_path) -> None:
+def test_a_kernel_that_changes_its_inputs_on_the_device_is_caught(fake_cupy, tmp_path) -> None:
+    """The worker uploads the parent's inputs before every call; on a call whose outputs
+    are checked it also compares the device's copy with them afterwards."""
     def zeroes_input(grid, block, shared, x, out, a, b, rows, cols):
         out[:] = (a * x.reshape(int(rows), int(cols)) + b).sum(axis=1)
         x[:] = 0
@@ -195,15 +277,14 @@ def test_short_plans_are_timed_as_repeated_runs_between_one_event_pair(fake_cupy
         ev = next(iter(done.values()))
         want = repeats_for(0.004)
         assert want == 13 and want * 0.004 >= MIN_TIMED_MS
-        assert ev["runs_per_timing"] == want
-        assert ev["times_ms"] == pytest.approx([0.004] * 4)  # per run, not per timing
-        # per case: one single run per input set to verify (2 launches each), then the
-        # warm-up call and 4 timed calls, each `want` runs of the 2-launch plan
-        expected = sum(2 * len(e["input_checksums"]) + 2 * want * (1 + 4)
-                       for e in done.values())
-        assert len(fake_cupy.LAUNCHES) == expected
-        row = h._judge(h.cases[0], ev)
-        assert row.status == "pass"
+        assert {n for _, n in ev} == {want}
+        assert [ms for ms, _ in ev] == pytest.approx([0.004] * 4)  # per run, not per timing
+        # per case: one single run per input set to agree on the count, then the first
+        # call of each set, the warm-up call and 4 timed calls, each `want` runs of the
+        # 2-launch plan
+        nsets = h.bench.input_sets
+        assert len(fake_cupy.LAUNCHES) == len(h.cases) * (2 * nsets + 2 * want * (nsets + 1 + 4))
+        assert all(r.status == "pass" for r in _rows)
     finally:
         h.close()
 
@@ -224,14 +305,11 @@ def test_every_input_set_of_a_case_is_timed_with_the_same_count_of_runs(fake_cup
     h, _rows, done = _run_worker(fake_cupy, tmp_path, FIXTURES / "ok" / "two_pass_temps.cu")
     try:
         first = next(iter(done.values()))
-        assert len(first["input_checksums"]) >= 2  # the case has two input sets to differ
-        assert first["runs_per_timing"] == 13
-        # each case: one single run per input set to verify, then the warm-up call and 4
-        # timed calls, every one `runs_per_timing` runs of the 2-launch plan
-        expected = sum(2 * len(e["input_checksums"]) + 2 * e["runs_per_timing"] * (1 + 4)
-                       for e in done.values())
-        assert len(fake_cupy.LAUNCHES) == expected
-        assert first["times_ms"] == pytest.approx([0.004] * 4)
+        assert h.bench.input_sets >= 2  # the case has two input sets to differ
+        assert {n for _, n in first} == {13}
+        nsets = h.bench.input_sets
+        assert len(fake_cupy.LAUNCHES) == len(h.cases) * (2 * nsets + 2 * 13 * (nsets + 1 + 4))
+        assert [ms for ms, _ in first] == pytest.approx([0.004] * 4)
     finally:
         h.close()
 

@@ -206,11 +206,13 @@ class CudaRuntime:
         rt.memcpyAsync(self.flush_host.ptr, self.flush_buf.data.ptr, self.flush_buf.nbytes,
                        rt.memcpyDeviceToHost, self.stream.ptr)
 
-    def call(self, st: dict, cold: bool) -> str:
+    def call(self, st: dict, cold: bool, check: bool = False) -> str:
         """One call as the worker's `call` command runs it: the inputs uploaded again from
         the parent's buffers, outputs and temps poisoned, L2 flushed when cold, the plan
         timed between two events, the outputs copied back to the parent's buffers. Returns
-        "MS N": ms per run, and the runs of the plan one timing took (see `timed`)."""
+        "MS N": ms per run, and the runs of the plan one timing took (see `timed`); with
+        `check`, then "modified=NAMES" when the kernel changed its inputs on the device (a
+        kernel must leave them as it found them: they are its caller's data)."""
         for n, a in st["inputs"].items():
             a.set(np.ascontiguousarray(st["host_in"][n]), stream=self.stream)
         self.poison(st)
@@ -221,7 +223,13 @@ class CudaRuntime:
         for n, a in st["outputs"].items():
             st["host_out"][n][...] = a.get(stream=self.stream)
         self.stream.synchronize()
-        return f"{ms!r} {self.repeats(st)}"
+        reply = f"{ms!r} {self.repeats(st)}"
+        if check:
+            changed = [n for n, a in st["inputs"].items()
+                       if not np.array_equal(a.get(stream=self.stream), st["host_in"][n])]
+            if changed:
+                reply += " modified=" + ",".join(changed)
+        return reply
 
     def timed(self, st: dict) -> float:
         """One timing of the plan, in ms per run. The first timing of a state times a

@@ -14,6 +14,7 @@ Every call follows the same steps, with the worker stopped at both ends (see `se
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -93,22 +94,36 @@ class Contender:
         return {n: self.outputs.array(s) for n, s in self.out_slots[ci][k].items()}
 
     # -- calls ------------------------------------------------------------------------
-    def call(self, ci: int, k: int, cold: bool) -> float:
-        """One call on input set k, its outputs poisoned first; the measured ms per run."""
+    def call(self, ci: int, k: int, cold: bool, check: bool = False) -> float:
+        """One call on input set k, its outputs poisoned first; the measured ms per run.
+        `check`: the call's outputs will be checked in full (a device worker then also
+        looks whether the kernel changed its inputs on the device)."""
         h = self.h
         Harness.poison_all(self.out_views(ci, k))
         if cold and h.backend.untrusted_host:
             h.flusher.flush()  # the CPU: the parent evicts; a device worker does it itself
-        rep = self.session.command("call", k, int(cold), expect="done", timeout_s=self.step)
-        if h.backend.device_timer:
-            # the device's own timer, read by the worker's host code (not the kernel's)
+        rep = self.session.command("call", k, int(cold), int(check), expect="done",
+                                   timeout_s=self.step)
+        if not h.backend.device_timer:
+            return max(0.0, rep.ms - self.session.overhead_ms)
+        # the device's own timer, read by the worker's host code (not the kernel's)
+        try:
             ms, n = float(rep.words[1]), int(rep.words[2])
-            if ms * n > rep.ms * 1.05 + 0.05:
-                raise SessionFailed(f"the worker reported {ms * n:.4g} ms for a call the "
-                                    f"parent timed at {rep.ms:.4g} ms", integrity=True)
-            self.state[case_key(h.cases[ci])].repeats = n
-            return ms
-        return max(0.0, rep.ms - self.session.overhead_ms)
+        except (IndexError, ValueError):
+            raise SessionFailed(f"the worker's reply {' '.join(rep.words)[:60]!r} holds no "
+                                "time", integrity=True) from None
+        if ms * n > rep.ms * 1.05 + 0.05:
+            raise SessionFailed(f"the worker reported {ms * n:.4g} ms for a call the parent "
+                                f"timed at {rep.ms:.4g} ms", integrity=True)
+        changed = next((w.split("=", 1)[1] for w in rep.words[3:]
+                        if w.startswith("modified=")), "")
+        if changed:
+            c = h.cases[ci]
+            self.state[case_key(c)].row = Harness.fail_row(
+                c, f"the kernel modified its input(s) {changed.split(',')}",
+                cause="modified-inputs")
+        self.state[case_key(h.cases[ci])].repeats = n
+        return ms
 
     def first_calls(self, ci: int) -> bool:
         """The first call on every input set, unchanged inputs, checked in full."""
@@ -116,7 +131,9 @@ class Contender:
         d = self.h.data(c)
         st = self.state[case_key(c)]
         for k in range(len(d.slots)):
-            self.call(ci, k, False)
+            self.call(ci, k, False, check=True)
+            if st.row is not None:
+                return False
             got = {n: a.copy() for n, a in self.out_views(ci, k).items()}
             if not self._judge(c, got, d.references[k], f"first call, input set {k}", st):
                 return False
@@ -131,7 +148,9 @@ class Contender:
         views = d.inputs(changes.set)
         changes.apply(views)
         try:
-            st.times.append(self.call(ci, changes.set, cold))
+            st.times.append(self.call(ci, changes.set, cold, check=checked))
+            if st.row is not None:
+                return False
             if not judge:
                 return True
             outs = self.out_views(ci, changes.set)
@@ -239,7 +258,9 @@ class Contender:
         return "crash"
 
     def _exit_reason(self, run: SandboxRun) -> str:
-        quote = not self.h.backend.untrusted_host
+        # a CPU kernel runs inside the worker and controls what it prints: quoting its
+        # stderr would hand the kernel a channel to the verdict (a host file's lines)
+        quote = not self.h.backend.untrusted_host or bool(os.environ.get("KERNELCREW_DEBUG"))
         if run.returncode == 0 and not run.timed_out:
             return "worker exited before it was done"
         what = run.describe(quote_stderr=quote)

@@ -182,7 +182,7 @@ def _passes(sub: Harness, k: Kernel, valid: dict[int, set[int]] | None = None,
             d = sub.data(c)
             ok[ci] = set()
             for s in range(len(d.slots)):
-                cn.call(ci, s, False)
+                cn.call(ci, s, False, check=True)
                 got = {n: a.copy() for n, a in cn.out_views(ci, s).items()}
                 row, _, _ = sub.judge_outputs(c, got, d.references[s], "")
                 if row is None:
@@ -208,7 +208,7 @@ def _first_failure(sub: Harness, k: Kernel, valid: dict[int, set[int]],
             cn.open_case(ci)
             d = sub.data(c)
             for s in sorted(valid[ci]):
-                cn.call(ci, s, False)
+                cn.call(ci, s, False, check=True)
                 got = {n: a.copy() for n, a in cn.out_views(ci, s).items()}
                 row, _, _ = sub.judge_outputs(c, got, d.references[s], "")
                 if row is not None:

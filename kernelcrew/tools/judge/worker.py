@@ -19,8 +19,9 @@ Commands, one line each, over two FIFOs in the scratch directory; one reply each
   null            -> done          a call of nothing (the parent measures its overhead)
   load            -> loaded        load the kernel
   case I          -> ready         set up case I: arguments for each input set
-  call K COLD     -> done [MS N]   one call on input set K (CUDA: the events' time per run
-                                   and how many back-to-back runs a timing took)
+  call K COLD CHK -> done [MS N]   one call on input set K (CUDA: the events' time per run
+                                   and how many back-to-back runs a timing took, and with
+                                   CHK=1 `modified=NAMES` if the kernel changed its inputs)
   warm K N        -> done          N calls on input set K, not timed
   end             -> bye
 After each reply the worker stops itself (SIGSTOP) when the job says so; the parent
@@ -76,8 +77,9 @@ class CpuRuntime:
     def unify(self, states: list[dict]) -> None:
         """Nothing to agree on between a case's input sets (see CudaRuntime.unify)."""
 
-    def call(self, st: dict, cold: bool) -> str:
-        """One call; the parent times it (and flushed the cache when cold)."""
+    def call(self, st: dict, cold: bool, check: bool = False) -> str:
+        """One call; the parent times it (and flushed the cache when cold; its inputs are
+        read-only memory, so `check` has nothing to look at)."""
         self.fn(*st["args"])
         return ""
 
@@ -167,7 +169,7 @@ def serve(job: dict, link: Link) -> int:
             rt.unify(states)
             link.say("ready")
         elif op == "call":
-            extra = rt.call(states[int(cmd[1])], cmd[2] == "1")
+            extra = rt.call(states[int(cmd[1])], cmd[2] == "1", cmd[3] == "1")
             link.say(*(["done", extra] if extra else ["done"]))
         elif op == "warm":
             st = states[int(cmd[1])]
