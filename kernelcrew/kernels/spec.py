@@ -129,6 +129,10 @@ class OpSpec(_Strict):
     # how timed runs find the caches: cold (flushed before each run), warm (the previous
     # run's data left in place), auto (by the working set against the last-level cache)
     cache: Literal["cold", "warm", "auto"] = "auto"
+    # NaN and infinite inputs are part of the op's contract: a kernel must give NaN and
+    # infinities where the reference does (the judge then tries such inputs before it
+    # accepts a win; by default it does not, as fast math need not propagate them)
+    specials: bool = False
     folder: Path | None = Field(default=None, exclude=True)
 
     @model_validator(mode="after")

@@ -8,10 +8,10 @@ for |x| > 6.5). Before `judge` accepts a win it verifies the challenger on:
   (each size between half and twice the anchor's, never a listed value, the case at most
   UNSEEN_MAX_BYTES), in a fresh sandboxed worker;
 - on each of them, input sets beyond the standard normal: large magnitudes (x 30), ties
-  and exact zeros (rounded to halves), tiny values down to subnormal numbers, and a few
-  NaN and infinities in place, each only for the float inputs the op draws itself
-  (inputs an op's `inputs.py` makes keep their structure) and inside the input's
-  `domain:` where the op declares one.
+  and exact zeros (rounded to halves), tiny values down to subnormal numbers, and, for an
+  op that declares `specials: true`, a few NaN and infinities in place; each only for the
+  float inputs the op draws itself (inputs an op's `inputs.py` makes keep their
+  structure) and inside the input's `domain:` where the op declares one.
 
 The op's baseline is the arbiter of which of these the op defines: an input set on which
 the baseline does not match the float64 reference (the reference is undefined there, or
@@ -31,6 +31,7 @@ from kernelcrew.kernels.kernelfile import KernelFile
 from kernelcrew.kernels.spec import Case, OpSpec
 from kernelcrew.results import CompileResult
 from kernelcrew.tools.judge.harness import Harness
+from kernelcrew.tools.judge.harness import case_key as _key
 from kernelcrew.tools.judge.runs import Contender
 from kernelcrew.tools.judge.session import SessionFailed
 
@@ -116,6 +117,8 @@ def _sets(h: Harness, case: Case, rng: np.random.Generator) -> tuple[list[dict],
         made = set(spec.inputs_fn()(np.random.default_rng(0), **case.sizes) or {})
     sets, kinds = [], []
     for kind, (_, fn) in STRESS.items():
+        if kind == "specials" and not spec.specials:
+            continue
         st = {}
         changed = kind == "normal"
         for name, a in base.items():
@@ -168,8 +171,7 @@ def unseen_failure(h: Harness, challenger: Kernel, *, incumbent: Kernel | None) 
         sub.close()
 
 
-def _passes(sub: Harness, k: Kernel, valid: dict[int, set[int]] | None = None,
-            kinds_of: dict[int, list[str]] | None = None) -> dict[int, set[int]]:
+def _passes(sub: Harness, k: Kernel) -> dict[int, set[int]]:
     """Per case, the input sets on which kernel k matches the reference (all of them are
     tried; a worker that dies ends the trial with what passed so far)."""
     cn = Contender(sub, *k, wall_s=sub.limits.timeout_s * (2 * len(sub.cases) + 3) + 10,
@@ -210,7 +212,8 @@ def _first_failure(sub: Harness, k: Kernel, valid: dict[int, set[int]],
             for s in sorted(valid[ci]):
                 cn.call(ci, s, False, check=True)
                 got = {n: a.copy() for n, a in cn.out_views(ci, s).items()}
-                row, _, _ = sub.judge_outputs(c, got, d.references[s], "")
+                row = cn.state[_key(c)].row or \
+                    sub.judge_outputs(c, got, d.references[s], "")[0]
                 if row is not None:
                     kind = STRESS[kinds_of[c.index][s]][0]
                     why = (f"wrong result on inputs it was never timed on: sizes {c.label} "
