@@ -278,23 +278,32 @@ SECCOMP_MACHINES = frozenset(SECCOMP)
 # adds this filter to the launcher's: no new processes (fork, vfork, clone without
 # CLONE_THREAD: threads stay allowed, OpenMP needs them), no exec, no signal handlers
 # (rt_sigaction: no code run on a fault, a timer or a SIGCONT), no timers that deliver
-# signals, no moving threads between CPUs (the parent places them). Refused calls fail
-# with EPERM. Every thread the kernel runs is then a thread of the worker, which the
-# parent stops, sees and times.
+# signals, no moving threads between CPUs (the parent places them), no signals to other
+# processes, no ptrace or reading and writing other processes' memory. Refused calls
+# fail with EPERM. Every thread the kernel runs is then a thread of the worker, which the
+# parent stops, sees and times; and the guard holds where the launcher's layers could
+# not be applied (limits only), since the worker applies it to itself.
 _GUARD_DENY = ("fork", "vfork", "execve", "execveat", "rt_sigaction", "setitimer", "alarm",
-               "timer_create", "sched_setaffinity")
+               "timer_create", "sched_setaffinity", "ptrace", "process_vm_readv",
+               "process_vm_writev", "tkill")
 GUARD = {
-    "x86_64": (0xC000003E, dict(zip(_GUARD_DENY, (57, 58, 59, 322, 13, 38, 37, 222, 203),
-                                    strict=True)), 56),
+    "x86_64": (0xC000003E, dict(zip(_GUARD_DENY, (57, 58, 59, 322, 13, 38, 37, 222, 203, 101,
+                                                   310, 311, 200), strict=True)),
+               56, 62, 234),
     "aarch64": (0xC00000B7, {"execve": 221, "execveat": 281, "rt_sigaction": 134,
-                             "setitimer": 103, "timer_create": 107,
-                             "sched_setaffinity": 122}, 220),
+                             "setitimer": 103, "timer_create": 107, "sched_setaffinity": 122,
+                             "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271,
+                             "tkill": 130},
+                220, 129, 131),
 }
 _CLONE_THREAD = 0x00010000
 
 
-def guard_program(machine: str) -> list[tuple[int, int, int, int]]:
-    arch, deny, nr_clone = GUARD[machine]
+def guard_program(machine: str, pid: int) -> list[tuple[int, int, int, int]]:
+    """The guard's BPF program for this machine; `pid`: the process it guards (kill and
+    tgkill may name only it: no signal reaches another process, the parent included,
+    even where no PID namespace hides it)."""
+    arch, deny, nr_clone, nr_kill, nr_tgkill = GUARD[machine]
     ld, jeq, jset, ret = 0x20, 0x15, 0x45, 0x06
     allow, kill, eperm = 0x7FFF0000, 0x80000000, 0x00050000 | 1
     prog = [(ld, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, kill), (ld, 0, 0, 0)]
@@ -302,6 +311,9 @@ def guard_program(machine: str) -> list[tuple[int, int, int, int]]:
         prog += [(0x35, 0, 1, 0x40000000), (ret, 0, 0, kill)]
     for nr in sorted(set(deny.values())):
         prog += [(jeq, 0, 1, nr), (ret, 0, 0, eperm)]
+    for nr in (nr_kill, nr_tgkill):  # argument 0, the target, must be this process
+        prog += [(jeq, 0, 4, nr), (ld, 0, 0, 16), (jeq, 0, 1, pid), (ret, 0, 0, allow),
+                 (ret, 0, 0, eperm)]
     # clone: a thread (CLONE_THREAD set in the flags, argument 0) is allowed, a process not
     prog += [(jeq, 0, 3, nr_clone), (ld, 0, 0, 16), (jset, 1, 0, _CLONE_THREAD),
              (ret, 0, 0, eperm)]
@@ -315,7 +327,7 @@ def install_guard() -> None:
     machine = os.uname().machine
     if machine not in GUARD:
         raise ValueError(f"no worker guard for {machine}")
-    prog = guard_program(machine)
+    prog = guard_program(machine, os.getpid())
     raw = b"".join(struct.pack("=HBBI", *ins) for ins in prog)
     buf = ctypes.create_string_buffer(raw, len(raw))
     fprog = _SockFprog(len(prog), ctypes.cast(buf, ctypes.c_void_p))

@@ -171,6 +171,25 @@ def sandbox_description() -> str:
     return desc
 
 
+def parent_unreachable() -> str:
+    """"" when a confined worker cannot reach the parent's process (its memory through
+    /proc, its signals), else why it can: the parent's evidence (the buffers it reads, its
+    clock) is then only as safe as the worker's own guard, which does not cover files.
+    Reachable under `limits only`, and under the stock confinement with neither a PID
+    namespace (which hides the parent) nor Landlock (which refuses /proc/PID/mem for
+    writing). A forced `KERNELCREW_SANDBOX=limits` is the user's choice and counts as ""."""
+    kind = confinement()
+    if kind == "bwrap" or os.environ.get(SANDBOX_ENV, "").strip() == "limits":
+        return ""
+    layers = stock_layers() if kind == "stock" else None
+    if layers and ("pid" in layers["namespaces"] or layers["landlock"]):
+        return ""
+    return ("the worker ran without a PID namespace or Landlock (" + sandbox_description()
+            + "): a kernel could reach the parent's memory, so no win is accepted; install "
+            "bubblewrap, enable user namespaces or Landlock, or set KERNELCREW_SANDBOX=limits "
+            "to accept results anyway")
+
+
 # -- the stock confinement: unshare + Landlock + seccomp --------------------------------
 # util-linux unshare, best first: with a user namespace (a root worker keeps no capability
 # over the machine), then without (root where user namespaces are off), then network only

@@ -18,7 +18,7 @@ from kernelcrew.results import CaseRow, CompileResult
 from kernelcrew.tools.backends.cuda import CudaBackend
 from kernelcrew.tools.backends.cuda_runtime import LaunchError, plan_launches, temp_shapes
 from kernelcrew.tools.config import BenchSettings
-from kernelcrew.tools.judge.harness import Harness
+from kernelcrew.tools.judge.harness import Harness, fail_row, poison_all
 from tests.cuda.helpers import FIXTURES
 
 
@@ -143,10 +143,10 @@ def _run_worker(fake_cupy, tmp_path, kernel_path, *, mode="bench", reps=4):
         d = h.data(c)
         row, timings = None, []
         for k in range(len(d.slots)):
-            Harness.poison_all(drv.views(ci, k))
+            poison_all(drv.views(ci, k))
             got = drv.expect("done", "call", k, 0, 1)
             if len(got) > 3:
-                row = Harness.fail_row(c, f"the kernel modified its input(s) {got[3]}")
+                row = fail_row(c, f"the kernel modified its input(s) {got[3]}")
                 break
             row, _, _ = h.judge_outputs(c, {n: a.copy() for n, a in drv.views(ci, k).items()},
                                         d.references[k], f"first call, input set {k}")
@@ -159,7 +159,7 @@ def _run_worker(fake_cupy, tmp_path, kernel_path, *, mode="bench", reps=4):
                 ch = h.fresh_changes(c, k, [7, r])
                 views = d.inputs(k)
                 ch.apply(views)
-                Harness.poison_all(drv.views(ci, k))
+                poison_all(drv.views(ci, k))
                 cold = h.cache_state(c) == "cold"
                 got = drv.expect("done", "call", k, int(cold), 0)
                 timings.append((float(got[1]), int(got[2])))

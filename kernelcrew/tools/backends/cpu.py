@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import functools
-import os
 import shutil
-from pathlib import Path
 
 from kernelcrew.errors import PolicyViolation
 from kernelcrew.kernels.kernelfile import KernelFile
@@ -14,34 +11,8 @@ from kernelcrew.kernels.spec import OpSpec
 from kernelcrew.results import CompileResult
 from kernelcrew.tools.backends.backend import Backend, PeakRates
 from kernelcrew.tools.backends.compile import compile_cached, machine_fingerprint, tool_version
+from kernelcrew.tools.backends.cpuinfo import CXX, cpu_threads, llc_bytes
 from kernelcrew.tools.backends.symbols import refused_symbols
-
-CXX = os.environ.get("KERNELCREW_CXX", "g++")
-
-
-@functools.cache
-def cpu_threads() -> int:
-    """Threads a kernel may use: the cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-def llc_bytes() -> int | None:
-    """Size of the largest cache of cpu0, from sysfs."""
-    best = None
-    base = Path("/sys/devices/system/cpu/cpu0/cache")
-    for idx in base.glob("index*"):
-        try:
-            text = (idx / "size").read_text().strip()
-        except OSError:
-            continue
-        mult = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:].upper(), 1)
-        digits = text.rstrip("KkMmGg")
-        if digits.isdigit():
-            size = int(digits) * mult
-            best = max(best or 0, size)
-    return best
 
 
 class CpuBackend(Backend):

@@ -332,6 +332,10 @@ class CudaBackend(Backend):
         dev = probe_device()
         return dev.ok, dev.reason
 
+    def device_info(self) -> DeviceInfo:
+        """Device 0 as CuPy sees it (probed once)."""
+        return probe_device()
+
     def cache_bytes(self) -> int | None:
         """The device's L2 (what a cold timed run is flushed from); None without one."""
         return probe_device().l2_bytes or None

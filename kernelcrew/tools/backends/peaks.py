@@ -37,8 +37,7 @@ from kernelcrew.tools.backends.compile import (
     machine_fingerprint,
     tool_version,
 )
-from kernelcrew.tools.backends.cpu import CXX, cpu_threads, llc_bytes
-from kernelcrew.tools.backends.cuda import probe_device
+from kernelcrew.tools.backends.cpuinfo import CXX, cpu_threads, llc_bytes
 from kernelcrew.tools.config import cache_dir, scratch_root
 from kernelcrew.tools.locks import bench_lock
 from kernelcrew.tools.sandbox import run_confined
@@ -405,7 +404,7 @@ def cuda_peaks(backend, *, remeasure: bool = False) -> CudaPeaks:
     import sys
 
 
-    dev = probe_device()
+    dev = backend.device_info()
     if not dev.ok:
         raise RuntimeError(f"no device: {dev.reason}")
     key = cache_key("cuda-peaks-v1", dev.name, dev.arch, dev.memory_bytes)

@@ -16,16 +16,13 @@ unwritten.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 import secrets
 import shutil
 import sys
 import uuid
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
 
@@ -34,112 +31,31 @@ import numpy as np
 from kernelcrew.errors import InputError
 from kernelcrew.kernels.kernelfile import KernelFile
 from kernelcrew.kernels.spec import DTYPES, INT_INPUTS, Case, OpSpec
-from kernelcrew.results import CaseRow, CompileResult, WorkerOutcome
+from kernelcrew.results import CaseRow, CompileResult
 from kernelcrew.tools.backends.backend import Backend
-from kernelcrew.tools.backends.buffers import poison, poison_int
+from kernelcrew.tools.backends.buffers import poison_int
 from kernelcrew.tools.config import BenchSettings, Limits, scratch_root
+from kernelcrew.tools.judge.records import (  # noqa: F401 - the harness's public names
+    CHECKED_RUNS,
+    CaseData,
+    Changes,
+    Flusher,
+    KernelRun,
+    case_cache_state,
+    case_key,
+    fail_row,
+    load_error_hint,
+    plan_checks,
+    poison_all,
+)
+from kernelcrew.tools.judge.runs import solo
 from kernelcrew.tools.judge.shm import Layout, SharedBuffer, Slot
-from kernelcrew.tools.judge.verify import Comparison, compare
+from kernelcrew.tools.judge.verify import compare
 from kernelcrew.tools.sandbox import SandboxRun, run_confined, sandbox_description
 
 CHANGE_SHARE = 64  # a timed run finds about 1 in this many elements of each input swapped
 CHANGE_MIN, CHANGE_MAX = 8, 1 << 16  # ... and at least / at most this many
-CHECKED_RUNS = 3  # timed runs per case checked in full (besides every first call)
 SAMPLED = 1024  # elements of each output looked at after every timed run
-
-
-@dataclass
-class CaseData:
-    """One case's inputs (every input set, in one shared buffer) and references."""
-
-    case: Case
-    buffer: SharedBuffer
-    slots: list[dict[str, Slot]]  # per input set: input name -> where it lives
-    references: list[dict[str, np.ndarray]]  # per input set, on the inputs as made
-    refreshed: tuple[str, ...]  # the inputs a timed run finds changed
-
-    def inputs(self, k: int) -> dict[str, np.ndarray]:
-        """Input set k, the parent's (writable) view."""
-        return {n: self.buffer.array(s) for n, s in self.slots[k].items()}
-
-    def close(self) -> None:
-        self.buffer.close()
-
-
-@dataclass
-class Changes:
-    """Elements of one input set swapped for one run (see `Harness.fresh_changes`)."""
-
-    set: int
-    where: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]  # name -> (idx, old, new)
-
-    def apply(self, views: dict[str, np.ndarray]) -> None:
-        for name, (idx, _, new) in self.where.items():
-            views[name].reshape(-1)[idx] = new
-
-    def undo(self, views: dict[str, np.ndarray]) -> None:
-        for name, (idx, old, _) in self.where.items():
-            views[name].reshape(-1)[idx] = old  # duplicates hold the same old value
-
-
-@dataclass
-class KernelRun:
-    """One worker's run of one kernel over the cases, judged."""
-
-    outcome: WorkerOutcome
-    rows: list[CaseRow]
-    samples: dict[str, list[float]] = field(default_factory=dict)  # case key -> ms
-    out_dir: Path | None = None  # the worker's scratch, when the caller asked to keep it
-    # case key -> runs of the plan behind each timing (CUDA times a short plan N times
-    # back to back and reports ms per run; 1 on the CPU)
-    repeats: dict[str, int] = field(default_factory=dict)
-    overhead_ms: float = 0.0  # the calibrated cost of a call of nothing, subtracted
-
-    @property
-    def correct(self) -> bool:
-        return self.outcome.ok and all(r.status == "pass" for r in self.rows)
-
-    def first_failure(self) -> str:
-        wrong = next((f"wrong result in {r.group} case {r.case}: {r.detail}" for r in self.rows
-                      if r.status == "fail" and r.detail != self.outcome.reason), "")
-        if not self.outcome.ok:
-            return self.outcome.reason + (f"; before that: {wrong}" if wrong else "")
-        return wrong
-
-
-def case_key(c: Case) -> str:
-    return f"{c.group}[{c.index}]"
-
-
-def case_cache_state(mode: str, llc_bytes: int | None, working_set: int) -> str:
-    """`cold` or `warm` for a case whose rotating input sets move `working_set` bytes per
-    round: the mode itself unless it is `auto`, then warm when that fits in half the
-    last-level cache (the data would stay resident between calls), cold otherwise. The one
-    rule for the kernels' harness and for the peers timed next to them."""
-    if mode != "auto":
-        return mode
-    return "warm" if llc_bytes and working_set * 2 <= llc_bytes else "cold"
-
-
-def plan_checks(reps: int, pick: np.random.Generator | None = None) -> set[int]:
-    """The timed runs of a case checked in full: CHECKED_RUNS picked at random (the
-    parent's secret: every run looks the same to the worker)."""
-    pick = pick or np.random.default_rng(secrets.randbits(64))
-    n = min(reps, CHECKED_RUNS)
-    return {int(r) for r in pick.choice(reps, size=n, replace=False)} if n else set()
-
-
-class Flusher:
-    """Evicts the last-level cache before a cold call: a read-only sweep over twice its
-    size, done by the parent on the worker's CPU while the worker is stopped (dirty
-    lines are written back during the sweep, not during the timed call)."""
-
-    def __init__(self, llc_bytes: int | None) -> None:
-        self.buf = np.ones(max(2 * (llc_bytes or 32 << 20), 1 << 20) // 8, dtype=np.uint64)
-        self.sink = 0
-
-    def flush(self) -> None:
-        self.sink = int(self.buf.sum())
 
 
 class Harness:
@@ -391,8 +307,6 @@ class Harness:
         (and what the wrapper wrote there) until the harness closes; `judge=False` (a
         profiler's re-run of a kernel already judged) compares nothing: rows stay
         `pending`."""
-        from kernelcrew.tools.judge.runs import solo
-
         return solo(self, comp, kf, mode=mode, reps=self.bench.reps if reps is None else reps,
                     wrap=tuple(wrap), keep=keep, judge=judge)
 
@@ -406,7 +320,7 @@ class Harness:
         for name in self.spec.outputs:
             cmp = compare(name, got[name], ref[name], tol.rtol, tol.atol)
             if not cmp.ok:
-                return self.fail_row(c, f"{when}: {cmp.detail}", cmp), 0.0, 0.0
+                return fail_row(c, f"{when}: {cmp.detail}", cmp), 0.0, 0.0
             max_abs, max_rel = max(max_abs, cmp.max_abs_err), max(max_rel, cmp.max_rel_err)
         return None, max_abs, max_rel
 
@@ -437,18 +351,6 @@ class Harness:
         return None
 
     @staticmethod
-    def fail_row(c: Case, detail: str, cmp: Comparison | None = None, cause: str = ""
-                 ) -> CaseRow:
-        if cmp is None:
-            return CaseRow(group=c.group, case=c.label, sizes=c.sizes, status="fail",
-                           detail=detail, cause=cause or None)
-        return CaseRow(group=c.group, case=c.label, sizes=c.sizes, status="fail",
-                       max_abs_err=_finite(cmp.max_abs_err), max_rel_err=_finite(cmp.max_rel_err),
-                       detail=detail, failing_indices=cmp.failing_indices, output=cmp.output,
-                       worst_index=cmp.worst_index, got=cmp.got, want=cmp.want,
-                       cause=cmp.cause or cause or None)
-
-    @staticmethod
     def sandbox() -> str:
         return sandbox_description()
 
@@ -456,40 +358,3 @@ class Harness:
         lay, slots = self.output_layout()
         return SharedBuffer(f"kernelcrew-out-{self.spec.name}", lay.size,
                             readonly_for_worker=False), slots
-
-    @staticmethod
-    def poison_all(outs: dict[str, np.ndarray]) -> None:
-        for a in outs.values():
-            poison(a)
-
-
-def digest(a: np.ndarray) -> bytes:
-    return hashlib.blake2b(np.ascontiguousarray(a).data, digest_size=32).digest()
-
-
-def load_error_hint(stderr: str, kf: KernelFile) -> str:
-    """Why the library did not load, from the worker's stderr, naming only identifiers
-    that are in the kernel's own source (the kernel may have written that stderr: a name
-    it did not already contain would be a channel out of the sandbox)."""
-    m = None
-    for m in re.finditer(r"undefined symbol: ([A-Za-z_][A-Za-z0-9_]{0,200})", stderr):
-        pass
-    if m is None:
-        return ""
-    symbol = m.group(1)
-    names = [symbol] if re.search(rf"\b{symbol}\b", kf.text) else []
-    for d in re.finditer(r"\d+", symbol):  # a C++ (mangled) name: _Z18helper_not_definedf
-        n = int(d.group(0))
-        name = symbol[d.end(): d.end() + n]
-        if len(name) == n and re.fullmatch(r"[A-Za-z_]\w*", name) and \
-                re.search(rf"\b{name}\b", kf.text):
-            names.append(name)
-    if symbol == kf.meta.entry and names:
-        return f": the entry function {symbol!r} is not in the library (is it extern \"C\"?)"
-    if names:
-        return f": undefined symbol {names[0]!r} (declared but not defined?)"
-    return ": an undefined symbol"
-
-
-def _finite(x: float) -> float | None:
-    return x if np.isfinite(x) else None

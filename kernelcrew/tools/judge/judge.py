@@ -11,6 +11,8 @@ call `judge`. It:
    group regressing beyond the incumbent's own noise; a challenger whose only fault is a
    regressed group is raced once more and judged on both duels;
 4. for a `faster` verdict only, the checks that decide whether a win is accepted:
+   - the confinement: a CPU worker that could reach the parent's process (no PID
+     namespace and no Landlock, see `sandbox.parent_unreachable`) cannot be believed;
    - the roofline: a case faster than the machine's peaks allow (DRAM bandwidth, or the
      cache's when the case fits in it, and the FLOP rate) is quarantined;
    - unseen inputs: the challenger is verified on sizes the op does not list and on
@@ -36,6 +38,7 @@ from kernelcrew.tools.judge.gate import (
 )
 from kernelcrew.tools.judge.harness import Harness, KernelRun, case_key
 from kernelcrew.tools.locks import bench_lock
+from kernelcrew.tools.sandbox import parent_unreachable
 
 Kernel = tuple[CompileResult, KernelFile]
 
@@ -92,15 +95,20 @@ def judge(h: Harness, challenger: Kernel, incumbent: Kernel, *, against: str = "
     j = Judgment(gate, rows, d.a, d.b, cache={case_key(c): h.cache_state(c) for c in h.cases})
     if gate.verdict != "faster":
         return j
+    why = parent_unreachable() if h.backend.untrusted_host else ""
+    if why:
+        return _demoted(j, f"not accepted: {why}")
     why = roofline_finding(rows, h.spec, h.backend, h.bench.input_sets)
     if why:
         return _demoted(j, why, suspicious=True)
     if unseen:
         from kernelcrew.tools.judge.unseen import unseen_failure
 
-        why = unseen_failure(h, challenger, incumbent=_baseline(h))
+        why, row = unseen_failure(h, challenger, incumbent=_baseline(h))
         if why:
             j.failure = why
+            if row is not None:
+                j.rows = [*j.rows, row]
             j.gate = GateDecision("rejected", gate.speedup, gate.band, gate.group_speedups, why,
                                   gate.measured_noise, gate.min_speedup, gate.rounds)
     return j

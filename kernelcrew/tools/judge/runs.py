@@ -24,13 +24,15 @@ import numpy as np
 from kernelcrew.kernels.kernelfile import KernelFile
 from kernelcrew.kernels.spec import Case
 from kernelcrew.results import CaseRow, CompileResult, WorkerOutcome
-from kernelcrew.tools.judge.harness import (
+from kernelcrew.tools.judge.records import (
     Changes,
-    Harness,
+    HarnessView,
     KernelRun,
     case_key,
+    fail_row,
     load_error_hint,
     plan_checks,
+    poison_all,
 )
 from kernelcrew.tools.judge.session import Session, SessionFailed
 from kernelcrew.tools.sandbox import SandboxRun
@@ -53,7 +55,7 @@ class CaseState:
 class Contender:
     """One kernel's worker in a run (see the module text)."""
 
-    def __init__(self, h: Harness, comp: CompileResult, kf: KernelFile, *, wall_s: float,
+    def __init__(self, h: HarnessView, comp: CompileResult, kf: KernelFile, *, wall_s: float,
                  wrap: tuple[str, ...] = (), name: str = "worker") -> None:
         self.h, self.kf, self.name = h, kf, name
         self.outputs, self.out_slots = h.fresh_outputs()
@@ -99,7 +101,7 @@ class Contender:
         `check`: the call's outputs will be checked in full (a device worker then also
         looks whether the kernel changed its inputs on the device)."""
         h = self.h
-        Harness.poison_all(self.out_views(ci, k))
+        poison_all(self.out_views(ci, k))
         if cold and h.backend.untrusted_host:
             h.flusher.flush()  # the CPU: the parent evicts; a device worker does it itself
         rep = self.session.command("call", k, int(cold), int(check), expect="done",
@@ -119,7 +121,7 @@ class Contender:
                         if w.startswith("modified=")), "")
         if changed:
             c = h.cases[ci]
-            self.state[case_key(c)].row = Harness.fail_row(
+            self.state[case_key(c)].row = fail_row(
                 c, f"the kernel modified its input(s) {changed.split(',')}",
                 cause="modified-inputs")
         self.state[case_key(h.cases[ci])].repeats = n
@@ -273,7 +275,7 @@ class Contender:
         return f"kernel {what}"
 
 
-def solo(h: Harness, comp: CompileResult, kf: KernelFile, *, mode: str, reps: int,
+def solo(h: HarnessView, comp: CompileResult, kf: KernelFile, *, mode: str, reps: int,
          wrap: tuple[str, ...] = (), keep: bool = False, judge: bool = True) -> KernelRun:
     """One kernel alone: the first calls on every case (`verify`), then in `bench` mode
     `reps` timed runs per case, rotating over the input sets (a warm case gets the op's

@@ -28,14 +28,11 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from kernelcrew.tools.judge.procs import ProcessError, WorkerProcess, find_worker
+from kernelcrew.tools.judge.records import HarnessView
 from kernelcrew.tools.judge.shm import SharedBuffer
 from kernelcrew.tools.sandbox import SandboxRun
-
-if TYPE_CHECKING:
-    from kernelcrew.tools.judge.harness import Harness
 
 CALIBRATION_CALLS = 24  # `null` commands before the kernel is loaded
 REPLY_MAX_BYTES = 1 << 12  # a reply longer than this is not one of the worker's
@@ -59,7 +56,7 @@ class Reply:
 class Session:
     """One worker process and the parent's control of it (see the module text)."""
 
-    def __init__(self, h: Harness, job: dict, out_dir: Path, outputs: SharedBuffer, *,
+    def __init__(self, h: HarnessView, job: dict, out_dir: Path, outputs: SharedBuffer, *,
                  wall_s: float, wrap: tuple[str, ...] = (), freeze: bool = True,
                  name: str = "worker") -> None:
         self.h, self.out_dir, self.outputs, self.name = h, out_dir, outputs, name

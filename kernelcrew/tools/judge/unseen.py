@@ -29,7 +29,7 @@ import numpy as np
 from kernelcrew.errors import InputError
 from kernelcrew.kernels.kernelfile import KernelFile
 from kernelcrew.kernels.spec import Case, OpSpec
-from kernelcrew.results import CompileResult
+from kernelcrew.results import CaseRow, CompileResult
 from kernelcrew.tools.judge.harness import Harness
 from kernelcrew.tools.judge.harness import case_key as _key
 from kernelcrew.tools.judge.runs import Contender
@@ -140,10 +140,12 @@ def _sets(h: Harness, case: Case, rng: np.random.Generator) -> tuple[list[dict],
     return sets, kinds
 
 
-def unseen_failure(h: Harness, challenger: Kernel, *, incumbent: Kernel | None) -> str:
-    """Why the challenger fails on inputs it was never timed on (see the module text), or
-    "" when it passes every one the op's baseline (`incumbent`) passes. Without a baseline
-    to arbitrate, the unseen sizes on standard normal values only are used."""
+def unseen_failure(h: Harness, challenger: Kernel, *, incumbent: Kernel | None
+                   ) -> tuple[str, CaseRow | None]:
+    """Why the challenger fails on inputs it was never timed on (see the module text), and
+    the failing row (group `unseen`), or ("", None) when it passes every one the op's
+    baseline (`incumbent`) passes. Without a baseline to arbitrate, the unseen sizes on
+    standard normal values only are used."""
     rng = np.random.default_rng(secrets.randbits(63))
     sub_cases, sets_of, kinds_of = [], {}, {}
     sub = Harness(h.spec, h.backend, limits=h.limits,
@@ -162,7 +164,7 @@ def unseen_failure(h: Harness, challenger: Kernel, *, incumbent: Kernel | None) 
             sub_cases.append(case)
             sets_of[i], kinds_of[i] = sets, kinds
         if not sub_cases:
-            return ""
+            return "", None
         sub.cases = sub_cases
         valid = _passes(sub, incumbent) if incumbent is not None else \
             {ci: set(range(len(kinds_of[c.index]))) for ci, c in enumerate(sub_cases)}
@@ -198,10 +200,10 @@ def _passes(sub: Harness, k: Kernel) -> dict[int, set[int]]:
 
 
 def _first_failure(sub: Harness, k: Kernel, valid: dict[int, set[int]],
-                   kinds_of: dict[int, list[str]]) -> str:
+                   kinds_of: dict[int, list[str]]) -> tuple[str, CaseRow | None]:
     cn = Contender(sub, *k, wall_s=sub.limits.timeout_s * (2 * len(sub.cases) + 3) + 10,
                    name="challenger")
-    why = ""
+    why, bad = "", None
     try:
         cn.start()
         for ci, c in enumerate(sub.cases):
@@ -218,7 +220,7 @@ def _first_failure(sub: Harness, k: Kernel, valid: dict[int, set[int]],
                     kind = STRESS[kinds_of[c.index][s]][0]
                     why = (f"wrong result on inputs it was never timed on: sizes {c.label} "
                            f"(not a case of op.yaml), {kind}: {row.detail.lstrip(': ')}")
-                    return why
+                    return why, row
     except SessionFailed as e:
         cn.fail(e)
     finally:
@@ -226,4 +228,5 @@ def _first_failure(sub: Harness, k: Kernel, valid: dict[int, set[int]],
         res = cn.result()
     if cn.failed:
         why = f"failed on inputs it was never timed on: {res.first_failure()}"
-    return why
+        bad = next((r for r in res.rows if r.status == "fail"), None)
+    return why, bad
