@@ -11,7 +11,7 @@ from kernelcrew.agents.context import AgentContext
 from kernelcrew.agents.heuristic.base import HeuristicSpecialist, Move
 from kernelcrew.agents.heuristic.evidence import Evidence
 from kernelcrew.agents.transforms import apply_transform
-from kernelcrew.agents.transforms.cst import Source, find_function, params
+from kernelcrew.csource.syntax import Source, find_function, params
 
 # knobs searched elsewhere: TILE by memory_access, the threading threshold by its own rule;
 # RB/JB (register_block) are sized for the vector registers and not worth a ladder
