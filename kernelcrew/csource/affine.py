@@ -2,6 +2,11 @@
 loop variables and loop-invariant symbols (`i*cols + j` -> {i: cols, j: 1}), loop bounds,
 and the mixed-radix digits that prove an offset one-to-one.
 
+This is the one C subscript linearizer of the package: the moves' dependence analysis
+(`agents.transforms.analysis.dependence`) and the profiler's strides
+(`tools.observe.cpu_source`) both read subscripts through `FunctionModel`, so they cannot
+disagree about a stride.
+
 An offset is one-to-one across the iterations of a loop nest when it is a mixed-radix
 number whose digits are loop variables within their bounds (j in [0, cols) with weight 1,
 i with weight cols, ...). `dependence` builds the legality checks on top of this.
@@ -68,6 +73,30 @@ def p_str(p: Poly) -> str:
     return " + ".join(terms)
 
 
+def p_derivative(p: Poly, sym: str) -> Poly | None:
+    """d p / d sym: the change of `p` per unit step of the symbol (a loop variable's key:
+    the stride of a subscript in that loop). None when the symbol appears squared."""
+    out: Poly = {}
+    for m, c in p.items():
+        n = m.count(sym)
+        if n > 1:
+            return None
+        if n == 1:
+            rest = list(m)
+            rest.remove(sym)
+            out = p_add(out, {tuple(sorted(rest)): c})
+    return out
+
+
+def p_plain(p: Poly) -> Poly:
+    """The polynomial with loop-variable symbols (`name@pos`) written by their names, as a
+    reader (or a table of the case's values) knows them."""
+    out: Poly = {}
+    for m, c in p.items():
+        out = p_add(out, {tuple(sorted(s.split(VAR_MARK)[0] for s in m)): c})
+    return out
+
+
 def int_literal(text: str) -> int | None:
     t = text.rstrip("uUlL")
     try:
@@ -102,11 +131,18 @@ def pointer_element_type(src: Source, node: Node | None) -> str | None:
 
 
 class FunctionModel:
-    """One function's loops and declarations, with the queries the transforms need."""
+    """One function's loops and declarations, with the queries the transforms need.
 
-    def __init__(self, src: Source, fn: Node):
+    `expand_locals`: a local declared outside the region asked about, with an initializer
+    and never assigned again, reads as its initializer's form rather than as a symbol of
+    its own (`int n = (int)n_;` reads as n_): the profiler asks this, to evaluate a stride
+    from the entry's sizes. The moves keep such locals as symbols (the names the code's
+    bounds use)."""
+
+    def __init__(self, src: Source, fn: Node, *, expand_locals: bool = False):
         self.src = src
         self.fn = fn
+        self.expand_locals = expand_locals
         self.body = fn.child_by_field_name("body")
         self.forest = loops_in(self.body)
         self.loops = all_loops(self.forest)
@@ -205,6 +241,11 @@ class FunctionModel:
             return self.linear(d.init, region, depth + 1)
         if lp is not None:
             return p_sym(lp.key)  # an enclosing loop's variable: fixed inside the region
+        if self.expand_locals and not d.param and not d.pointer and not d.array and \
+                d.init is not None and not self.is_written(d):
+            got = self.linear(d.init, region, depth + 1)
+            if got is not None:
+                return got
         return p_sym(name)
 
     def pointer_root(self, node: Node, region: Node, depth: int = 0
@@ -311,6 +352,17 @@ class FunctionModel:
                 if c == 1 and len(mono) == 1 and VAR_MARK in mono[0]:
                     out[mono[0]] = dp
         return out
+
+    def access(self, node: Node, region: Node) -> tuple[str, Poly | None] | None:
+        """(root, offset) of a memory access: `base[index]` (see `subscript`) or `*ptr`
+        (see `pointer_root`); None when its base is not a buffer the model can name."""
+        if node.type == "subscript_expression":
+            return self.subscript(node, region)
+        if node.type == "pointer_expression" and \
+                node.child_by_field_name("operator").type == "*":
+            arg = node.child_by_field_name("argument")
+            return self.pointer_root(arg, region) if arg is not None else None
+        return None
 
     def subscript(self, node: Node, region: Node) -> tuple[str, Poly | None] | None:
         """(root, offset) of `base[index]`; `a[i][j]` of `T a[N][M]` is element i*M + j."""
