@@ -1,4 +1,10 @@
-"""Unroll pragmas on innermost loops (`#pragma GCC unroll N`, CUDA `#pragma unroll N`)."""
+"""unroll: `#pragma GCC unroll N` (CUDA: `#pragma unroll N`) on innermost loops; an
+existing unroll pragma gets the new factor.
+
+Always legal (a hint: the loop means the same unrolled). Refused on loops under an OpenMP
+pragma (g++ allows no pragma between it and its loop), loops inside a small-size path or
+a `collapse`d nest, and loops that carry the pragma with this factor already.
+"""
 
 from __future__ import annotations
 

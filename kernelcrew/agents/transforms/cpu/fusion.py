@@ -1,5 +1,14 @@
 """Loop fusion: consecutive passes over the same range that touch the same elements become
-one loop."""
+one loop (repeated inward: fused outer loops bring their inner loops together).
+
+Legal for two sibling loops with the same header (start, bound, step, inclusive) and the
+same pragmas (`fusion_blocker`) when: the bounds do not change in either loop; neither
+writes a scalar declared outside the pair; both call only pure functions; and for every
+array one of them writes and both touch, every access in either loop is the same
+mixed-radix position of the loop variable (`y[i*cols + j]` in both: iteration i of the
+fused loop touches in its second half only what iteration i of the first loop touched).
+Refused otherwise, with the reason `fusion_blocker` gives.
+"""
 
 from __future__ import annotations
 

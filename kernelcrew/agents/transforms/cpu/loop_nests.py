@@ -1,5 +1,23 @@
-"""Loop-nest restructuring: i-j-k -> i-k-j interchange for matmul-like nests, cache
-blocking (tiling) of strided copies."""
+"""Loop-nest restructuring: `interchange` (i-j-k -> i-k-j for matmul-like nests and sums
+down columns), `tile` (cache blocking of strided 2-deep nests, a transpose) and
+`loop_order` (`swap_loops`: a perfectly nested pair exchanged so the inner loop walks
+memory contiguously).
+
+interchange is legal on a nest `for j { acc = 0; for k acc += X * Y; C[..j..] = acc; }`
+whose k loop's bounds do not depend on j, whose product does not read C, and whose j
+iterations are independent (`check_loop`: each writes its own element of C). Each element
+of C still sums its k terms in the original order. Offered only where Y's inner access
+is strided in k and unit-stride in j; rows shorter than MIN_INNER keep the original order
+(a small-size path). Refused under any pragma but simd/unroll hints.
+
+tile is legal on a perfectly nested 2-deep nest whose iterations are all independent
+(`check_loop` on both loops) and whose inner loop accesses an array with a large stride:
+tiles only reorder independent iterations.
+
+loop_order is legal on a perfectly nested pair where every iteration is independent of
+every other and the inner bounds do not depend on the outer variable; offered where the
+inner loop is the strided one and the outer the contiguous one.
+"""
 
 from __future__ import annotations
 

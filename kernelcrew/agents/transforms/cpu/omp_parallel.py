@@ -1,5 +1,23 @@
-"""Threads: `#pragma omp parallel for` on independent outer loops, versioned so that
-work below a threshold runs the serial copy."""
+"""Threads: `omp_parallel` puts `#pragma omp parallel for` on independent outer loops;
+`omp_version` gives a `parallel for` the source already has a serial version. Either way
+work below a threshold (OMP_MIN_WORK, a knob) runs the serial copy.
+
+omp_parallel is legal on a countable loop (`for (i = a; i < b; ++i)`, the bounds fixed
+before it) whose iterations may run in any order (`analysis.parallel.parallel_verdict`):
+each writes its own elements (its subscripts are one-to-one in the loop's variable), reads
+nothing another iteration writes, calls only pure functions, leaves the loop by no
+`return`, `break` or `goto`, and updates no scalar declared outside it other than a
+recognized reduction of a plain arithmetic local (+, *, max, min: each thread reduces into
+its own copy, `reduction(op : s)`). Tiles count as the elements they own. Where the rows
+are disjoint only for a large enough leading dimension (`c[i * ldc + j]`), the threaded
+copy runs under that run-time test too. Refused on a function that is threaded already
+(its pragma is kept, never stacked), a loop under another OpenMP pragma, a loop inside a
+`collapse`d nest, and a helper called from inside a loop (threads go on the caller's loop).
+
+omp_version is always legal where it applies (without its pragma the loop is the plain C
+loop it was); refused when the loop uses OpenMP itself (omp_ calls, other constructs) or
+its work is not known before it.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,16 @@
-"""Aliasing and vectorization: `__restrict__` parameters, `omp simd` with reductions on
-innermost loops, unroll pragmas."""
+"""simd: `#pragma omp simd` (with reduction clauses) on innermost loops.
+
+Legal on a countable innermost loop whose iterations are independent apart from
+recognized reductions into scalars (+, *, max, min; also written as chains, `s = s + a*b +
+c*d`, and the `if (x > m) m = x;` form, rewritten to a max): `analysis.dependence.check_loop`
+with reductions allowed. A float reduction is reassociated (the verifier checks it
+against the op's tolerance). Refused on loops that store with a stride other than one
+element (a vector scatter costs more than scalar stores), loops that already carry `omp
+simd`, loops inside a small-size path or a `collapse`d nest, and loops that run a short
+constant count (below 8: -O3 unrolls them whole). An unroll pragma on the loop is dropped
+(g++ allows no pragma between `omp simd` and its loop); a `parallel for` on the same loop
+becomes the combined `parallel for simd`.
+"""
 
 from __future__ import annotations
 

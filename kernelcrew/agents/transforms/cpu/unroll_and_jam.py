@@ -23,7 +23,7 @@ once per U rows.
 
 Legal when the inner loop's bounds do not depend on the outer variable and the outer
 iterations are independent (`check_loop` without reductions: each writes its own
-elements, reads nothing another writes) but for what the jam keeps in order (`_carried`):
+elements, reads nothing another writes) but for what the jam keeps in order (`analysis.dot_nests`):
 scalars that only the set-up, or only the wrap-up, mentions (a running maximum of the
 scores, `denom += p`), whose copies run one after the other as the iterations did, and
 arrays that only the inner loop touches, at one subscript that does not change with the

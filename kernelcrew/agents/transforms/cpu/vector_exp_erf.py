@@ -1,4 +1,5 @@
-"""Vectorizable replacements for scalar libm calls in CPU kernels.
+"""vector_math: float `exp`/`erf` calls in loops replaced by inline, vectorizable
+versions (kc_expf, kc_erff).
 
 g++ cannot vectorize a loop that calls `expf`/`erff` (glibc's vector variants are only
 declared under -ffast-math, which the op tolerances do not allow). These inline
@@ -11,6 +12,10 @@ folds to constants), which leaves control flow in the loop; with -ftrapping-math
 default) the floating-point work on those paths cannot be if-converted without masked
 lanes, so such a loop vectorizes on AVX-512 and not on AVX2. Every edge here is an
 integer-mask select on the bits of the operand instead.
+
+Legal where a call takes one float argument (no double in it) inside a `for` loop of the
+entry; refused for a function that computes in double anywhere (the replacements are
+float-accurate), and for calls outside loops (nothing to vectorize there).
 """
 
 from __future__ import annotations

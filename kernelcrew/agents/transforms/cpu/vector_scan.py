@@ -16,7 +16,7 @@ store; any other value is computed into a buffer by a loop of `lanes` copies of 
 loop counter redeclared per lane, so its text is reused as written), and any other store
 written back the same way. Leftover elements run the loop as written.
 
-Legal where `scan.scan_plan` finds a running sum (updated only by `acc += v` or `acc -= v`,
+Legal where `analysis.prefix_sums.scan_plan` finds a running sum (updated only by `acc += v` or `acc -= v`,
 read only by stores `Y[idx] = acc;`, the loop otherwise independent), the body holds only
 that update and, after it, the stores (an inclusive scan), the sum is a float or a double,
 and the loop is not itself a worksharing loop. Inside a thread's rows or a block of the

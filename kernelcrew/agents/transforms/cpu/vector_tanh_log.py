@@ -1,10 +1,16 @@
-"""More vectorizable replacements for libm calls: tanh and log (float).
+"""vector_math_ext: float `tanh`/`log` calls in loops replaced by inline, vectorizable
+versions (kc_tanhf, kc_logf).
 
-Like `vecmath` (exp, erf), these are inline and branch-free (selects only, no table
-look-ups), so a loop that calls them vectorizes under `omp simd` / -O3 on AVX2 as on
-AVX-512. Accuracy: kc_tanhf within 2 ulp, kc_logf within 2 ulp over the whole float range
+Like the exp/erf replacements (`vector_exp_erf`), these are inline and branch-free
+(selects only, no table look-ups), so a loop that calls them vectorizes under `omp simd` /
+-O3 on AVX2 as on AVX-512. Accuracy: kc_tanhf within 2 ulp, kc_logf within 2 ulp over the
+whole float range
 (subnormals, 0, inf, NaN and negative arguments as libm gives them), far inside any float32
 tolerance. A sigmoid written `1 / (1 + exp(-x))` is the exp replacement's business.
+
+Legal where a call takes one float argument inside a loop of the entry; refused for a
+function that computes in double anywhere (the replacements are float-accurate).
+`1 + tanh(u)` and `1 - tanh(u)` become one call of kc_tanh1p (no cancellation).
 """
 
 from __future__ import annotations

@@ -1,5 +1,24 @@
-"""CUDA-specific source transformations of a kernel body (device code): read-only loads
-through the texture path, launch bounds, grid-stride loops."""
+"""CUDA moves on a kernel's attributes and loads: `ldg` (read-only loads through the
+read-only data cache), `launch_bounds`, `grid_stride`.
+
+ldg: `__restrict__` on every pointer parameter (`analysis.restrict`), then reads of
+`const T* __restrict__` parameters, and of pointers derived from them, as `__ldg(&x[i])`.
+Legal because the harness passes each parameter its own buffer: a const restrict buffer
+cannot change while the kernel runs. Refused where no such read is left to rewrite.
+
+launch_bounds: `__launch_bounds__(BLOCK)` on the kernels whose every launch in the front
+matter has a block of the BLOCK knob alone, so ptxas budgets registers for that block size
+(with `min_blocks`, for that many resident blocks per SM, replacing a bound the kernel
+has). Legal because the launches guarantee the bound; refused where a kernel has a bound
+already and no `min_blocks` is given.
+
+grid_stride: one thread per element (`T i = blockIdx.x*blockDim.x + threadIdx.x; if (i >=
+N) return; body`) becomes a loop `for (T i = ...; i < N; i += (T)gridDim.x * blockDim.x)`,
+and the launch grid is capped by GRID_CAP, so each thread covers several elements. Legal
+because each element's work was already independent of the others (one thread each, in
+no particular order); refused when the body synchronizes the block, returns early or
+changes i.
+"""
 
 from __future__ import annotations
 

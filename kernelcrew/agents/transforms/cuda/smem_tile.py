@@ -9,6 +9,13 @@ with threadIdx.x along the side that is contiguous for the read, into a shared a
 padded by one column (TILE+1: the transposed reads of a column hit 32 different banks),
 synchronize, and write it with threadIdx.x along the side contiguous for the write.
 Edge tiles are guarded on both coordinates.
+
+Legal because each element is still read once and written once by the same expression;
+only which thread moves it changes, and `__syncthreads()` orders the shared tile's writes
+before its reads. Refused unless the kernel's work is exactly the two coordinates (one
+`/` and one `%` by the same count) and one store `Y[e1] = f(X[e2])` with a single read,
+f using no coordinate outside that read, X and Y different arrays whose element type is
+known, and the read and the write contiguous along different coordinates.
 """
 
 from __future__ import annotations

@@ -1,9 +1,18 @@
-"""The same function written the way the loop moves read best: counters declared at the
-top moved into their loops (`counters`), indexing macros expanded (`macros`), counted
-`while` loops written as `for` loops (`whiles`), helpers called in loops inlined (`inline`), pointer walks turned into subscripts (`pointers`),
-array elements used as accumulators kept in locals (`scalarize`). A move that does not
-apply to the source as written is tried on these views, so a nest split across a call or
-walked with `*p++` is still seen whole; the result is the view with the move applied."""
+"""Views: the same function written the way the loop moves read best. Each view is one
+module with a function `(source, entry) -> source | None` that changes nothing the code
+computes, listed once in VIEWS:
+
+- `loop_counters`: counters declared at the top moved into the loops that assign them;
+- `reroll`: loops unrolled by hand rolled back;
+- `expand_macros`: indexing macros expanded as the preprocessor would;
+- `counted_whiles`: counted `while` loops written as `for` loops;
+- `inline_helpers`: pure helpers called inside loops inlined;
+- `pointer_walks`: pointer walks (`*dst++ = f(*src++)`) turned into subscripts;
+- `scalarize`: an array element used as an accumulator kept in a local.
+
+A move that does not apply to the source as written is tried on these views
+(`through_views`), so a nest split across a call or walked with `*p++` is still seen whole;
+the result is the view with the move applied."""
 
 from __future__ import annotations
 
@@ -17,15 +26,24 @@ from kernelcrew.agents.transforms.views.pointer_walks import index_pointers
 from kernelcrew.agents.transforms.views.reroll import reroll
 from kernelcrew.agents.transforms.views.scalarize import scalarize
 
+# the views in the order they are taken, each on the one before (one line per view)
+VIEWS: tuple[Callable[[str, str], str | None], ...] = (
+    scope_counters,
+    reroll,
+    expand_macros,
+    counted_whiles,
+    inline_calls,
+    index_pointers,
+    scalarize,
+)
+
 
 def views(src: str, entry: str) -> list[str]:
-    """The rewritten views of `entry` that differ from `src`, each step on the one before:
-    counters scoped, macros expanded, counted whiles made for loops, helpers inlined, pointer
-    walks indexed, then array accumulators scalarized."""
+    """The rewritten views of `entry` that differ from `src`, each step on the one before,
+    in the order of VIEWS."""
     out: list[str] = []
     cur = src
-    for step in (scope_counters, reroll, expand_macros, counted_whiles, inline_calls,
-                 index_pointers, scalarize):
+    for step in VIEWS:
         new = step(cur, entry)
         if new is not None and new != cur:
             cur = new

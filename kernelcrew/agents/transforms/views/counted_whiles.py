@@ -12,7 +12,7 @@ positive), and `n`. Written as `for` loops over a fresh counter, with the body a
     const long long ip_trip = (long long)(end - ip);
     for (long long ip_k = 0; ip_k < ip_trip; ++ip_k) count[*ip++]++;
 
-they are the walks `pointers` turns into subscripts (`count[ip[ip_k]]++`), and then the
+they are the walks `pointer_walks` turns into subscripts (`count[ip[ip_k]]++`), and then the
 loops every move takes.
 
 A pointer loop (`p < end`, `p != end`, `end > p`) is rewritten only when its body moves
