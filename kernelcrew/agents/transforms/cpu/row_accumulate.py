@@ -230,179 +230,34 @@ def _chain_of_loops(top: Loop) -> list[Loop] | None:
 
 
 def _plan(s: Source, m, xl: Loop) -> tuple[str | None, dict]:
+    """Why the pixel loop `xl` cannot be accumulated a strip at a time, or (None, what the
+    rewrite needs). The steps, each refusing with a reason: the pixel loop's header, the
+    accumulator's declaration, the reduction nest's chain of loops, its innermost body,
+    the update, the statements after the nest."""
     line = s.line_of(xl.node)
-    if not xl.canonical or xl.step is not None or xl.inclusive or xl.node.type != "for_statement":
-        return f"loop at line {line} is not a unit-step `<` loop", {}
-    init = xl.node.child_by_field_name("initializer")
-    if init is None or init.type != "declaration":
-        # the strips declare their own counters: a counter declared outside would keep
-        # its value from before the loop (the view with counters in their loops applies)
-        return f"loop at line {line} does not declare its counter", {}
-    if has_pragma(s, xl, r"^omp\b"):
-        return f"loop at line {line} carries an OpenMP pragma", {}
-    body = statements(xl.body)
-    # declarations before the accumulator's (an output index, a row pointer) are repeated
-    # where the statements after the nest run; the nest may not use them
-    k = 0
-    while k + 1 < len(body) and body[k].type == "declaration" and \
-            body[k + 1].type == "declaration":
-        k += 1
-    lead, body = body[:k], body[k:]
-    if len(body) < 3 or body[0].type != "declaration" or body[1].type != "for_statement":
-        return (f"loop at line {line} is not `acc = init; reduction nest; use of acc`"), {}
-    lead_names = {n for st in lead for n, _, _, _ in declarators(st)}
-    for st in lead:
-        if not _pure(s, st, allow_reads=True) or _mentions(body[1], lead_names):
-            return (f"line {s.line_of(st)}: a declaration before the accumulator that the "
-                    "nest uses or that has an effect"), {}
-    ds = list(declarators(body[0]))
-    if len(ds) != 1 or ds[0][1] is None or ds[0][2]:
-        return f"loop at line {line}: the accumulator is not one scalar with a value", {}
-    acc, init = ds[0][0], ds[0][1]
-    ftype = s.text_of(body[0].child_by_field_name("type")).strip()
-    if ftype not in ("float", "double"):
-        return f"loop at line {line}: the accumulator {acc} is not float or double", {}
-    red = next((lp for lp in xl.children if lp.node.start_byte == body[1].start_byte), None)
-    chain = _chain_of_loops(red) if red is not None else None
-    if chain is None:
-        return f"loop at line {line}: the reduction is not one perfectly nested loop chain", {}
+    why = _header_reason(s, xl, line)
+    if why is not None:
+        return why, {}
+    got = _accumulator(s, xl, line)
+    if isinstance(got, str):
+        return got, {}
+    lead, body, lead_names, acc, init, ftype = got
+    got = _reduction_chain(s, m, xl, body, acc, line)
+    if isinstance(got, str):
+        return got, {}
+    red, chain, inner, runtime = got
     x = xl.var
     nest = _Nest(s, x)
-    for lp in chain:  # copied as they are: any countable header
-        if not lp.canonical:
-            return f"loop at line {s.line_of(lp.node)} is not a countable loop", {}
-        if any(_mentions(n, {x, acc}) for n in (lp.start, lp.end)):
-            return f"the bounds of the loop at line {s.line_of(lp.node)} depend on {x}", {}
-        if has_pragma(s, lp, r"^omp\b"):
-            return f"loop at line {s.line_of(lp.node)} carries an OpenMP pragma", {}
-    inner = chain[-1]
-    trip = constant_trip(s, m, inner)
-    runtime = None  # a count known only at run time (`k < K`)
-    if trip is None and inner.step is None:
-        lo_t = invariant_text(s, m, inner.start, xl.node)
-        hi_t = invariant_text(s, m, inner.end, xl.node)
-        if lo_t is not None and hi_t is not None:
-            runtime = f"({hi_t}) - ({lo_t})" + (" + 1" if inner.inclusive else "")
-    if (trip is None and runtime is None) or (trip is not None and trip >= MIN_INNER):
-        return (f"the innermost loop of the nest at line {s.line_of(inner.node)} is not a short "
-                "constant loop nor one fixed before the pixel loop (it can be vectorized as it "
-                "is)"), {}
-    # the innermost body: declarations, tests, one update of the accumulator
-    before: list[str] = []  # independent statements, in order
-    dep_decls: list[str] = []
-    lows: list[str] = []
-    highs: list[str] = []
-    update: Node | None = None
-    seen_dep = False
-    for st in statements(inner.body):
-        if update is not None:
-            return f"line {s.line_of(st)}: a statement after the update of {acc}", {}
-        if st.type == "declaration":
-            names = list(declarators(st))
-            if not _pure(s, st, allow_reads=True) or any(v is None or ptr for _, v, ptr, _ in
-                                                         names) or _mentions(st, {acc}):
-                return f"line {s.line_of(st)}: a declaration the rewrite cannot move", {}
-            if _mentions(st, nest.dep):
-                if len(names) != 1:
-                    return f"line {s.line_of(st)}: several locals that depend on {x}", {}
-                name, value = names[0][0], names[0][1]
-                d = nest.offset(value)
-                if d is not None:
-                    nest.offsets[name] = d
-                nest.dep.add(name)
-                dep_decls.append(s.text_of(st).strip())
-                seen_dep = True
-            else:
-                if seen_dep and not _pure(s, st, allow_reads=False):
-                    return (f"line {s.line_of(st)}: a read of memory after a test on {x} "
-                            "(it would move before the test)"), {}
-                before.append(s.text_of(st).strip())
-            continue
-        if st.type == "if_statement":
-            cond = st.child_by_field_name("condition")
-            cons = st.child_by_field_name("consequence")
-            if st.child_by_field_name("alternative") is not None or cond is None:
-                return f"line {s.line_of(st)}: an if with an else", {}
-            cond_expr = cond.named_children[-1] if cond.named_children else None
-            if cond_expr is None or _mentions(cond_expr, {acc}) or \
-                    not _pure(s, cond_expr, allow_reads=True):
-                return f"line {s.line_of(st)}: a test the rewrite cannot read", {}
-            inner_st = statements(cons)
-            is_skip = len(inner_st) == 1 and inner_st[0].type == "continue_statement"
-            guarded = _update(inner_st[0], acc) if len(inner_st) == 1 else None
-            if not is_skip and guarded is None:
-                return f"line {s.line_of(st)}: an if that is neither a skip nor the update", {}
-            terms = _chain(cond_expr, "||" if is_skip else "&&")
-            indep: list[str] = []
-            try:
-                for t in terms:
-                    lo, hi, ind = nest.keep_bounds(t, negate=is_skip)
-                    lows += lo
-                    highs += hi
-                    indep += ind
-            except ValueError:
-                return (f"line {s.line_of(st)}: a test on {x} that is not the pixel plus an "
-                        "offset against a bound"), {}
-            if indep:
-                glue = " || " if is_skip else " && "
-                joined = glue.join(f"({t})" for t in indep)
-                before.append(f"if ({joined}) continue;" if is_skip else
-                              f"if (!({joined})) continue;")
-            if guarded is not None:
-                update = guarded
-            seen_dep = seen_dep or bool(lows or highs)
-            continue
-        e = _update(st, acc)
-        if e is None:
-            return f"line {s.line_of(st)}: a statement other than a declaration, test or update", {}
-        update = e
-    if update is None:
-        return f"the innermost loop at line {s.line_of(inner.node)} does not update {acc}", {}
-    if runtime is not None and not (lows or highs):
-        # a count known at run time and no test on the pixel: a long one vectorizes as it
-        # is (a dot product), and a short one cannot be told from a long one here
-        return (f"the innermost loop of the nest at line {s.line_of(inner.node)} runs a count "
-                f"known at run time and tests nothing on {x} (it can be vectorized as it "
-                "is)"), {}
-    if _mentions(update, {acc}) or not _pure(s, update, allow_reads=True):
-        return f"the update of {acc} reads {acc} again or calls a function", {}
-    if not _mentions(update, nest.dep):
-        return f"the update of {acc} does not depend on {x} (the same sum for every {x})", {}
-    # every array read with unit stride or invariantly along x
-    for n in walk(update):
-        if n.type == "subscript_expression":
-            idx = n.child_by_field_name("indices") or n.child_by_field_name("index")
-            idx = idx.named_children[0] if idx is not None and idx.type == \
-                "subscript_argument_list" and idx.named_children else idx
-            if idx is not None and _mentions(idx, nest.dep) and nest.offset(idx) is None:
-                return (f"line {s.line_of(n)}: {s.text_of(n)} is not read with unit stride "
-                        f"along {x}"), {}
-        elif n.type == "pointer_expression" and _mentions(n, nest.dep):
-            return f"line {s.line_of(n)}: a dereference that depends on {x}", {}
-    # nothing else in the nest writes or reads the accumulator
-    headers = [(lp.node.start_byte, lp.body.start_byte) for lp in chain]
-    for lp in chain:
-        for n in walk(lp.body):
-            if n.type in ("assignment_expression", "update_expression") and \
-                    n.start_byte < inner.body.start_byte and \
-                    not any(a <= n.start_byte < b for a, b in headers):
-                return f"line {s.line_of(n)}: the nest writes outside its innermost body", {}
-            if n.type in ("break_statement", "return_statement", "goto_statement"):
-                return f"line {s.line_of(n)}: a jump out of the nest", {}
-    # the statements after the nest: they write no array the nest reads
+    got = _innermost_body(s, inner, acc, nest, x)
+    if isinstance(got, str):
+        return got, {}
+    before, dep_decls, lows, highs, update = got
+    why = _update_reason(s, inner, acc, nest, x, update, runtime, lows, highs, chain)
+    if why is None:
+        why = _tail_reason(s, m, red, body, acc, line)
+    if why is not None:
+        return why, {}
     tail = body[2:]
-    read = _roots(m, red.node, writes=False)
-    for st in tail:
-        if not _pure(s, st, allow_reads=True) and not (
-                st.type == "expression_statement" and _single_store(s, st)):
-            return f"line {s.line_of(st)}: after the nest, a statement the rewrite cannot repeat", {}
-        written = _roots(m, st, writes=True)
-        if written & read or "?" in written | read:
-            return f"line {s.line_of(st)}: writes an array the reduction nest reads", {}
-        if st.type == "declaration":
-            return f"line {s.line_of(st)}: a declaration after the nest", {}
-    if not any(_mentions(st, {acc}) for st in tail):
-        return f"loop at line {line}: {acc} is not used after the nest", {}
     start, end = invariant_text(s, m, xl.start, xl.node), invariant_text(s, m, xl.end, xl.node)
     if start is None or end is None or _mentions(init, {acc}) or \
             not _pure(s, init, allow_reads=True):
@@ -414,6 +269,222 @@ def _plan(s: Source, m, xl: Loop) -> tuple[str | None, dict]:
                   "before": before, "dep_decls": dep_decls, "lows": lows, "highs": highs,
                   "update": update, "tail": tail, "start": start, "end": end,
                   "runtime": runtime}
+
+
+def _header_reason(s: Source, xl: Loop, line: int) -> str | None:
+    """The pixel loop: a unit-step `<` loop that declares its counter, under no OpenMP
+    pragma."""
+    if not xl.canonical or xl.step is not None or xl.inclusive or xl.node.type != "for_statement":
+        return f"loop at line {line} is not a unit-step `<` loop"
+    init = xl.node.child_by_field_name("initializer")
+    if init is None or init.type != "declaration":
+        # the strips declare their own counters: a counter declared outside would keep
+        # its value from before the loop (the view with counters in their loops applies)
+        return f"loop at line {line} does not declare its counter"
+    if has_pragma(s, xl, r"^omp\b"):
+        return f"loop at line {line} carries an OpenMP pragma"
+    return None
+
+
+def _accumulator(s: Source, xl: Loop, line: int
+                 ) -> str | tuple[list[Node], list[Node], set[str], str, Node, str]:
+    """The pixel loop's body as (declarations before the accumulator, the rest, their
+    names, the accumulator, its initial value, its type): `acc = init; nest; uses`."""
+    body = statements(xl.body)
+    # declarations before the accumulator's (an output index, a row pointer) are repeated
+    # where the statements after the nest run; the nest may not use them
+    k = 0
+    while k + 1 < len(body) and body[k].type == "declaration" and \
+            body[k + 1].type == "declaration":
+        k += 1
+    lead, body = body[:k], body[k:]
+    if len(body) < 3 or body[0].type != "declaration" or body[1].type != "for_statement":
+        return (f"loop at line {line} is not `acc = init; reduction nest; use of acc`")
+    lead_names = {n for st in lead for n, _, _, _ in declarators(st)}
+    for st in lead:
+        if not _pure(s, st, allow_reads=True) or _mentions(body[1], lead_names):
+            return (f"line {s.line_of(st)}: a declaration before the accumulator that the "
+                    "nest uses or that has an effect")
+    ds = list(declarators(body[0]))
+    if len(ds) != 1 or ds[0][1] is None or ds[0][2]:
+        return f"loop at line {line}: the accumulator is not one scalar with a value"
+    acc, init = ds[0][0], ds[0][1]
+    ftype = s.text_of(body[0].child_by_field_name("type")).strip()
+    if ftype not in ("float", "double"):
+        return f"loop at line {line}: the accumulator {acc} is not float or double"
+    return lead, body, lead_names, acc, init, ftype
+
+
+def _reduction_chain(s: Source, m, xl: Loop, body: list[Node], acc: str, line: int
+                     ) -> str | tuple[Loop, list[Loop], Loop, str | None]:
+    """The reduction nest after the accumulator: (its outer loop, its chain of perfectly
+    nested loops, the innermost, the innermost's count when known only at run time). Its
+    bounds may not depend on the pixel, and its innermost loop must run a short constant
+    count or one fixed before the pixel loop: otherwise it vectorizes as it is."""
+    red = next((lp for lp in xl.children if lp.node.start_byte == body[1].start_byte), None)
+    chain = _chain_of_loops(red) if red is not None else None
+    if chain is None:
+        return f"loop at line {line}: the reduction is not one perfectly nested loop chain"
+    x = xl.var
+    for lp in chain:  # copied as they are: any countable header
+        if not lp.canonical:
+            return f"loop at line {s.line_of(lp.node)} is not a countable loop"
+        if any(_mentions(n, {x, acc}) for n in (lp.start, lp.end)):
+            return f"the bounds of the loop at line {s.line_of(lp.node)} depend on {x}"
+        if has_pragma(s, lp, r"^omp\b"):
+            return f"loop at line {s.line_of(lp.node)} carries an OpenMP pragma"
+    inner = chain[-1]
+    trip = constant_trip(s, m, inner)
+    runtime = None  # a count known only at run time (`k < K`)
+    if trip is None and inner.step is None:
+        lo_t = invariant_text(s, m, inner.start, xl.node)
+        hi_t = invariant_text(s, m, inner.end, xl.node)
+        if lo_t is not None and hi_t is not None:
+            runtime = f"({hi_t}) - ({lo_t})" + (" + 1" if inner.inclusive else "")
+    if (trip is None and runtime is None) or (trip is not None and trip >= MIN_INNER):
+        return (f"the innermost loop of the nest at line {s.line_of(inner.node)} is not a short "
+                "constant loop nor one fixed before the pixel loop (it can be vectorized as it "
+                "is)")
+    return red, chain, inner, runtime
+
+
+def _innermost_body(s: Source, inner: Loop, acc: str, nest: _Nest, x: str
+                    ) -> str | tuple[list[str], list[str], list[str], list[str], Node]:
+    """The innermost body: declarations, tests on the pixel's offset (which become the
+    strip loop's bounds) and one update of the accumulator, as (independent statements,
+    declarations that depend on the pixel, lower bounds, upper bounds, the update's
+    added term)."""
+    before: list[str] = []  # independent statements, in order
+    dep_decls: list[str] = []
+    lows: list[str] = []
+    highs: list[str] = []
+    update: Node | None = None
+    seen_dep = False
+    for st in statements(inner.body):
+        if update is not None:
+            return f"line {s.line_of(st)}: a statement after the update of {acc}"
+        if st.type == "declaration":
+            names = list(declarators(st))
+            if not _pure(s, st, allow_reads=True) or any(v is None or ptr for _, v, ptr, _ in
+                                                         names) or _mentions(st, {acc}):
+                return f"line {s.line_of(st)}: a declaration the rewrite cannot move"
+            if _mentions(st, nest.dep):
+                if len(names) != 1:
+                    return f"line {s.line_of(st)}: several locals that depend on {x}"
+                name, value = names[0][0], names[0][1]
+                d = nest.offset(value)
+                if d is not None:
+                    nest.offsets[name] = d
+                nest.dep.add(name)
+                dep_decls.append(s.text_of(st).strip())
+                seen_dep = True
+            else:
+                if seen_dep and not _pure(s, st, allow_reads=False):
+                    return (f"line {s.line_of(st)}: a read of memory after a test on {x} "
+                            "(it would move before the test)")
+                before.append(s.text_of(st).strip())
+            continue
+        if st.type == "if_statement":
+            cond = st.child_by_field_name("condition")
+            cons = st.child_by_field_name("consequence")
+            if st.child_by_field_name("alternative") is not None or cond is None:
+                return f"line {s.line_of(st)}: an if with an else"
+            cond_expr = cond.named_children[-1] if cond.named_children else None
+            if cond_expr is None or _mentions(cond_expr, {acc}) or \
+                    not _pure(s, cond_expr, allow_reads=True):
+                return f"line {s.line_of(st)}: a test the rewrite cannot read"
+            inner_st = statements(cons)
+            is_skip = len(inner_st) == 1 and inner_st[0].type == "continue_statement"
+            guarded = _update(inner_st[0], acc) if len(inner_st) == 1 else None
+            if not is_skip and guarded is None:
+                return f"line {s.line_of(st)}: an if that is neither a skip nor the update"
+            terms = _chain(cond_expr, "||" if is_skip else "&&")
+            indep: list[str] = []
+            try:
+                for t in terms:
+                    lo, hi, ind = nest.keep_bounds(t, negate=is_skip)
+                    lows += lo
+                    highs += hi
+                    indep += ind
+            except ValueError:
+                return (f"line {s.line_of(st)}: a test on {x} that is not the pixel plus an "
+                        "offset against a bound")
+            if indep:
+                glue = " || " if is_skip else " && "
+                joined = glue.join(f"({t})" for t in indep)
+                before.append(f"if ({joined}) continue;" if is_skip else
+                              f"if (!({joined})) continue;")
+            if guarded is not None:
+                update = guarded
+            seen_dep = seen_dep or bool(lows or highs)
+            continue
+        e = _update(st, acc)
+        if e is None:
+            return f"line {s.line_of(st)}: a statement other than a declaration, test or update"
+        update = e
+    if update is None:
+        return f"the innermost loop at line {s.line_of(inner.node)} does not update {acc}"
+    return before, dep_decls, lows, highs, update
+
+
+def _update_reason(s: Source, inner: Loop, acc: str, nest: _Nest, x: str, update: Node,
+                   runtime: str | None, lows: list[str], highs: list[str], chain: list[Loop]
+                   ) -> str | None:
+    """The update reads the accumulator nowhere else and calls nothing impure, depends on
+    the pixel, and reads every array with unit stride (or not at all) along it; the nest
+    writes nothing outside its innermost body and does not jump out."""
+    if runtime is not None and not (lows or highs):
+        # a count known at run time and no test on the pixel: a long one vectorizes as it
+        # is (a dot product), and a short one cannot be told from a long one here
+        return (f"the innermost loop of the nest at line {s.line_of(inner.node)} runs a count "
+                f"known at run time and tests nothing on {x} (it can be vectorized as it "
+                "is)")
+    if _mentions(update, {acc}) or not _pure(s, update, allow_reads=True):
+        return f"the update of {acc} reads {acc} again or calls a function"
+    if not _mentions(update, nest.dep):
+        return f"the update of {acc} does not depend on {x} (the same sum for every {x})"
+    # every array read with unit stride or invariantly along x
+    for n in walk(update):
+        if n.type == "subscript_expression":
+            idx = n.child_by_field_name("indices") or n.child_by_field_name("index")
+            idx = idx.named_children[0] if idx is not None and idx.type == \
+                "subscript_argument_list" and idx.named_children else idx
+            if idx is not None and _mentions(idx, nest.dep) and nest.offset(idx) is None:
+                return (f"line {s.line_of(n)}: {s.text_of(n)} is not read with unit stride "
+                        f"along {x}")
+        elif n.type == "pointer_expression" and _mentions(n, nest.dep):
+            return f"line {s.line_of(n)}: a dereference that depends on {x}"
+    # nothing else in the nest writes or reads the accumulator
+    headers = [(lp.node.start_byte, lp.body.start_byte) for lp in chain]
+    for lp in chain:
+        for n in walk(lp.body):
+            if n.type in ("assignment_expression", "update_expression") and \
+                    n.start_byte < inner.body.start_byte and \
+                    not any(a <= n.start_byte < b for a, b in headers):
+                return f"line {s.line_of(n)}: the nest writes outside its innermost body"
+            if n.type in ("break_statement", "return_statement", "goto_statement"):
+                return f"line {s.line_of(n)}: a jump out of the nest"
+    return None
+
+
+def _tail_reason(s: Source, m, red: Loop, body: list[Node], acc: str, line: int
+                 ) -> str | None:
+    """The statements after the nest: repeatable over the strip (pure, or one store), no
+    declaration, no write to an array the nest reads, and some use of the accumulator."""
+    tail = body[2:]
+    read = _roots(m, red.node, writes=False)
+    for st in tail:
+        if not _pure(s, st, allow_reads=True) and not (
+                st.type == "expression_statement" and _single_store(s, st)):
+            return f"line {s.line_of(st)}: after the nest, a statement the rewrite cannot repeat"
+        written = _roots(m, st, writes=True)
+        if written & read or "?" in written | read:
+            return f"line {s.line_of(st)}: writes an array the reduction nest reads"
+        if st.type == "declaration":
+            return f"line {s.line_of(st)}: a declaration after the nest"
+    if not any(_mentions(st, {acc}) for st in tail):
+        return f"loop at line {line}: {acc} is not used after the nest"
+    return None
 
 
 def _single_store(s: Source, st: Node) -> bool:
