@@ -54,6 +54,9 @@ def jam_reason(m: FunctionModel, lp: Loop) -> str | None:
     """Why the loop `lp` cannot be jammed (None: it can)."""
     s = m.src
     line = s.line_of(lp.node)
+    # the shape: a unit-step counted loop around exactly one innermost loop, the rest of
+    # its body plain statements (the set-up before, the wrap-up after), so that copies of
+    # the set-up, one pass of the inner loop and copies of the wrap-up say all it does
     if not lp.canonical or lp.step is not None:
         return f"loop at line {line} is not a unit-step countable loop"
     if len(lp.children) != 1 or lp.children[0].children:
@@ -69,12 +72,16 @@ def jam_reason(m: FunctionModel, lp: Loop) -> str | None:
                "wrap-up around the inner loop"
     if not inner.canonical:
         return f"inner loop at line {s.line_of(inner.node)} is not countable"
+    # one pass of the inner loop serves every jammed copy only if it runs over the same
+    # range for each of them
     for n in (inner.start, inner.end, inner.step):
         if n is not None and (mentions_var(m, n, lp) or
                               invariant_text(s, m, n, lp.node) is None):
             return f"the inner loop's bounds change with {lp.var}"
+    # the outer iterations are reordered (U of them interleaved): they must be independent,
+    # or linked only by what the jam keeps in order (`_carried`)
     v = check_loop(m, lp, allow_reductions=False)
-    same: set[str] = set()
+    same: set[str] = set()  # arrays the inner loop updates element-wise (y[j] += ...)
     carried: set[str] = set()
     if not v.ok:
         why, same = _carried(m, lp, inner)
@@ -82,9 +89,13 @@ def jam_reason(m: FunctionModel, lp: Loop) -> str | None:
             return f"iterations of {lp.var} are not independent: {v.reason}" + (
                 f" ({why})" if why else "")
         carried = _carried_names(m, lp, inner, same)
+    # an OpenMP pragma on the loop must still mean the same on groups of iterations
     why = _pragma_reason(s, lp, carried)
     if why:
         return f"loop at line {line} {why}"
+    # the inner loop becomes one `omp simd` loop for all the copies: it must be a sum
+    # reduction (each copy gets its own accumulator) or an element-wise update of arrays
+    # (each element gets the copies' terms in order), not both, nothing else
     vi = check_loop(m, inner, allow_reductions=True)
     if not vi.ok or not (vi.reductions or same):
         return f"the inner loop at line {s.line_of(inner.node)} is not a reduction" + (
@@ -95,10 +106,13 @@ def jam_reason(m: FunctionModel, lp: Loop) -> str | None:
                "an array"
     if any(op != "+" for op in vi.reductions.values()):
         return "the inner reduction is not a sum"
+    # not a legality condition but the gain: a strided read would be gathered for every
+    # copy, where interchanging the nest first makes it contiguous
     bad = unit_or_invariant(m, inner)
     if bad is not None:
         return f"{bad} is strided in {inner.var}: the jammed loop would gather (interchange " \
                "first)"
+    # the group loop's limit is computed once before it
     if invariant_text(s, m, lp.end, lp.node) is None:
         return f"the bound of {lp.var} is not fixed before the loop"
     return None
@@ -123,6 +137,8 @@ def _carried(m: FunctionModel, lp: Loop, inner: Loop) -> tuple[str | None, set[s
     a carried scalar or array is left alone (the source would race)."""
     post_start, pre_end = inner.node.end_byte, inner.node.start_byte
 
+    # a carried scalar mentioned on one side of the inner loop only: the copies of that
+    # side run one after the other in the original order, so it sees the same sequence
     scalars = _outer_scalars(lp, inner)
     for name, key in scalars.items():
         where = set()
@@ -134,6 +150,7 @@ def _carried(m: FunctionModel, lp: Loop, inner: Loop) -> tuple[str | None, set[s
                               "post" if n.start_byte >= post_start else "inner")
         if where != {"pre"} and where != {"post"}:
             return f"{name} is carried by more than the set-up or the wrap-up", set()
+    # every subscripted access, by the buffer it reaches (row pointers followed)
     arrays: dict[str, list] = {}
     for n in walk(lp.body):
         if n.type != "subscript_expression":
@@ -149,6 +166,9 @@ def _carried(m: FunctionModel, lp: Loop, inner: Loop) -> tuple[str | None, set[s
                       for u, _ in uses)
         if not written:
             continue
+        # an array written in the nest is kept in order only when the inner loop alone
+        # touches it, always at one offset free of the outer variable: iteration (i, j)
+        # then meets only (i', j), and the jammed inner loop applies them in the order of i
         offs = [off for _, off in uses]
         sp = split_terms(offs[0]) if offs[0] is not None else None
         if all(inner.node.start_byte <= u.start_byte < post_start for u, _ in uses) and \
@@ -156,11 +176,14 @@ def _carried(m: FunctionModel, lp: Loop, inner: Loop) -> tuple[str | None, set[s
             same.add(root)
     if not scalars and not same:
         return "", set()
+    # under a worksharing pragma the source itself would race on a carried value unless
+    # a reduction clause names it; such a source is left as it is
     names = _carried_names(m, lp, inner, same)
     if any(re.match(r"omp\b", pragma_text(m.src, p)) for p in pragmas_before(lp.node)) and \
             not names <= reduced_names(m.src, lp):
         return ("a value carried under a worksharing pragma without a reduction clause "
                 "for it"), set()
+    # what is left once the kept scalars and arrays are set aside must be independent
     v = check_loop(m, lp, allow_reductions=False, exclude=frozenset(scalars.values()) | same)
     return (None, same) if v.ok else (v.reason, set())
 

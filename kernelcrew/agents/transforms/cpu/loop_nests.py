@@ -46,6 +46,7 @@ from kernelcrew.csource.affine import FunctionModel, split_terms
 from kernelcrew.csource.syntax import (
     Edit,
     Loop,
+    Node,
     Source,
     declarators,
     pragma_text,
@@ -68,7 +69,12 @@ def interchange(src: str, entry: str) -> str | None:
         (out for j in m.loops if (out := _interchange_one(s, m, j)) is not None), None))
 
 
-def _interchange_one(s: Source, m: FunctionModel, j: Loop) -> str | None:
+def _matmul_nest(s: Source, m: FunctionModel, j: Loop
+                 ) -> tuple[Loop, str, Node, Node | None, Node, bool, Node] | None:
+    """The nest `for j { acc = 0; for k acc += X * Y; C[..j..] = acc; }` where the
+    interchange is legal and pays: (the k loop, acc's type, its zero, the factor free of j
+    or None for a sum down columns, the factor that walks j, whether X came first, C's
+    element). None otherwise."""
     if in_small_path(j.node):
         return None
     if not j.canonical or len(j.children) != 1 or j.body.type != "compound_statement":
@@ -134,22 +140,35 @@ def _interchange_one(s: Source, m: FunctionModel, j: Loop) -> str | None:
                 return None
     if not check_loop(m, j, allow_reductions=False).ok:
         return None
-    # profitable only when the innermost access of Y is strided in k and unit-stride in j
+    if not _strided_in_k(m, j, q, y):
+        return None
+    return q, acc_type, zero, x, y, x_first, target
+
+
+def _strided_in_k(m: FunctionModel, j: Loop, q: Loop, y: Node) -> bool:
+    """The interchange pays only where Y's access is strided in k (a new line per step)
+    and unit-stride in j (contiguous once j is innermost)."""
     y_acc = next((m.subscript(n, q.node) for n in walk(y) if n.type == "subscript_expression"),
                  None)
     if y_acc is None or y_acc[1] is None:
-        return None
+        return False
     split = split_terms(y_acc[1])
     if split is None:
-        return None
+        return False
     terms = split[0]
     kq = terms.get(q.key)
     if kq is None or kq == {(): 1}:
-        return None
+        return False
     y_j = m.subscript(next(n for n in walk(y) if n.type == "subscript_expression"), j.node)
-    if y_j is None or y_j[1] is None or (split_j := split_terms(y_j[1])) is None or \
-            split_j[0].get(j.key) != {(): 1}:
+    split_j = split_terms(y_j[1]) if y_j is not None and y_j[1] is not None else None
+    return split_j is not None and split_j[0].get(j.key) == {(): 1}
+
+
+def _interchange_one(s: Source, m: FunctionModel, j: Loop) -> str | None:
+    nest = _matmul_nest(s, m, j)
+    if nest is None:
         return None
+    q, acc_type, zero, x, y, x_first, target = nest
     simd = any(re.match(r"omp\s+simd", pragma_text(s, p)) for p in pragmas_before(q.node))
     ind = s.indent_of(j.node)
     step = "    "

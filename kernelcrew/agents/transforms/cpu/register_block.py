@@ -104,8 +104,12 @@ def _is_zero_store(s: Source, m: FunctionModel, z: Loop, i: Loop) -> tuple[Node,
     return target, value
 
 
-def _block_one(s: Source, m: FunctionModel, i: Loop, rows: str, cols: str, rows_default: int,
-               cols_default: int) -> str | None:
+def _row_loop(s: Source, m: FunctionModel, i: Loop
+              ) -> tuple[list[Node], Node | None, Node | None, Node] | None:
+    """The row loop: a unit-step `<` loop declaring its counter, under no pragma but a
+    static `parallel for`, not blocked already; its body the nest or a row-invariant
+    version test around it. (its pragmas, the test or None, the other version or None,
+    the block that holds the nest)."""
     if in_small_path(i.node) or in_as_was(i.node) or not i.canonical or i.step is not None \
             or i.inclusive:
         return None
@@ -143,6 +147,15 @@ def _block_one(s: Source, m: FunctionModel, i: Loop, rows: str, cols: str, rows_
             return None
     elif any(st.type == "preproc_call" for st in stmts):
         return None
+    return i_prag, cond, other, core
+
+
+def _product_nest(s: Source, m: FunctionModel, i: Loop, core: Node
+                  ) -> tuple[Loop | None, Loop, Loop, str, str, Node, Node, Node, Node] | None:
+    """In the row's block, an optional zero loop and the k loop `const F a = X; for (j ..)
+    C[..] += a * Y;`, with a free of j, Y depending on j but not on the row, and C's
+    element on the row and the column but not on k: (zero loop or None, k loop, j loop,
+    a's name and type, X, C's element, the product, Y)."""
     parts = [st for st in statements(core) if st.type != "comment"]
     if any(p.type == "preproc_call" and not _HINT.match(pragma_text(s, p)) for p in parts):
         return None
@@ -196,6 +209,21 @@ def _block_one(s: Source, m: FunctionModel, i: Loop, rows: str, cols: str, rows_
     if not mentions_var(m, target, i) or not mentions_var(m, target, j) or \
             mentions_var(m, target, q):
         return None
+    return z, q, j, a_name, a_type, x, target, prod, y
+
+
+def _block_one(s: Source, m: FunctionModel, i: Loop, rows: str, cols: str, rows_default: int,
+               cols_default: int) -> str | None:
+    """The i-k-j nest under the row loop `i`, blocked (see the module docstring), or None
+    where it is not one or the blocking is not legal."""
+    row = _row_loop(s, m, i)
+    if row is None:
+        return None
+    i_prag, cond, other, core = row
+    nest = _product_nest(s, m, i, core)
+    if nest is None:
+        return None
+    z, q, j, a_name, a_type, x, target, prod, y = nest
     c_root = m.subscript(target, i.node)
     if c_root is None:
         return None
@@ -266,6 +294,9 @@ def _emit(s: Source, m: FunctionModel, i: Loop, z: Loop | None, q: Loop, j: Loop
           a_type: str, x: Node, target: Node, prod: Node, zero: str | None, rows: str,
           cols: str, rows_default: int, cols_default: int, i_end: str, j_end: str,
           conds: list[str]) -> str | None:
+    """The blocked nest's text in place of the row loop (the knobs' guards added)."""
+    # stays long: it writes the blocked nest line by line, top to bottom; cut in pieces,
+    # each would take a dozen of the names computed here
     i_type = s.text_of(i.decl.child_by_field_name("type")).strip()
     j_type = s.text_of(j.decl.child_by_field_name("type")).strip()
     elem = re.sub(r"\bconst\b", "", a_type).strip()
