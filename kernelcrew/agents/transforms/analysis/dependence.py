@@ -216,36 +216,59 @@ def check_loop(model: FunctionModel, lp: Loop, *, allow_reductions: bool,
     if not lp.canonical:
         return Verdict(False, f"loop at line {model.src.line_of(lp.node)} is not in the "
                               "countable form `for (i = a; i < b; ++i)`")
-    region = lp.node
-    src = model.src
-    own = {lp.key} | (owned or set())
-    defined = defined_functions(model.src)
-    macros = pure_macros(model.src)
+    # each step returns the first reason it finds; the order is the order reasons are given
     verdict = Verdict(True)
-    red_stmts: list[Node] = []
-    # control flow that leaves the loop
+    red_stmts: list[Node] = []  # the statements that update a reduction variable
+    for why in (_leaves(model.src, lp), _call_reason(model, lp),
+                _scalar_reason(model, lp, exclude, allow_reductions, verdict, red_stmts),
+                _reduction_read_reason(model.src, lp, verdict, red_stmts)):
+        if why is not None:
+            return Verdict(False, why)
+    return _array_verdict(model, lp, owned, exclude, assume, verdict)
+
+
+def _leaves(src: Source, lp: Loop) -> str | None:
+    """Control flow that leaves the loop: its iterations could not all run."""
     for n in walk(lp.body):
         if n.type in ("return_statement", "goto_statement", "throw_statement"):
-            return Verdict(False, f"leaves the loop at line {src.line_of(n)}")
+            return f"leaves the loop at line {src.line_of(n)}"
         if n.type == "break_statement" and _innermost_breakable(n) == lp.node:
-            return Verdict(False, f"breaks out of the loop at line {src.line_of(n)}")
-    # calls
+            return f"breaks out of the loop at line {src.line_of(n)}"
+    return None
+
+
+def _call_reason(model: FunctionModel, lp: Loop) -> str | None:
+    """A call that may have side effects, or that is given a pointer (it could write
+    through it)."""
+    src = model.src
+    defined = defined_functions(model.src)
+    macros = pure_macros(model.src)
     for n in walk(lp.body):
         if n.type != "call_expression":
             continue
         name = call_name(model, n)
         if name not in PURE_CALLS and name not in defined and name not in macros:
-            return Verdict(False, f"calls {name}() at line {src.line_of(n)}, which may have "
-                                  "side effects")
+            return (f"calls {name}() at line {src.line_of(n)}, which may have "
+                    "side effects")
         if name in defined and name in (impure := impure_helpers(src)):
-            return Verdict(False, f"calls {name}() at line {src.line_of(n)}, which "
-                                  f"{impure[name]}")
+            return (f"calls {name}() at line {src.line_of(n)}, which "
+                    f"{impure[name]}")
         for a in n.child_by_field_name("arguments").named_children:
             if name == "__ldg":
                 continue
             if _pointer_valued(a):
-                return Verdict(False, f"passes a pointer to {name}() at line {src.line_of(n)}")
-    # scalar writes
+                return f"passes a pointer to {name}() at line {src.line_of(n)}"
+    return None
+
+
+def _scalar_reason(model: FunctionModel, lp: Loop, exclude: frozenset[str],
+                   allow_reductions: bool, verdict: Verdict, red_stmts: list[Node]
+                   ) -> str | None:
+    """A scalar declared outside the loop and written in it: a loop-carried dependence,
+    unless (with `allow_reductions`) it is a recognized reduction, which goes into
+    `verdict.reductions` (and its rewrite into `verdict.rewrites`)."""
+    src = model.src
+    region = lp.node
     for n in walk(lp.body):
         target = assign_target(n)
         if target is None:
@@ -253,39 +276,54 @@ def check_loop(model: FunctionModel, lp: Loop, *, allow_reductions: bool,
         if target.type in ("subscript_expression", "pointer_expression"):
             continue
         if target.type != "identifier":
-            return Verdict(False, f"writes {src.text_of(target)!r} at line {src.line_of(n)}")
+            return f"writes {src.text_of(target)!r} at line {src.line_of(n)}"
         name = target.text.decode()
         d = lookup(name, target)
         if d is None:
-            return Verdict(False, f"writes {name}, declared outside the function")
+            return f"writes {name}, declared outside the function"
         if within(d.node, region):
             continue  # private to an iteration (or an inner loop's variable)
         if d.key in exclude:
             continue
         if not allow_reductions:
-            return Verdict(False, f"updates {name} (declared outside the loop) at line "
-                                  f"{src.line_of(n)}: a loop-carried dependence")
+            return (f"updates {name} (declared outside the loop) at line "
+                    f"{src.line_of(n)}: a loop-carried dependence")
         kind = reduction(model, n, d, lp)
         if kind is None:
-            return Verdict(False, f"updates {name} at line {src.line_of(n)} in a way that is not "
-                                  "a recognized reduction")
+            return (f"updates {name} at line {src.line_of(n)} in a way that is not "
+                    "a recognized reduction")
         prev = verdict.reductions.get(name)
         if prev is not None and prev != kind[0]:
-            return Verdict(False, f"{name} is reduced two ways ({prev}, {kind[0]})")
+            return f"{name} is reduced two ways ({prev}, {kind[0]})"
         verdict.reductions[name] = kind[0]
         holder = kind[1][0] if kind[1] is not None else n.parent
         red_stmts.append(holder)
         if kind[1] is not None:
             verdict.rewrites.append(kind[1])
-    # reduction variables: no other reads inside the loop
+    return None
+
+
+def _reduction_read_reason(src: Source, lp: Loop, verdict: Verdict, red_stmts: list[Node]
+                           ) -> str | None:
+    """A reduction variable read in the loop other than by its own update: the partial
+    values of the lanes or threads would show."""
     for name in verdict.reductions:
         for ident in walk(lp.body):
             if ident.type != "identifier" or ident.text.decode() != name:
                 continue
             if not any(within(ident, st) for st in red_stmts):
-                return Verdict(False, f"{name} is read at line {src.line_of(ident)} while it is "
-                                      "being reduced")
-    # arrays
+                return (f"{name} is read at line {src.line_of(ident)} while it is "
+                        "being reduced")
+    return None
+
+
+def _array_verdict(model: FunctionModel, lp: Loop, owned: set[str] | None,
+                   exclude: frozenset[str], assume: bool, verdict: Verdict) -> Verdict:
+    """Arrays: every array the loop writes (but its own locals and `exclude`) is written
+    at distinct elements by distinct iterations, and read only at the elements the same
+    iteration writes (`_root_partition`), perhaps under run-time conditions (`assume`)."""
+    region = lp.node
+    own = {lp.key} | (owned or set())
     accs = accesses(model, region)
     if isinstance(accs, str):
         return Verdict(False, accs)
