@@ -495,6 +495,8 @@ def digits(model: FunctionModel, off: Poly, region: Node,
 
     `spans_of` adds bounds the language gives (`a[i][j]` of `T a[N][M]`: j < M) to the
     loop bounds of those counters."""
+    # stays long: one algorithm (digits found lowest first, each weight matched against
+    # the spans of the digits below); its two predicates are closures over those spans
     split = split_terms(off)
     if split is None:
         return None

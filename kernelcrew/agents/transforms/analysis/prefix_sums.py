@@ -32,6 +32,8 @@ def scan_plan(m: FunctionModel, lp: Loop,
     """(the running sum's name, its type, the store statements) of a scan loop, or why
     `lp` is not one. `threads_ok`: the loop may sit inside an OpenMP construct (a thread's
     own rows), for a move that keeps it on one thread."""
+    # stays long: one pass over the body's statements, the checks in the order their reasons
+    # are given
     s = m.src
     line = s.line_of(lp.node)
     if lp.children or not lp.canonical or lp.step is not None or lp.inclusive:

@@ -94,6 +94,8 @@ def accum_reason(m, lp: Loop) -> str | None:
 
 
 def _once(s: Source, m, ways: int) -> str | None:
+    # stays long: it checks the loop and writes its split form top to bottom, the text
+    # using most of the names computed on the way
     for lp in m.loops:
         if in_small_path(lp.node) or collapsed(s, lp) or accum_reason(m, lp) is not None:
             continue

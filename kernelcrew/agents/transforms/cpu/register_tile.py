@@ -201,6 +201,8 @@ def _row_jam_once(s: Source, m: FunctionModel, rows: int, cols: int) -> str | No
 
 def _tile(s: Source, m: FunctionModel, x: Loop, rows: int, cols: int) -> str | None:
     """The rewrite of the nest of row loop `x` (checked by `tile_reason`), or None."""
+    # stays long: it writes the tiled nest (rows, outputs, leftovers, the collapse case) top
+    # to bottom; its helpers are closures over the copies' names
     y = x.children[0]
     k = y.children[0]
     counters = {f"{n}@{lp.decl.start_byte}" for lp in (y, k) if lp.decl is not None

@@ -136,6 +136,8 @@ def _rewrite(s: Source, m: FunctionModel, lp: Loop, plan: tuple, ctype: str, sta
              end: str) -> str:
     """The text that replaces `lp` (and its pragmas): the vector loop, then the loop as
     written for the leftover elements."""
+    # stays long: it writes the vector scan's block top to bottom (loads, the shift-and-add
+    # steps, stores, the leftover loop) from the plan's pieces
     acc, ty, value, minus, targets = plan
     lanes, mask_t = _LANES[ty]
     vt, mt, n, k, z, run, x, v, lane, last = (fresh_name(m, b) for b in (

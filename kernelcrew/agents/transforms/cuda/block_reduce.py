@@ -94,6 +94,8 @@ def _top_decl(name: str, stmts: list[Node]) -> Node | None:
 
 def block_per_row(src: str, kernel: str) -> tuple[str, str] | None:
     """(new source, the guard's bound as written) or None when the rewrite is not legal."""
+    # stays long: one walk over the kernel's statements that rewrites each loop and
+    # reduction in place; the edits share the thread-index names it finds
     s = Source(src)
     pi = per_index(s, kernel)
     if pi is None:

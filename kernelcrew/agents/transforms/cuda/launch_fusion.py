@@ -154,16 +154,12 @@ def _bound_in_args(s: Source, pi: PerIndex, names: dict[str, str]) -> str | None
     return norm(" ".join(out))
 
 
-def _fuse(s: Source, kf: KernelFile, launches: list[Launch], shapes: dict, start: int,
-          end: int) -> Fused | None:
-    group = launches[start:end + 1]
-    others = launches[:start] + launches[end + 1:]
-    kernels = [shapes[lc.kernel] for lc in group]
-    names = [_arg_names(pi, lc) for pi, lc in zip(kernels, group, strict=True)]
-    first = kernels[0]
-    var, ty = first.var, first.ty
+def _registers(s: Source, kf: KernelFile, group: list[Launch], others: list[Launch],
+               kernels: list[PerIndex], names: list[dict[str, str]]) -> dict[str, str]:
+    """The temps that become registers (temp -> register name): used by no launch outside
+    the group, and in the group only at the launch's own index, written by a top-level
+    statement before any launch reads them."""
     used_elsewhere = {a for lc in others for a in lc.args}
-    # the arrays each launch touches, and how
     registers: dict[str, str] = {}  # temp -> register name
     for t, spec in kf.meta.temps.items():
         if t in used_elsewhere or not any(t in lc.args for lc in group):
@@ -197,6 +193,14 @@ def _fuse(s: Source, kf: KernelFile, launches: list[Launch], shapes: dict, start
                 written = True
         if legal and written:
             registers[t] = f"{t}_r"
+    return registers
+
+
+def _shared_at_own_index(s: Source, kernels: list[PerIndex], names: list[dict[str, str]],
+                         registers: dict[str, str]) -> bool:
+    """Every other array that one launch of the group writes and another touches is
+    accessed at the launch's own index in every launch (no thread reads another's
+    element)."""
     # every other array that one launch of the group writes and another touches: every
     # access in every launch at the launch's own index (no thread reads another's element)
     users: dict[str, list[tuple[PerIndex, list[Node]]]] = {}
@@ -210,8 +214,15 @@ def _fuse(s: Source, kf: KernelFile, launches: list[Launch], shapes: dict, start
         written = any(_is_write(x)[0] for _, subs in uses for x in subs
                       if x.type == "subscript_expression")
         if written and any(_index_of(s, x) != pi.var for pi, subs in uses for x in subs):
-            return None
-    # names in the fused kernel: parameters are named by their launch arguments
+            return False
+    return True
+
+
+def _names_clash(kernels: list[PerIndex], names: list[dict[str, str]],
+                 registers: dict[str, str], var: str) -> bool:
+    """In the fused kernel parameters are named by their launch arguments: a local of one
+    kernel named like an argument another uses, like a register, or like the first
+    kernel's index would clash."""
     taken = set()
     for pi in kernels:
         for st in pi.stmts:
@@ -219,12 +230,18 @@ def _fuse(s: Source, kf: KernelFile, launches: list[Launch], shapes: dict, start
                       and param_ref(pi.fn, n) is None}
     arg_names = {a for nm in names for a in nm.values()}
     if taken & (arg_names - {p for nm in names for p in nm}) - {pi.var for pi in kernels}:
-        return None  # a local of one kernel has the name of an argument another kernel uses
+        return True  # a local of one kernel has the name of an argument another kernel uses
     if taken & set(registers.values()):
-        return None
-    if any(pi.var != var and var in {n.text.decode() for st in pi.stmts for n in walk(st)
-                                     if n.type == "identifier"} for pi in kernels):
-        return None  # a later kernel already has a local named like the first one's index
+        return True
+    # a later kernel may already have a local named like the first one's index
+    return any(pi.var != var and var in {n.text.decode() for st in pi.stmts for n in walk(st)
+                                         if n.type == "identifier"} for pi in kernels)
+
+
+def _fused_params(s: Source, kernels: list[PerIndex], names: list[dict[str, str]],
+                  registers: dict[str, str]) -> dict[str, str]:
+    """The fused kernel's parameter declarations by argument, in order of first use; an
+    array some kernel writes takes that kernel's (non-const) declaration."""
     # the parameter list: arguments in order of first use; an array some kernel writes
     # takes that kernel's (non-const) declaration
     decls: dict[str, str] = {}
@@ -236,6 +253,24 @@ def _fuse(s: Source, kf: KernelFile, launches: list[Launch], shapes: dict, start
             text = _renamed_decl(s, p, a)
             if a not in decls or (p.pointer is not None and not p.const):
                 decls[a] = text if a not in decls or not p.const else decls[a]
+    return decls
+
+
+def _fuse(s: Source, kf: KernelFile, launches: list[Launch], shapes: dict, start: int,
+          end: int) -> Fused | None:
+    """Launches start..end fused into one kernel (see the module docstring), or None where
+    it is not legal or a name would clash."""
+    group = launches[start:end + 1]
+    others = launches[:start] + launches[end + 1:]
+    kernels = [shapes[lc.kernel] for lc in group]
+    names = [_arg_names(pi, lc) for pi, lc in zip(kernels, group, strict=True)]
+    first = kernels[0]
+    var, ty = first.var, first.ty
+    registers = _registers(s, kf, group, others, kernels, names)
+    if not _shared_at_own_index(s, kernels, names, registers) or \
+            _names_clash(kernels, names, registers, var):
+        return None
+    decls = _fused_params(s, kernels, names, registers)
     args = list(decls)
     reg_types = {}
     for t in registers:

@@ -51,7 +51,7 @@ def _strip(n: Node) -> Node:
     return n
 
 
-def linear(s: Source, n: Node, coords: set[str]) -> dict[str, str] | None:
+def _coordinate_terms(s: Source, n: Node, coords: set[str]) -> dict[str, str] | None:
     """An index expression as {coordinate: coefficient text, "1": constant text}; None when
     it is not a sum of products with at most one coordinate per product."""
     n = _strip(n)
@@ -59,7 +59,7 @@ def linear(s: Source, n: Node, coords: set[str]) -> dict[str, str] | None:
         op = n.child_by_field_name("operator").type
         left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
         if op == "+":
-            a, b = linear(s, left, coords), linear(s, right, coords)
+            a, b = _coordinate_terms(s, left, coords), _coordinate_terms(s, right, coords)
             if a is None or b is None:
                 return None
             out = dict(a)
@@ -67,7 +67,7 @@ def linear(s: Source, n: Node, coords: set[str]) -> dict[str, str] | None:
                 out[k] = f"({out[k]}) + ({v})" if k in out else v
             return out
         if op == "*":
-            la, rb = linear(s, left, coords), linear(s, right, coords)
+            la, rb = _coordinate_terms(s, left, coords), _coordinate_terms(s, right, coords)
             if la is None or rb is None:
                 return None
             if set(la) == {"1"}:
@@ -97,10 +97,38 @@ def _idents(n: Node) -> set[str]:
     return {x.text.decode() for x in walk(n) if x.type == "identifier"}
 
 
-def tile_transpose(src: str, kernel: str, tile: str = "TILE") -> tuple[str, str, str, bool] | None:
-    """(new source, R, C as written in the kernel (parameter names), whether blockIdx.x
-    walks C), or None."""
-    s = Source(src)
+def _read_side(s: Source, pi, a: str, b: str, cdim: str, coords: set[str], rd: Node,
+               dst: Node) -> str | None:
+    """The coordinate the read walks contiguously, where the write walks the other one
+    contiguously (a transpose); None otherwise."""
+    # the flat index itself is a*C + b
+    def lin_of(node):
+        node = subscript_index(node)
+        if node is None:
+            return None
+        if s.text_of(node).strip() == pi.var:
+            return {a: cdim, b: "1"}
+        got = _coordinate_terms(s, node, coords)
+        return None if got is None or pi.var in got else got
+
+    lr, lw = lin_of(rd), lin_of(dst)
+    if lr is None or lw is None:
+        return None
+    # read contiguous in b and write contiguous in a (or the reverse): a transpose
+    if lr.get(b) == "1" and lw.get(a) == "1" and lr.get(a) and lw.get(b):
+        read_fast = b
+    elif lr.get(a) == "1" and lw.get(b) == "1" and lr.get(b) and lw.get(a):
+        read_fast = a
+    else:
+        return None
+    return read_fast
+
+
+def _transpose_copy(s: Source, kernel: str) -> tuple | None:
+    """The kernel's work as a transposing copy: (its per-index shape, the coordinate from
+    `/`, the one from `%`, C, R, the store's target, its value, the read as
+    written (`__ldg(&x[e])` whole), the element type, the coordinate the read is
+    contiguous along); None when it is not one."""
     pi = per_index(s, kernel)
     if pi is None or blocker(s, pi.stmts, pi.var) is not None or len(pi.stmts) != 3:
         return None
@@ -162,26 +190,20 @@ def tile_transpose(src: str, kernel: str, tile: str = "TILE") -> tuple[str, str,
     ety = element_type(by[sp], s)
     if ety is None or element_type(by[dp], s) is None:
         return None
-    # the flat index itself is a*C + b
-    def lin_of(node):
-        node = subscript_index(node)
-        if node is None:
-            return None
-        if s.text_of(node).strip() == pi.var:
-            return {a: cdim, b: "1"}
-        got = linear(s, node, coords)
-        return None if got is None or pi.var in got else got
+    read_fast = _read_side(s, pi, a, b, cdim, coords, rd, dst)
+    if read_fast is None:
+        return None
+    return pi, a, b, cdim, rdim, dst, rhs, read_site, ety, read_fast
 
-    lr, lw = lin_of(rd), lin_of(dst)
-    if lr is None or lw is None:
+
+def tile_transpose(src: str, kernel: str, tile: str = "TILE") -> tuple[str, str, str, bool] | None:
+    """(new source, R, C as written in the kernel (parameter names), whether blockIdx.x
+    walks C), or None."""
+    s = Source(src)
+    got = _transpose_copy(s, kernel)
+    if got is None:
         return None
-    # read contiguous in b and write contiguous in a (or the reverse): a transpose
-    if lr.get(b) == "1" and lw.get(a) == "1" and lr.get(a) and lw.get(b):
-        read_fast = b
-    elif lr.get(a) == "1" and lw.get(b) == "1" and lr.get(b) and lw.get(a):
-        read_fast = a
-    else:
-        return None
+    pi, a, b, cdim, rdim, dst, rhs, read_site, ety, read_fast = got
     names = {x.text.decode() for x in walk(pi.fn) if x.type == "identifier"}
     if {"kc_tile", "kc_r", "kc_a0", "kc_b0"} & names:
         return None

@@ -41,13 +41,11 @@ def _index_text(s: Source, sub: Node) -> str:
     return text[1:-1].strip() if text.startswith("[") and text.endswith("]") else text
 
 
-def vector_access(src: str, kernel: str, knob: str = "VEC") -> str | None:
-    s = Source(src)
-    pi = per_index(s, kernel)
-    if pi is None or blocker(s, pi.stmts, pi.var) is not None:
-        return None
-    body_node = pi.fn.child_by_field_name("body")
-    by_param = {p.name: p for p in pi.params}
+def _accesses(s: Source, pi, by_param: dict) -> tuple[dict[str, list[Node]],
+                                                      dict[str, list[Node]],
+                                                      dict[str, list[Node]]]:
+    """The pointer parameters' uses in the work: (accesses at [i], any other use, writes),
+    by parameter."""
     at_i: dict[str, list[Node]] = {}  # param -> its accesses at [i]
     elsewhere: dict[str, list[Node]] = {}
     writes: dict[str, list[Node]] = {}
@@ -65,6 +63,15 @@ def vector_access(src: str, kernel: str, knob: str = "VEC") -> str | None:
                         writes.setdefault(p, []).append(par)
                 else:
                     elsewhere.setdefault(p, []).append(n)
+    return at_i, elsewhere, writes
+
+
+def _vectorized(s: Source, by_param: dict, at_i: dict[str, list[Node]],
+                elsewhere: dict[str, list[Node]], writes: dict[str, list[Node]]
+                ) -> dict[str, str] | None:
+    """The parameters loaded and stored as vectors (name -> element type): touched at [i]
+    only, of a vector element type; None when an array written at [i] is touched elsewhere
+    too (a vector store would race with that access)."""
     vec: dict[str, str] = {}
     for p in at_i:
         et = element_type(by_param[p], s)
@@ -75,6 +82,23 @@ def vector_access(src: str, kernel: str, knob: str = "VEC") -> str | None:
             return None  # a vector store would race with the other accesses
         if p in elsewhere:
             del vec[p]  # read at other indices too: the [i] reads stay scalar as well
+    return vec
+
+
+def vector_access(src: str, kernel: str, knob: str = "VEC") -> str | None:
+    """The kernel with VEC elements per thread (see the module docstring), or None."""
+    # stays long below the checks: it writes the new body, vector loads, lanes and tail,
+    # top to bottom
+    s = Source(src)
+    pi = per_index(s, kernel)
+    if pi is None or blocker(s, pi.stmts, pi.var) is not None:
+        return None
+    body_node = pi.fn.child_by_field_name("body")
+    by_param = {p.name: p for p in pi.params}
+    at_i, elsewhere, writes = _accesses(s, pi, by_param)
+    vec = _vectorized(s, by_param, at_i, elsewhere, writes)
+    if vec is None:
+        return None
     if not vec or len(set(vec.values())) != 1:
         return None
     et = next(iter(vec.values()))

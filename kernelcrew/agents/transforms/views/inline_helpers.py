@@ -224,58 +224,20 @@ def _inline_one(s: Source, fn: Node) -> str | None:
         used = {n.text.decode() for n in walk(hbody) if n.type == "identifier"}
         if any(set(re.findall(r"\w+", macros[u])) & words for u in used if u in macros):
             continue
-        assigned = set()
-        for n in walk(hbody):
-            t = n.child_by_field_name("left") if n.type == "assignment_expression" else \
-                n.child_by_field_name("argument") if n.type == "update_expression" else None
-            if t is not None and t.type == "identifier":
-                assigned.add(t.text.decode())
-        rename: dict[str, str] = {}
-        setup: list[str] = []
-        for p, a in zip(ps, args, strict=True):
-            if p.name not in assigned and _substitutable(s, a, p):
-                text = s.text_of(a)
-                rename[p.name] = text if a.type == "identifier" else f"({text})"
-                continue
-            new = _fresh(taken, p.name)
-            rename[p.name] = new
-            decl = s.text_of(p.node)
-            ident = next(n for n in walk(p.node) if n.type == "identifier" and
-                         n.text.decode() == p.name)
-            at = ident.start_byte - p.node.start_byte
-            decl_b = decl.encode()
-            setup.append(decl_b[:at].decode() + new + decl_b[at + len(p.name.encode()):].decode()
-                         + f" = {s.text_of(a)};")
+        rename, setup = _bind_parameters(s, ps, args, hbody, taken)
         for nm in names[len(ps):]:
             rename[nm] = _fresh(taken, nm)
-
-        def renamed(node: Node, rename: dict[str, str] = rename) -> str:
-            base = node.start_byte
-            data = bytearray(s.data[node.start_byte:node.end_byte])
-            spots = []
-            for n in walk(node):
-                if n.type == "identifier" and n.text.decode() in rename:
-                    spots.append((n.start_byte - base, n.end_byte - base,
-                                  rename[n.text.decode()]))
-                elif n.type == "preproc_call":  # pragma clauses name variables too
-                    t = s.data[n.start_byte:n.end_byte].decode()
-                    t2 = re.sub(r"\b(" + "|".join(map(re.escape, rename)) + r")\b",
-                                lambda mm: rename[mm.group(1)], t) if rename else t
-                    spots.append((n.start_byte - base, n.end_byte - base, t2))
-            for a0, a1, txt in sorted(spots, reverse=True):
-                data[a0:a1] = txt.encode()
-            return data.decode()
 
         ind = s.indent_of(stmt)
         lines = list(setup)
         for st in body_nodes:
-            text = renamed(st)
+            text = _renamed(s, st, rename)
             text = "\n".join(ln if k == 0 or ln.startswith("#") else
                              ln.removeprefix(s.indent_of(st))
                              for k, ln in enumerate(text.split("\n")))
             lines.append(text)
         rtype = s.text_of(h.child_by_field_name("type")).strip()
-        value = renamed(ret)
+        value = _renamed(s, ret, rename)
         if not (ret.type == "identifier" and _declared_type(s, hbody, ret.text.decode()) ==
                 rtype):
             value = f"(({rtype})({value}))"
@@ -293,6 +255,55 @@ def _inline_one(s: Source, fn: Node) -> str | None:
             continue  # the statement shares its line with another
         return finish(s, [Edit(start, stmt.end_byte, hoisted + ind + new_stmt)])
     return None
+
+
+def _bind_parameters(s: Source, ps: list, args: list[Node], hbody: Node, taken: set[str]
+                     ) -> tuple[dict[str, str], list[str]]:
+    """How the helper's parameters are bound at the call: (name -> the argument's text
+    where the helper never assigns the parameter and the argument can be substituted,
+    else a fresh local; the declarations of those locals)."""
+    assigned = set()
+    for n in walk(hbody):
+        t = n.child_by_field_name("left") if n.type == "assignment_expression" else \
+            n.child_by_field_name("argument") if n.type == "update_expression" else None
+        if t is not None and t.type == "identifier":
+            assigned.add(t.text.decode())
+    rename: dict[str, str] = {}
+    setup: list[str] = []
+    for p, a in zip(ps, args, strict=True):
+        if p.name not in assigned and _substitutable(s, a, p):
+            text = s.text_of(a)
+            rename[p.name] = text if a.type == "identifier" else f"({text})"
+            continue
+        new = _fresh(taken, p.name)
+        rename[p.name] = new
+        decl = s.text_of(p.node)
+        ident = next(n for n in walk(p.node) if n.type == "identifier" and
+                     n.text.decode() == p.name)
+        at = ident.start_byte - p.node.start_byte
+        decl_b = decl.encode()
+        setup.append(decl_b[:at].decode() + new + decl_b[at + len(p.name.encode()):].decode()
+                     + f" = {s.text_of(a)};")
+    return rename, setup
+
+
+def _renamed(s: Source, node: Node, rename: dict[str, str]) -> str:
+    """The text of `node` with the names in `rename` replaced (in pragma clauses too)."""
+    base = node.start_byte
+    data = bytearray(s.data[node.start_byte:node.end_byte])
+    spots = []
+    for n in walk(node):
+        if n.type == "identifier" and n.text.decode() in rename:
+            spots.append((n.start_byte - base, n.end_byte - base,
+                          rename[n.text.decode()]))
+        elif n.type == "preproc_call":  # pragma clauses name variables too
+            t = s.data[n.start_byte:n.end_byte].decode()
+            t2 = re.sub(r"\b(" + "|".join(map(re.escape, rename)) + r")\b",
+                        lambda mm: rename[mm.group(1)], t) if rename else t
+            spots.append((n.start_byte - base, n.end_byte - base, t2))
+    for a0, a1, txt in sorted(spots, reverse=True):
+        data[a0:a1] = txt.encode()
+    return data.decode()
 
 
 def _declared_type(s: Source, body: Node, name: str) -> str | None:
