@@ -2,8 +2,11 @@
 
 The rules below are the ones the README's architecture section states. Each module
 belongs to the unit with the longest matching name; a unit may import itself and the
-units it lists, nothing else. Every import counts, at module level or inside a
-function, so a lazy import cannot hide a wrong arrow or a cycle.
+units it lists, nothing else. A rule named `P.*` makes each module or package directly
+under `P` a unit of its own with that rule: every move of `agents/transforms/cpu/` is
+its own unit, so a move cannot import another move, a new one included. Every import
+counts, at module level or inside a function, so a lazy import cannot hide a wrong
+arrow or a cycle.
 
     python -m kernelcrew.layers      # prints each violation and cycle; exit 1 if any
 
@@ -18,9 +21,17 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-BOTTOM = ("kernelcrew.errors", "kernelcrew.results", "kernelcrew.trace", "kernelcrew.kernels")
+BOTTOM = ("kernelcrew.errors", "kernelcrew.results", "kernelcrew.trace", "kernelcrew.kernels",
+          "kernelcrew.csource")
 TOOLS_BASE = ("kernelcrew.tools.config", "kernelcrew.tools.locks", "kernelcrew.tools.confine",
               "kernelcrew.tools.sandbox")
+
+# the moves, in layers of their own (see kernelcrew/agents/transforms/__init__.py)
+TF = "kernelcrew.agents.transforms"
+# what a move may import: the analysis, the views, the registry and its helpers
+MOVE_BASE = (*BOTTOM, f"{TF}.analysis", f"{TF}.views", f"{TF}.kernel_files", f"{TF}.registry",
+             f"{TF}.reasons")
+MOVE_GROUPS = (f"{TF}.cpu", f"{TF}.cuda", f"{TF}.any_backend")
 
 # unit -> the units it may import (besides itself), from the bottom up
 RULES: dict[str, tuple[str, ...]] = {
@@ -28,6 +39,8 @@ RULES: dict[str, tuple[str, ...]] = {
     "kernelcrew.results": ("kernelcrew.errors",),
     "kernelcrew.trace": (),
     "kernelcrew.kernels": ("kernelcrew.errors",),
+    # C source analysis, shared by the profiler and the moves: tree-sitter only
+    "kernelcrew.csource": (),
     "kernelcrew.memory": ("kernelcrew.errors",),
     # measuring: a ladder inside tools
     "kernelcrew.tools.config": (),
@@ -43,7 +56,19 @@ RULES: dict[str, tuple[str, ...]] = {
                                   "kernelcrew.tools.judge"),
     "kernelcrew.tools": (),  # the package's own docstring
     # deciding: beside tools, never importing it
-    "kernelcrew.agents": (*BOTTOM, "kernelcrew.memory"),
+    "kernelcrew.agents": (*BOTTOM, "kernelcrew.memory", TF),
+    # the moves: analysis and views at the bottom, each move its own unit, the catalogue
+    # (every move's registration line) on top
+    f"{TF}.analysis": BOTTOM,
+    f"{TF}.views": (*BOTTOM, f"{TF}.analysis"),
+    f"{TF}.kernel_files": (*BOTTOM, f"{TF}.analysis"),
+    f"{TF}.registry": (*BOTTOM, f"{TF}.kernel_files"),
+    f"{TF}.reasons": (*BOTTOM, f"{TF}.analysis", f"{TF}.views", f"{TF}.kernel_files"),
+    f"{TF}.regions": (*BOTTOM, f"{TF}.kernel_files"),
+    **{group: () for group in MOVE_GROUPS},  # the packages' own docstrings
+    **{f"{group}.*": MOVE_BASE for group in MOVE_GROUPS},  # one unit per move
+    f"{TF}.catalogue": (*MOVE_BASE, *MOVE_GROUPS),
+    TF: (TF,),  # the package's front door re-exports from all of it
     # reading runs back
     "kernelcrew.report": (*BOTTOM, "kernelcrew.tools"),
     # the loop
@@ -72,14 +97,35 @@ class Edge:
 
 
 
+# why a rule is there, added to the message of an import against it
+NOTES = {f"{group}.*": "a move never imports another move: code two moves share goes to "
+         f"{TF}.analysis" for group in MOVE_GROUPS}
+
+
+def _units(module: str, rules: dict[str, tuple[str, ...]]) -> list[tuple[str, str]]:
+    """(unit, the rule's name) for every rule that covers `module`."""
+    out = []
+    for rule in rules:
+        if rule.endswith(".*"):
+            parent = rule[:-2]
+            if module.startswith(parent + "."):
+                out.append((f"{parent}.{module[len(parent) + 1:].split('.')[0]}", rule))
+        elif module == rule or module.startswith(rule + "."):
+            out.append((rule, rule))
+    return out
+
+
+def rule_of(module: str, rules: dict[str, tuple[str, ...]] = RULES) -> str | None:
+    """The name of the rule `module` follows: its unit's, or the `P.*` rule that made it."""
+    got = _units(module, rules)
+    return max(got, key=lambda u: len(u[0]))[1] if got else None
+
+
 def unit_of(module: str, rules: dict[str, tuple[str, ...]] = RULES) -> str | None:
-    """The unit with the longest name that is `module` or a package above it."""
-    best = None
-    for unit in rules:
-        if (module == unit or module.startswith(unit + ".")) and \
-                (best is None or len(unit) > len(best)):
-            best = unit
-    return best
+    """The unit with the longest name that is `module` or a package above it (with a
+    `P.*` rule, the module or package directly under P that holds it)."""
+    got = _units(module, rules)
+    return max(got, key=lambda u: len(u[0]))[0] if got else None
 
 
 def _module_name(root: Path, path: Path, package: str) -> str:
@@ -131,10 +177,12 @@ def violations(edges: list[Edge], rules: dict[str, tuple[str, ...]] = RULES) -> 
             continue
         if du is None or du == su:
             continue
-        allowed = rules[su]
+        rule = rule_of(e.src, rules)
+        allowed = rules[rule]
         if not any(du == a or du.startswith(a + ".") for a in allowed):
+            note = f" ({NOTES[rule]})" if rule in NOTES else ""
             out.append(f"{e.where()}: {e.src} imports {e.dst}: {su} may import only "
-                       f"{', '.join(allowed) or 'nothing else'}")
+                       f"{', '.join(allowed) or 'nothing else'}{note}")
     return out
 
 

@@ -10,9 +10,10 @@ import subprocess
 import pytest
 
 from kernelcrew.agents.transforms import apply_transform
-from kernelcrew.agents.transforms.affine import FunctionModel
-from kernelcrew.agents.transforms.cst import Source, find_function, pragma_text, walk
-from kernelcrew.agents.transforms.scan import blocked_scan, scan_plan
+from kernelcrew.agents.transforms.analysis.prefix_sums import scan_plan
+from kernelcrew.agents.transforms.cpu.blocked_scan import blocked_scan
+from kernelcrew.csource.affine import FunctionModel
+from kernelcrew.csource.syntax import Source, find_function, pragma_text, walk
 from tests.agents.conftest import baseline_text
 
 MAIN = """

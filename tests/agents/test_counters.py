@@ -9,9 +9,9 @@ import ctypes
 import numpy as np
 
 from kernelcrew.agents.transforms import apply_transform
-from kernelcrew.agents.transforms.counters import scope_counters
-from kernelcrew.agents.transforms.cst import Source
-from kernelcrew.agents.transforms.scope import scope_of
+from kernelcrew.agents.transforms.analysis.scope import scope_of
+from kernelcrew.agents.transforms.views.loop_counters import scope_counters
+from kernelcrew.csource.syntax import Source
 from tests.agents.test_reach import build, kernel, pragmas, ptr
 
 # per-channel variance of an NCHW-like tensor, counters at the top, no const anywhere
@@ -113,7 +113,7 @@ def _body(text: str) -> str:
 
 
 def test_an_output_element_summed_into_is_kept_in_a_local_and_then_vectorized(tmp_path):
-    from kernelcrew.agents.transforms.scalarize import scalarize
+    from kernelcrew.agents.transforms.views.scalarize import scalarize
     body = _body(CHANNEL_VAR)
     view = scalarize(scope_counters(body, "channel_var"), "channel_var")
     assert view is not None
@@ -137,7 +137,7 @@ def test_an_output_element_summed_into_is_kept_in_a_local_and_then_vectorized(tm
 
 
 def test_array_accumulators_are_left_alone_where_the_element_is_not_fixed():
-    from kernelcrew.agents.transforms.scalarize import scalarize
+    from kernelcrew.agents.transforms.views.scalarize import scalarize
     cases = {
         "the subscript moves in the loop": """
 extern "C" void f(const float* x, float* y, int64_t n) {

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from kernelcrew.agents.transforms import apply_transform, inline_calls
-from kernelcrew.agents.transforms.cst import Source
+from kernelcrew.csource.syntax import Source
 
 HEAD = "/* kernelcrew\nentry: f\nflags: [-O2]\n*/\n#include <cstdint>\n"
 

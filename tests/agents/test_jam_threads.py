@@ -13,7 +13,7 @@ import pytest
 
 from kernelcrew.agents.coordinator import apply_order, coordinate
 from kernelcrew.agents.transforms import apply_change, apply_transform
-from kernelcrew.agents.transforms.jam import jam_reasons, unroll_and_jam
+from kernelcrew.agents.transforms.cpu.unroll_and_jam import jam_reasons, unroll_and_jam
 from tests.agents.test_reach import build, kernel, pragmas, ptr
 from tests.agents.test_specialists import all_proposals, ctx_for
 

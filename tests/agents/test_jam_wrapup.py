@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from kernelcrew.agents.transforms import apply_transform
-from kernelcrew.agents.transforms.jam import jam_reasons
+from kernelcrew.agents.transforms.cpu.unroll_and_jam import jam_reasons
 from kernelcrew.agents.transforms.views import canonical
 from tests.agents.test_private_bins import ROWS_INTO_Y as VECMAT
 from tests.agents.test_reach import build, kernel, ptr

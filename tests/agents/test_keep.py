@@ -15,7 +15,7 @@ import pytest
 
 from kernelcrew.agents.transforms import apply_transform
 from kernelcrew.agents.transforms.catalogue import not_applicable
-from kernelcrew.agents.transforms.keep import MARK, keep_reasons, keep_values
+from kernelcrew.agents.transforms.cpu.keep_values import MARK, keep_reasons, keep_values
 from tests.agents.test_reach import build, kernel, ptr
 from tests.agents.test_specialists import all_proposals, ctx_for
 

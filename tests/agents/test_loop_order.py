@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from kernelcrew.agents.transforms import apply_transform
-from kernelcrew.agents.transforms.nests import swap_loops
+from kernelcrew.agents.transforms.cpu.loop_nests import swap_loops
 
 HEAD = "/* kernelcrew\nentry: f\nflags: [-O2]\n*/\n#include <cstdint>\n"
 

@@ -9,8 +9,8 @@ import subprocess
 import pytest
 
 from kernelcrew.agents.transforms import apply_transform
-from kernelcrew.agents.transforms.cst import Source
-from kernelcrew.agents.transforms.pointers import index_pointers
+from kernelcrew.agents.transforms.views.pointer_walks import index_pointers
+from kernelcrew.csource.syntax import Source
 
 HEAD = "/* kernelcrew\nentry: f\nflags: [-O2]\n*/\n#include <cstddef>\n#include <cstdint>\n"
 

@@ -11,9 +11,9 @@ import subprocess
 import pytest
 
 from kernelcrew.agents.transforms import apply_transform, helper_extents
-from kernelcrew.agents.transforms.affine import FunctionModel
-from kernelcrew.agents.transforms.cst import Source, find_function, pragma_text, walk
-from kernelcrew.agents.transforms.privatize import private_bins, scatter_plan
+from kernelcrew.agents.transforms.cpu.private_bins import private_bins, scatter_plan
+from kernelcrew.csource.affine import FunctionModel
+from kernelcrew.csource.syntax import Source, find_function, pragma_text, walk
 
 HEAD = "/* kernelcrew\nentry: histogram\nflags: [-O2]\n*/\n"
 

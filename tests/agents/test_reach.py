@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 from kernelcrew.agents.transforms import apply_transform, parse_any
+from kernelcrew.agents.transforms.analysis.scope import scope_of
 from kernelcrew.agents.transforms.catalogue import not_applicable
-from kernelcrew.agents.transforms.cst import Source, find_function, pragma_text, walk
-from kernelcrew.agents.transforms.jam import jam_reasons, unroll_and_jam
-from kernelcrew.agents.transforms.scope import scope_of
+from kernelcrew.agents.transforms.cpu.unroll_and_jam import jam_reasons, unroll_and_jam
+from kernelcrew.csource.syntax import Source, find_function, pragma_text, walk
 
 
 def kernel(body: str, entry: str = "f", flags: str = "[-O2]") -> str:

@@ -14,7 +14,7 @@ import pytest
 
 from kernelcrew.agents.transforms import apply_transform
 from kernelcrew.agents.transforms.catalogue import not_applicable
-from kernelcrew.agents.transforms.regtile import register_tile, tile_reasons
+from kernelcrew.agents.transforms.cpu.register_tile import register_tile, tile_reasons
 from tests.agents.test_reach import build, kernel, pragmas, ptr
 
 # y = x @ w.T + bias over (batch, time) rows, the rows threaded by a collapse(2)

@@ -51,3 +51,35 @@ def test_a_registered_transform_with_parameters_gets_them_typed() -> None:
         assert apply_change(change, base) == thrice
     finally:
         TRANSFORMS.pop("test_mark_n", None)
+
+
+def _note(kf, p):
+    from kernelcrew.agents.transforms import Outcome
+
+    if "// note" in kf.body:
+        return None
+    return Outcome(body=f"// note {p['text']} {kf.meta.flags}\n" + kf.body)
+
+
+def test_a_whole_file_move_sees_the_front_matter_and_says_why_not() -> None:
+    from kernelcrew.agents.transforms import describe, not_applicable
+
+    register_transform("test_note", ("cpu",), "a note with the flags", _note, whole_file=True,
+                       why_not="noted already", text="hi")
+    try:
+        base = load_op("scale_shift_sum").baseline_path("cpu").read_text()
+        new = apply_transform("test_note", base)
+        assert new is not None and "// note hi ['-O2']" in new
+        assert "// note there" in apply_transform("test_note", base, {"text": "there"})
+        assert not_applicable(new)["test_note"] == "noted already"
+        listed = {d["name"]: d for d in describe(new)}
+        assert listed["test_note"] == {"name": "test_note", "doc": "a note with the flags",
+                                       "params": {"text": "hi"}, "why_not": "noted already"}
+        # every CPU move is listed, in the catalogue's order, and no CUDA-only one
+        assert [d["name"] for d in describe(base)] == \
+            [n for n, t in TRANSFORMS.items() if "cpu" in t.backends]
+        assert describe(base)[0]["name"] == "restrict" and "smem_tile" not in listed
+        applies = {d["name"] for d in describe(base) if d["why_not"] is None}
+        assert "omp_parallel" in applies and "flags" in applies  # settings always apply
+    finally:
+        TRANSFORMS.pop("test_note", None)

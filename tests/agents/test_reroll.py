@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from kernelcrew.agents.transforms import apply_transform, parse_any
-from kernelcrew.agents.transforms.reroll import reroll
+from kernelcrew.agents.transforms.views.reroll import reroll
 from tests.agents.test_reach import build, kernel, pragmas, ptr
 
 # the reference BLAS's daxpy and ddot as C code writes them

@@ -14,7 +14,7 @@ import pytest
 
 from kernelcrew.agents.transforms import apply_transform
 from kernelcrew.agents.transforms.catalogue import not_applicable
-from kernelcrew.agents.transforms.rowacc import MARK, row_accumulate, row_reasons
+from kernelcrew.agents.transforms.cpu.row_accumulate import MARK, row_accumulate, row_reasons
 from tests.agents.test_reach import build, kernel, ptr
 from tests.agents.test_specialists import all_proposals, ctx_for
 

@@ -10,8 +10,8 @@ import ctypes
 import numpy as np
 
 from kernelcrew.agents.transforms import apply_transform, parse_any
+from kernelcrew.agents.transforms.analysis.common import constant_trip, model_of
 from kernelcrew.agents.transforms.catalogue import not_applicable
-from kernelcrew.agents.transforms.common import constant_trip, model_of
 from tests.agents.test_reach import build, kernel, ptr
 
 # a 3x3 filter, image-library style: taps counted to a macro, the pixel in a helper

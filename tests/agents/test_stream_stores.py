@@ -15,7 +15,7 @@ import pytest
 from kernelcrew.agents.heuristic.memory_access import MemoryAccess
 from kernelcrew.agents.transforms import apply_transform
 from kernelcrew.agents.transforms.catalogue import not_applicable
-from kernelcrew.agents.transforms.stream import stream_reasons
+from kernelcrew.agents.transforms.cpu.stream_stores import stream_reasons
 from tests.agents.conftest import baseline_text
 from tests.agents.test_private_bins import _library_ctx
 from tests.agents.test_reach import build, kernel, parse_any, ptr

@@ -9,9 +9,9 @@ import subprocess
 import pytest
 
 from kernelcrew.agents.transforms import omp_parallel_outer, omp_simd_inner
-from kernelcrew.agents.transforms.affine import FunctionModel
-from kernelcrew.agents.transforms.cst import Source, find_function, pragma_text, walk
-from kernelcrew.agents.transforms.dependence import check_loop
+from kernelcrew.agents.transforms.analysis.dependence import check_loop
+from kernelcrew.csource.affine import FunctionModel
+from kernelcrew.csource.syntax import Source, find_function, pragma_text, walk
 
 
 def pragmas(src: str) -> list[str]:

@@ -11,7 +11,7 @@ import yaml
 
 from kernelcrew.agents.proposal import Change
 from kernelcrew.agents.transforms import apply_change, apply_transform, parse_any
-from kernelcrew.agents.transforms.cst import (
+from kernelcrew.csource.syntax import (
     Source,
     all_loops,
     functions,

@@ -19,9 +19,10 @@ from kernelcrew.agents.transforms import (
     unroll,
     vector_math,
 )
-from kernelcrew.agents.transforms.affine import FunctionModel
-from kernelcrew.agents.transforms.common import in_small_path
-from kernelcrew.agents.transforms.cst import (
+from kernelcrew.agents.transforms.analysis.common import in_small_path
+from kernelcrew.agents.transforms.cpu.register_block import REST_MARK
+from kernelcrew.csource.affine import FunctionModel
+from kernelcrew.csource.syntax import (
     Source,
     find_function,
     params,
@@ -29,7 +30,6 @@ from kernelcrew.agents.transforms.cst import (
     pragmas_before,
     walk,
 )
-from kernelcrew.agents.transforms.regblock import REST_MARK
 
 
 def model(src: str, entry: str = "f") -> FunctionModel:
@@ -550,7 +550,7 @@ void f(const float* x, float* y, int64_t n) {
     out = vector_math(src, "f")
     m = model(out)
     fns = [n for n in walk(m.src.root) if n.type == "function_definition"]
-    from kernelcrew.agents.transforms.cst import function_name
+    from kernelcrew.csource.syntax import function_name
 
     assert [function_name(f) for f in fns] == ["kc_as_int", "kc_as_float", "kc_expf", "kc_erff",
                                                "f"]

@@ -11,7 +11,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from kernelcrew.agents.transforms.vecmath import BITS, ERFF, EXPF
+from kernelcrew.agents.transforms.cpu.vector_exp_erf import BITS, ERFF, EXPF
 
 SRC = "#include <cstdint>\n" + BITS + EXPF + ERFF + """
 extern "C" void vexp(const float* x, float* y, int64_t n) {

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from kernelcrew.agents.transforms import apply_transform
-from kernelcrew.agents.transforms.vecmath_ext import EXP, LOGF, SELECT, TANH1P, TANHF
+from kernelcrew.agents.transforms.cpu.vector_tanh_log import EXP, LOGF, SELECT, TANH1P, TANHF
 
 SRC = "#include <cstdint>\n" + SELECT + EXP + TANHF + TANH1P + LOGF + """
 extern "C" void vtanh(const float* __restrict__ x, float* __restrict__ y, int64_t n) {

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from kernelcrew.agents.transforms import apply_transform
-from kernelcrew.agents.transforms.whiles import counted_whiles
+from kernelcrew.agents.transforms.views.counted_whiles import counted_whiles
 from tests.agents.test_reach import build, kernel, pragmas, ptr
 
 # a byte histogram the way compression libraries write one: the buffer comes as

@@ -29,9 +29,9 @@ class CompilerFlags(HeuristicSpecialist):
     field = "compiler flags: optimization level, -march, math and unroll flags, register caps"
 
     def moves(self, ctx: AgentContext, ev: Evidence) -> list[Move]:
-        return self._cuda(ev) if ev.backend == "cuda" else self._cpu(ev)
+        return self._cuda_moves(ev) if ev.backend == "cuda" else self._cpu_moves(ev)
 
-    def _cpu(self, ev: Evidence) -> list[Move]:
+    def _cpu_moves(self, ev: Evidence) -> list[Move]:
         flags = ev.flags
         out: list[Move] = []
         add = []
@@ -89,7 +89,7 @@ class CompilerFlags(HeuristicSpecialist):
                 params={"add": ["-mprefer-vector-width=512"]}))
         return out
 
-    def _cuda(self, ev: Evidence) -> list[Move]:
+    def _cuda_moves(self, ev: Evidence) -> list[Move]:
         flags = ev.flags
         out: list[Move] = []
         if "-O3" not in flags:

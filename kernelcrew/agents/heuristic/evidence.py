@@ -9,13 +9,13 @@ from dataclasses import dataclass, field
 
 from kernelcrew.agents.context import AgentContext
 from kernelcrew.agents.transforms import entries, parse_any
-from kernelcrew.agents.transforms.accum import accum_reason
-from kernelcrew.agents.transforms.affine import FunctionModel, p_str, split_terms
-from kernelcrew.agents.transforms.cst import Source, find_function, params, pragma_text, walk
-from kernelcrew.agents.transforms.dependence import check_loop
-from kernelcrew.agents.transforms.jam import jam_reason
-from kernelcrew.agents.transforms.regtile import tile_reason
+from kernelcrew.agents.transforms.analysis.dependence import check_loop
+from kernelcrew.agents.transforms.analysis.dot_nests import jam_reason
+from kernelcrew.agents.transforms.cpu.accumulators import accum_reason
+from kernelcrew.agents.transforms.cpu.register_tile import tile_reason
 from kernelcrew.agents.transforms.views import canonical
+from kernelcrew.csource.affine import FunctionModel, p_str, split_terms
+from kernelcrew.csource.syntax import Source, find_function, params, pragma_text, walk
 from kernelcrew.errors import InputError
 from kernelcrew.kernels.kernelfile import KernelFile
 from kernelcrew.results import ProfileResult

@@ -11,7 +11,7 @@ from kernelcrew.agents.context import AgentContext
 from kernelcrew.agents.heuristic.base import HeuristicSpecialist, Move
 from kernelcrew.agents.heuristic.evidence import Evidence
 from kernelcrew.agents.transforms import apply_transform
-from kernelcrew.agents.transforms.cst import Source, find_function, params
+from kernelcrew.csource.syntax import Source, find_function, params
 
 # knobs searched elsewhere: TILE by memory_access, the threading threshold by its own rule;
 # RB/JB (register_block) are sized for the vector registers and not worth a ladder
@@ -58,6 +58,11 @@ def _threading_regressed(ctx: AgentContext) -> tuple[str, str, int] | None:
     return (*hits[-1], len(hits)) if hits else None
 
 
+def _own_check(ev: Evidence, name: str) -> bool:
+    """The move's own legality check passes on the kernel: its evidence."""
+    return ev.kf is not None and apply_transform(name, ev.kf.text) is not None
+
+
 def source_extents(ctx: AgentContext, ev: Evidence) -> dict[str, str]:
     """The op's array extents (op.yaml shapes) in the names the entry's source uses: the
     harness passes the entry its arrays and sizes in op.yaml's order, whatever the source
@@ -83,11 +88,20 @@ class Loop(HeuristicSpecialist):
     field = "loop structure: threads, SIMD and reductions, unrolling, launch shape, knobs"
 
     def moves(self, ctx: AgentContext, ev: Evidence) -> list[Move]:
-        out = self._cuda(ev) if ev.backend == "cuda" else self._cpu(ev, ctx)
+        out = self._cuda_moves(ev) if ev.backend == "cuda" else self._cpu_moves(ev, ctx)
         out += self._knobs(ev, ctx)
         return out
 
-    def _cpu(self, ev: Evidence, ctx: AgentContext) -> list[Move]:
+    def _cpu_moves(self, ev: Evidence, ctx: AgentContext) -> list[Move]:
+        """The CPU moves in the order of their rules: threads, vector math, the moves on
+        loop nests and reductions, then simd and unrolling."""
+        return (self._thread_moves(ev, ctx) + self._vector_math_moves(ev)
+                + self._nest_moves(ev) + self._chain_moves(ev) + self._simd_moves(ev))
+
+    def _thread_moves(self, ev: Evidence, ctx: AgentContext) -> list[Move]:
+        """Threads on a serial kernel (again with a larger threshold where threading lost on
+        a group), histograms and prefix sums threaded their own way, a serial version for
+        the source's own `parallel for`."""
         out: list[Move] = []
         cores = ev.cores()
         regressed = _threading_regressed(ctx)
@@ -122,6 +136,24 @@ class Loop(HeuristicSpecialist):
                      f"work below {work} inner iterations (OMP_MIN_WORK), so only the "
                      "large shapes pay for threads.",
                 risks="mid-size shapes stay single-threaded"))
+        out += self._bins_and_scan_moves(ev, ctx, cores, regressed)
+        if ev.facts.threaded:
+            out.append(Move(
+                "omp_version", "omp_version", 1.1, 0.45,
+                why="The source threads its loops with its own `omp parallel for` for every "
+                    "shape: tiny shapes pay the thread start-up (microseconds) for work of "
+                    "nanoseconds.",
+                plan="Keep the pragma and add a serial version of the loop, taken below "
+                     "OMP_MIN_WORK (a knob, 1M) inner iterations.",
+                risks="none for large shapes; mid-size shapes near the threshold may pick the "
+                      "slower version"))
+        return out
+
+    def _bins_and_scan_moves(self, ev: Evidence, ctx: AgentContext, cores: int,
+                             regressed: tuple[str, str, int] | None) -> list[Move]:
+        """Loops that threads cannot take as written: a scatter into bins (private copies),
+        a prefix sum (a blocked scan)."""
+        out: list[Move] = []
         extents = source_extents(ctx, ev)
         if extents and cores > 1 and not regressed:
             out.append(Move(
@@ -165,20 +197,11 @@ class Loop(HeuristicSpecialist):
                 risks="two passes over the output instead of one: little gain when one core "
                       "already saturates memory; a float sum is reassociated (inside the "
                       "tolerance)"))
-        if ev.facts.threaded:
-            out.append(Move(
-                "omp_version", "omp_version", 1.1, 0.45,
-                why="The source threads its loops with its own `omp parallel for` for every "
-                    "shape: tiny shapes pay the thread start-up (microseconds) for work of "
-                    "nanoseconds.",
-                plan="Keep the pragma and add a serial version of the loop, taken below "
-                     "OMP_MIN_WORK (a knob, 1M) inner iterations.",
-                risks="none for large shapes; mid-size shapes near the threshold may pick the "
-                      "slower version"))
-        def own_check(name: str) -> bool:
-            """The move's own legality check passes on the kernel: its evidence."""
-            return ev.kf is not None and apply_transform(name, ev.kf.text) is not None
+        return out
 
+    def _vector_math_moves(self, ev: Evidence) -> list[Move]:
+        """Inline vector math for the libm calls the loops make."""
+        out: list[Move] = []
         for move, names, why, versions in _VECTOR_MATH:
             found = [c for c in ev.facts.math_calls if re.fullmatch(names, c)]
             if not found:
@@ -195,7 +218,14 @@ class Loop(HeuristicSpecialist):
                      f"({versions}), so the loops vectorize under omp simd.",
                 risks="results differ from libm in the last bit or two (inside the op "
                       "tolerance); float arguments only"))
-        if own_check("keep_values"):
+        return out
+
+    def _nest_moves(self, ev: Evidence) -> list[Move]:
+        """Moves each offered where its own legality check passes on the kernel or the
+        evidence found its nest: a value computed twice, a row loop around a dot product,
+        a division by an invariant, a prefix sum."""
+        out: list[Move] = []
+        if _own_check(ev, "keep_values"):
             # the move's own check is the evidence: a pure call that a later loop over the
             # same range makes again with the same arguments
             out.append(Move(
@@ -230,7 +260,7 @@ class Loop(HeuristicSpecialist):
                          "original code.",
                     risks="register spills if the tile outgrows the vector registers; no gain "
                           "for a single row (a matrix-vector product)"))
-        if own_check("reciprocal"):
+        if _own_check(ev, "reciprocal"):
             # the move's own check is the evidence: a float division by a value the loop
             # does not change
             out.append(Move(
@@ -241,7 +271,7 @@ class Loop(HeuristicSpecialist):
                 plan="Take the reciprocal once before the loop and multiply by it.",
                 risks="the quotient is rounded twice (an ulp or so, inside the tolerance); a "
                       "divisor below ~3e-39 would overflow its reciprocal"))
-        if own_check("vector_scan"):
+        if _own_check(ev, "vector_scan"):
             # the move's own check is the evidence: a float prefix sum that runs one
             # element per add latency
             out.append(Move(
@@ -255,6 +285,11 @@ class Loop(HeuristicSpecialist):
                      "the loop as written. Inside threaded rows or scan blocks as well.",
                 risks="a float sum is reassociated (inside the tolerance); no gain where one "
                       "core already saturates memory bandwidth"))
+        return out
+
+    def _chain_moves(self, ev: Evidence) -> list[Move]:
+        """Dot-product nests jammed, reduction chains split into accumulators."""
+        out: list[Move] = []
         if ev.facts.dot_nests:
             nest = ev.facts.dot_nests[0]
             for rank, factor in enumerate((4, 8)):
@@ -288,6 +323,12 @@ class Loop(HeuristicSpecialist):
                          "range runs the original loop; the partial sums are added at the end.",
                     risks="the sum is reassociated (inside the tolerance); no gain when the "
                           "loop waits on memory"))
+        return out
+
+    def _simd_moves(self, ev: Evidence) -> list[Move]:
+        """omp simd on the innermost loops (with reductions where the evidence found one),
+        and unrolling of vectorized loops."""
+        out: list[Move] = []
         if ev.facts.reductions:
             red = ev.facts.reductions[0]
             out.append(Move(
@@ -321,7 +362,7 @@ class Loop(HeuristicSpecialist):
                 risks="code growth; no gain when memory-bound"))
         return out
 
-    def _cuda(self, ev: Evidence) -> list[Move]:
+    def _cuda_moves(self, ev: Evidence) -> list[Move]:
         out: list[Move] = []
         body = ev.kf.body if ev.kf is not None else ""
         out.append(Move(

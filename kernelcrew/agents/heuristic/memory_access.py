@@ -39,13 +39,36 @@ class MemoryAccess(HeuristicSpecialist):
     field = "memory traffic and access patterns: passes, strides, tiling, aliasing, loads"
 
     def moves(self, ctx: AgentContext, ev: Evidence) -> list[Move]:
-        return self._cuda(ev) if ev.backend == "cuda" else self._cpu(ev)
+        return self._cuda_moves(ev) if ev.backend == "cuda" else self._cpu_moves(ev)
 
-    def _cpu(self, ev: Evidence) -> list[Move]:
+    def _cpu_moves(self, ev: Evidence) -> list[Move]:
+        """The CPU moves in the order of their rules: passes fused, strided nests reordered
+        or blocked, then the moves whose own legality check is their evidence, restrict,
+        and a step of the TILE search."""
+        where = ev.facts.strided[0] if ev.facts.strided else ev.stride_note
+        out = self._pass_and_stride_moves(ev, where) + self._checked_moves(ev, where)
+        if ev.facts.restrict_missing:
+            vec = ev.vectorized()
+            out.append(Move(
+                "restrict", "restrict", 1.25 if vec is False else 1.08, 0.55,
+                why="The pointer parameters may alias as far as the compiler knows, so it must "
+                    "reload after every store or version loops with runtime overlap checks.",
+                plan="Declare the pointer parameters __restrict__ (the harness passes distinct "
+                     "buffers for inputs and outputs).",
+                risks="wrong results if a caller passed overlapping buffers (the op spec "
+                      "forbids it)"))
+        if "TILE" in ev.knobs and ev.kf is not None and "TILE" in ev.kf.body:
+            mv = self._tile_knob(ev)
+            if mv is not None:
+                out.append(mv)
+        return out
+
+    def _pass_and_stride_moves(self, ev: Evidence, where: str | None) -> list[Move]:
+        """Several passes over the arrays fused; a strided inner loop interchanged (a matmul
+        nest) or cache-blocked (a copy)."""
         out: list[Move] = []
         strided = (ev.stride is not None and ev.stride > 1) or bool(ev.facts.strided) or \
             ev.access == "poor"
-        where = ev.facts.strided[0] if ev.facts.strided else ev.stride_note
         passes = ev.facts.top_loops
         if passes > 1:
             mem = ev.kind in (None, "memory-bound")
@@ -79,6 +102,13 @@ class MemoryAccess(HeuristicSpecialist):
                      "strided side's lines are reused while they are in L1; inside a tile the "
                      "innermost loop walks the written array contiguously.",
                 risks="tile-edge overhead on small or thin shapes"))
+        return out
+
+    def _checked_moves(self, ev: Evidence, where: str | None) -> list[Move]:
+        """Moves offered where their own legality check passes on the kernel: loops
+        exchanged, outputs accumulated a strip at a time, an i-k-j nest blocked in
+        registers, output rows streamed past the caches."""
+        out: list[Move] = []
         if ev.kf is not None and apply_transform("loop_order", ev.kf.text) is not None:
             # the move's own check is the evidence: a pair whose inner loop walks more of
             # the arrays with a stride than the outer one does
@@ -143,20 +173,6 @@ class MemoryAccess(HeuristicSpecialist):
                 risks="an output that would have stayed in cache for its next reader is "
                       "sent to memory (the serial path for small sizes is left alone); no "
                       "gain where the loop is bound by its reads"))
-        if ev.facts.restrict_missing:
-            vec = ev.vectorized()
-            out.append(Move(
-                "restrict", "restrict", 1.25 if vec is False else 1.08, 0.55,
-                why="The pointer parameters may alias as far as the compiler knows, so it must "
-                    "reload after every store or version loops with runtime overlap checks.",
-                plan="Declare the pointer parameters __restrict__ (the harness passes distinct "
-                     "buffers for inputs and outputs).",
-                risks="wrong results if a caller passed overlapping buffers (the op spec "
-                      "forbids it)"))
-        if "TILE" in ev.knobs and ev.kf is not None and "TILE" in ev.kf.body:
-            mv = self._tile_knob(ev)
-            if mv is not None:
-                out.append(mv)
         return out
 
     def _tile_knob(self, ev: Evidence) -> Move | None:
@@ -181,7 +197,7 @@ class MemoryAccess(HeuristicSpecialist):
                     plan=f"Set TILE {t} -> {new}.",
                     risks="a worse size for shapes that are not multiples of the tile")
 
-    def _cuda(self, ev: Evidence) -> list[Move]:
+    def _cuda_moves(self, ev: Evidence) -> list[Move]:
         out: list[Move] = []
         launches = len(ev.kf.meta.launch) if ev.kf is not None else 0
         mem = ev.kind in (None, "memory-bound", "latency-bound")

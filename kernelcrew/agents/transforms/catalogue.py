@@ -1,175 +1,279 @@
-"""The whole catalogue of moves against one kernel file: which apply, and why each of the
-others does not. A run that stops with nothing left to try lists this, so a user sees every
-move that was considered and the reason it was not made (the legality check that failed,
-the loop form that is missing, a helper out of reach)."""
+"""The catalogue of moves: every built-in move registered, one `register_transform` call
+each, in the order users see them listed (the not-applicable list, a run's stop reason);
+and `not_applicable`, which says of each move that does not apply to a kernel file why.
+
+A new move is one module (`cpu/`, `cuda/` or `any_backend/`) and one call here; see
+docs/moves.md. A run that stops with nothing left to try lists `not_applicable`, so a user
+sees every move that was considered and the reason it was not made (the legality check
+that failed, the loop form that is missing, a helper out of reach).
+"""
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
-from kernelcrew.agents.transforms import TRANSFORMS, apply_transform, entries, parse_any
-from kernelcrew.agents.transforms.accum import accum_reasons
-from kernelcrew.agents.transforms.affine import FunctionModel
-from kernelcrew.agents.transforms.common import has_pragma, model_of, short_constant_loop
-from kernelcrew.agents.transforms.counters import scope_counters
-from kernelcrew.agents.transforms.cst import Source, find_function, params, pragma_text, walk
-from kernelcrew.agents.transforms.dependence import check_loop
-from kernelcrew.agents.transforms.jam import jam_reasons
-from kernelcrew.agents.transforms.keep import keep_reasons
-from kernelcrew.agents.transforms.privatize import private_bins_reasons
-from kernelcrew.agents.transforms.regtile import tile_reasons
-from kernelcrew.agents.transforms.rowacc import row_reasons
-from kernelcrew.agents.transforms.scan import scan_reasons
-from kernelcrew.agents.transforms.scope import scope_of
-from kernelcrew.agents.transforms.stream import stream_reasons
-from kernelcrew.agents.transforms.threads import parallel_verdict
-from kernelcrew.agents.transforms.vscan import vector_scan_reasons
+from kernelcrew.agents.transforms.analysis.parallel import DEFAULT_MIN_WORK
+from kernelcrew.agents.transforms.analysis.scope import scope_of
+from kernelcrew.agents.transforms.any_backend import restrict, settings, unroll
+from kernelcrew.agents.transforms.cpu import (
+    accumulators,
+    blocked_scan,
+    fusion,
+    keep_values,
+    loop_nests,
+    omp_parallel,
+    private_bins,
+    reciprocal,
+    register_block,
+    register_tile,
+    row_accumulate,
+    simd,
+    stream_stores,
+    unroll_and_jam,
+    vector_exp_erf,
+    vector_scan,
+    vector_tanh_log,
+)
+from kernelcrew.agents.transforms.cuda import (
+    block_reduce,
+    kernel_attributes,
+    launch_fusion,
+    smem_tile,
+    vector_access,
+)
+from kernelcrew.agents.transforms.kernel_files import parse_any
+from kernelcrew.agents.transforms.registry import (
+    TRANSFORMS,
+    apply_transform,
+    register_transform,
+)
+from kernelcrew.agents.transforms.views import through_views
+from kernelcrew.csource.syntax import Source
 from kernelcrew.errors import InputError
-from kernelcrew.kernels.kernelfile import KernelFile
+
+# ---------------------------------------------------------------- the built-in moves
+
+register_transform(
+    "restrict", ("cpu", "cuda"),
+    "__restrict__ on the pointer parameters of the entry (every kernel on CUDA)",
+    restrict.add_restrict,
+    why_not=restrict.why_not)
+register_transform(
+    "omp_parallel", ("cpu",),
+    "#pragma omp parallel for on independent outer loops; the serial copy runs below "
+    "OMP_MIN_WORK inner iterations (a knob)",
+    omp_parallel.omp_parallel_in_file,
+    whole_file=True, min_work=DEFAULT_MIN_WORK, knob="OMP_MIN_WORK",
+    why_not=omp_parallel.why_not)
+register_transform(
+    "omp_version", ("cpu",),
+    "an `omp parallel for` already in the source gets a serial version below "
+    "OMP_MIN_WORK (a knob) inner iterations",
+    omp_parallel.omp_version_in_file,
+    whole_file=True, min_work=DEFAULT_MIN_WORK, knob="OMP_MIN_WORK")
+register_transform(
+    "stream_stores", ("cpu",),
+    "a row loop that only writes its output (`out_row[i] = ...`, the array never read "
+    "in the function) with non-temporal stores: a 64-byte batch computed under omp "
+    "simd, then written past the caches; the row's unaligned head and tail kept; one "
+    "sfence after the loop nest. Not while the nest could still be threaded (the "
+    "streamed form would keep it serial): threading comes first",
+    stream_stores.stream_stores_in_file,
+    whole_file=True, why_not=stream_stores.why_not)
+register_transform(
+    "private_bins", ("cpu",),
+    "thread a histogram / scatter-add loop (`counts[v[i]]++`, `+= w[i]`) with private "
+    "bins per thread (`reduction(+ : counts[0:bins])`, the extent from the op's shape); "
+    "the serial loop below OMP_MIN_WORK values or PRIVATE_PER_BIN values per bin; "
+    "`copies` interleaved copies per thread break the store-to-load chain of runs of "
+    "equal values",
+    private_bins.private_bins_in_file,
+    whole_file=True, extents={}, min_work=DEFAULT_MIN_WORK, knob="OMP_MIN_WORK",
+    copies=1, why_not=private_bins.why_not)
+register_transform(
+    "blocked_scan", ("cpu",),
+    "blocked two-pass parallel prefix sums: blocks of a long scan (`acc += x[j]; "
+    "y[j] = acc;`) scanned on threads, offset by the totals before them; many rows "
+    "threaded whole instead (SCAN_MIN, SCAN_BLOCKS, SCAN_ROWS knobs)",
+    blocked_scan.blocked_scan_in_file,
+    whole_file=True, why_not=blocked_scan.why_not)
+register_transform(
+    "simd", ("cpu",),
+    "#pragma omp simd (+ reductions) on innermost loops",
+    through_views(simd.omp_simd_inner),
+    why_not=simd.why_not)
+register_transform(
+    "unroll", ("cpu", "cuda"),
+    "unroll pragmas on innermost loops",
+    unroll.unroll_in_file,
+    whole_file=True, factor=4, why_not=unroll.WHY_NOT)
+register_transform(
+    "interchange", ("cpu",),
+    "i-j-k matmul nest (or a sum down columns) with a strided inner read -> "
+    "i-k-j; a nest split across a helper call or walked with *p++ is seen whole",
+    through_views(loop_nests.interchange),
+    
+    why_not="no i-j-k product nest whose innermost loop reads an operand with a stride")
+register_transform(
+    "register_block", ("cpu",),
+    "unroll-and-jam the rows of an i-k-j matmul nest: RB rows x JB columns of C "
+    "accumulated in registers (RB, JB knobs), leftover rows and columns kept",
+    register_block.register_block_in_file,
+    whole_file=True, rows="RB", cols="JB", rows_default=4, cols_default=16,
+    why_not="no i-k-j product nest (interchanged) to block in registers")
+register_transform(
+    "unroll_and_jam", ("cpu",),
+    "register-tile dot-product nests: FACTOR outputs of the outer loop share one "
+    "pass of the inner reduction (FACTOR accumulators, omp simd reduction), the "
+    "rest kept; a nest split across a helper call or walked with *p++ is seen whole; "
+    "an omp parallel for on the outer loop stays on the jammed loop",
+    through_views(unroll_and_jam.unroll_and_jam),
+    factor=4, why_not=unroll_and_jam.why_not)
+register_transform(
+    "register_tile", ("cpu",),
+    "register-tile a dot-product nest and the row loop around it: ROWS rows x "
+    "COLS outputs share one pass of the inner reduction (ROWS*COLS "
+    "accumulators, omp simd reduction), so each element of either operand is "
+    "loaded once per tile; leftover rows and outputs kept; a parallel for or "
+    "collapse(2) on the rows kept",
+    through_views(register_tile.register_tile),
+    rows=4, cols=4, why_not=register_tile.why_not)
+register_transform(
+    "reciprocal", ("cpu",),
+    "a division by a float the loop does not change (`y[j] /= sum`) as a "
+    "multiply by its reciprocal, taken once before the loop",
+    through_views(reciprocal.reciprocal),
+    why_not="no division by a float variable that a loop does not change")
+register_transform(
+    "vector_scan", ("cpu",),
+    "prefix sums (`acc += x[j]; y[j] = acc;`) a vector at a time: the prefix of "
+    "8 floats (4 doubles) taken in registers by shift-and-add steps, the running "
+    "total added as one broadcast",
+    through_views(vector_scan.vector_scan),
+    why_not=vector_scan.why_not)
+register_transform(
+    "accumulators", ("cpu",),
+    "WAYS accumulators for innermost reduction loops (WAYS contiguous parts "
+    "walked side by side under omp simd), the rest of the range kept",
+    through_views(accumulators.accumulators),
+    ways=4, why_not=accumulators.why_not)
+register_transform(
+    "tile", ("cpu",),
+    "cache-block a strided 2-deep nest (transpose) with a TILE knob",
+    loop_nests.tile_in_file,
+    whole_file=True, knob="TILE", default=32, inner="write",
+    why_not="no 2-deep nest with a strided access for cache blocking to fix")
+register_transform(
+    "loop_order", ("cpu",),
+    "exchange a perfectly nested independent pair of loops whose inner loop "
+    "walks memory with a stride and the outer contiguously (column-order "
+    "code, convolutions with the time loop outside the channels)",
+    through_views(loop_nests.swap_loops),
+    
+    why_not="no perfectly nested independent pair whose inner loop is the strided one")
+register_transform(
+    "row_accumulate", ("cpu",),
+    "accumulate a strip of outputs at once: a per-output reduction nest with a "
+    "short constant inner loop (a convolution's taps, padding tested per tap) "
+    "runs once per strip of 256 outputs, each tap a unit-stride simd loop over "
+    "the strip with the padding tests as its bounds; each sum keeps its order",
+    through_views(row_accumulate.row_accumulate),
+    why_not=row_accumulate.why_not)
+register_transform(
+    "keep_values", ("cpu",),
+    "a pure call (a helper, exp/log/tanh...) that a later loop over the same "
+    "range recomputes is kept in a row buffer by the first loop and read back; "
+    "a math function of it that opens the later loop runs first as its own "
+    "simd loop over the buffer",
+    through_views(keep_values.keep_values),
+    why_not=keep_values.why_not)
+register_transform(
+    "fusion", ("cpu",),
+    "fuse consecutive loops over the same range that touch the same elements",
+    fusion.fuse_loops,
+    why_not="no consecutive loops over the same range that touch the same elements")
+register_transform(
+    "vector_math", ("cpu",),
+    "float exp/erf calls in loops -> inline vectorizable kc_expf/kc_erff",
+    vector_exp_erf.vector_math,
+    why_not="no float exp/erf call inside a loop")
+register_transform(
+    "vector_math_ext", ("cpu",),
+    "float tanh/log calls in loops -> inline vectorizable kc_tanhf/kc_logf",
+    vector_tanh_log.vector_math_ext,
+    why_not="no float tanh/log call inside a loop")
+register_transform(
+    "flags", ("cpu", "cuda"),
+    "edit the flag list: add / remove, or set it outright (OpenMP flags follow pragmas)",
+    settings.flags_in_file,
+    whole_file=True, add=(), remove=(), set=None)
+register_transform(
+    "knobs", ("cpu", "cuda"),
+    "set knob values",
+    settings.knobs_in_file,
+    whole_file=True, values={})
+register_transform(
+    "ldg", ("cuda",),
+    "__restrict__ + __ldg on read-only global loads of every kernel",
+    kernel_attributes.ldg_in_file,
+    whole_file=True, why_not="no read-only global load left without __ldg")
+register_transform(
+    "launch_bounds", ("cuda",),
+    "__launch_bounds__(BLOCK) on kernels launched with block [BLOCK]; with min_blocks, "
+    "__launch_bounds__(BLOCK, min_blocks)",
+    kernel_attributes.launch_bounds_in_file,
+    whole_file=True, knob="BLOCK", min_blocks=None,
+    why_not="no kernel launched with block [BLOCK]")
+register_transform(
+    "grid_stride", ("cuda",),
+    "one-element-per-thread kernels -> grid-stride loops; the grid is capped by a "
+    "GRID_CAP knob",
+    kernel_attributes.grid_stride_in_file,
+    whole_file=True, knob="GRID_CAP", default=1056,
+    why_not="no one-element-per-thread kernel")
+register_transform(
+    "sequence", ("cpu", "cuda"),
+    "several transformations in order; steps that no longer apply are skipped",
+    settings.sequence_in_file,
+    whole_file=True, steps=[])
+register_transform(
+    "launch_fusion", ("cuda",),
+    "consecutive launches that each handle one index per thread over the same index "
+    "space -> one kernel; temps only they use become registers",
+    launch_fusion.launch_fusion_in_file,
+    whole_file=True)
+register_transform(
+    "vector_access", ("cuda",),
+    "VEC elements per thread, loaded and stored as float4/double2 (alignment checked at "
+    "run time, scalar tail); the grid divided by VEC",
+    vector_access.vector_access_in_file,
+    whole_file=True, knob="VEC", default=4)
+register_transform(
+    "block_reduce", ("cuda",),
+    "one thread per row -> one block per row: loops stride over the block, reductions "
+    "combined with warp shuffles and one shared-memory stage; the grid becomes the rows",
+    block_reduce.block_reduce_in_file,
+    whole_file=True)
+register_transform(
+    "smem_tile", ("cuda",),
+    "transposing copies through a padded TILE x (TILE+1) shared-memory tile: reads and "
+    "writes both coalesced; 2-D grid of tiles, block [TILE, TILE_ROWS]",
+    smem_tile.smem_tile_in_file,
+    whole_file=True, tile=32, tile_rows=8)
+
+# ---------------------------------------------------------------- why a move does not apply
 
 # moves that are settings, not rewrites: never "not applicable"
 SETTINGS = {"flags", "knobs", "sequence"}
-
-_FORM = {
-    "vector_math": "no float exp/erf call inside a loop",
-    "vector_math_ext": "no float tanh/log call inside a loop",
-    "interchange": "no i-j-k product nest whose innermost loop reads an operand with a stride",
-    "tile": "no 2-deep nest with a strided access for cache blocking to fix",
-    "loop_order": "no perfectly nested independent pair whose inner loop is the strided one",
-    "fusion": "no consecutive loops over the same range that touch the same elements",
-    "register_block": "no i-k-j product nest (interchanged) to block in registers",
-    "ldg": "no read-only global load left without __ldg",
-    "launch_bounds": "no kernel launched with block [BLOCK]",
-    "grid_stride": "no one-element-per-thread kernel",
-    "reciprocal": "no division by a float variable that a loop does not change",
-}
+_NO_FORM = "the source has no loop of the form it rewrites"
 
 
-def _read_as(kf: KernelFile, name: str) -> str:
-    """The body the reasons are given for: `name`'s top-declared counters moved into
-    their loops (the view every move is tried on; it keeps the lines where they are), so
-    a reason is not a dependence the move never saw."""
-    return scope_counters(kf.body, name) or kf.body
-
-
-def _models(kf: KernelFile) -> list[tuple[str, Source, FunctionModel]]:
-    out = []
-    for name in entries(kf):
-        got = model_of(_read_as(kf, name), name)
-        if got is not None:
-            out.append((name, *got))
-    return out
-
-
-def _threads_why(kf: KernelFile) -> str:
-    reasons = []
-    for name, s, m in _models(kf):
-        if any(re.match(r"omp\s+(parallel|for)\b", pragma_text(s, n))
-               for n in walk(m.body) if n.type == "preproc_call"):
-            reasons.append(f"{name}() is threaded already (its pragma is kept, never stacked)")
-            continue
-        for top in m.forest:
-            v = parallel_verdict(m, top, reductions=True)
-            if not v.ok:
-                reasons.append(f"{name}(): {v.reason}")
-    return "; ".join(reasons[:3]) or "no loop to thread"
-
-
-def _simd_why(kf: KernelFile) -> str:
-    reasons = []
-    for name, s, m in _models(kf):
-        for lp in m.loops:
-            if lp.children:
-                continue
-            if has_pragma(s, lp, r"^omp\b.*\bsimd\b"):
-                reasons.append(f"{name}(): the loop at line {s.line_of(lp.node)} has omp simd")
-                continue
-            if (short := short_constant_loop(s, m, lp)) is not None:
-                reasons.append(f"{name}(): {short}")
-                continue
-            v = check_loop(m, lp, allow_reductions=True)
-            if not v.ok:
-                reasons.append(f"{name}(): {v.reason}")
-    return "; ".join(reasons[:3]) or "no innermost loop"
-
-
-def _jam_why(kf: KernelFile) -> str:
-    reasons = [f"{name}(): {r}" for name, _, _ in _models(kf)
-               for r in jam_reasons(_read_as(kf, name), name)]
-    return "; ".join(reasons[:3]) or "no 2-deep nest with an inner reduction"
-
-
-def _tile_why(kf: KernelFile) -> str:
-    reasons = [f"{name}(): {r}" for name, _, _ in _models(kf)
-               for r in tile_reasons(_read_as(kf, name), name)]
-    return "; ".join(reasons[:3]) or "no dot-product nest inside a loop over rows"
-
-
-def _accum_why(kf: KernelFile) -> str:
-    reasons = [f"{name}(): {r}" for name, _, _ in _models(kf)
-               for r in accum_reasons(_read_as(kf, name), name)]
-    return "; ".join(reasons[:3]) or "no innermost reduction loop"
-
-
-def _bins_why(kf: KernelFile) -> str:
-    reasons = [f"{name}(): {r}" for name, _, _ in _models(kf)
-               for r in private_bins_reasons(kf.body, name)]
-    return "; ".join(reasons[:3]) or "no loop accumulates into an array of bins"
-
-
-def _scan_why(kf: KernelFile) -> str:
-    reasons = [f"{name}(): {r}" for name, _, _ in _models(kf)
-               for r in scan_reasons(kf.body, name)
-               if "carries no running sum" not in r and "not an innermost" not in r]
-    return "; ".join(reasons[:3]) or "no prefix-sum loop (`acc += x[i]; y[i] = acc;`)"
-
-
-def _vscan_why(kf: KernelFile) -> str:
-    reasons = [f"{name}(): {r}" for name, _, _ in _models(kf)
-               for r in vector_scan_reasons(kf.body, name)
-               if "carries no running sum" not in r and "not an innermost" not in r]
-    return "; ".join(reasons[:3]) or "no float or double prefix-sum loop (`acc += x[i]; " \
-        "y[i] = acc;`)"
-
-
-def _stream_why(kf: KernelFile) -> str:
-    if apply_transform("omp_parallel", kf.text) is not None:
-        return "the loop nest can still be threaded, and threading comes first"
-    reasons = [f"{name}(): {r}" for name, _, _ in _models(kf)
-               for r in stream_reasons(_read_as(kf, name), name)
-               if "is not one store" not in r]
-    return "; ".join(reasons[:3]) or "no innermost loop whose body is one store to an " \
-        "output row (`out_row[i] = ...`)"
-
-
-def _row_why(kf: KernelFile) -> str:
-    reasons = [f"{name}(): {r}" for name, _, _ in _models(kf)
-               for r in row_reasons(_read_as(kf, name), name)]
-    return "; ".join(reasons[:3]) or "no per-output reduction nest in a loop"
-
-
-def _keep_why(kf: KernelFile) -> str:
-    reasons = [f"{name}(): {r}" for name, _, _ in _models(kf)
-               for r in keep_reasons(_read_as(kf, name), name)]
-    return "; ".join(reasons[:3]) or "no pure call (a helper, exp/log/tanh...) that a later " \
-        "loop over the same range computes again"
-
-
-def _restrict_why(kf: KernelFile) -> str:
-    s = Source(kf.body)
-    for name in entries(kf):
-        fn = find_function(s, name)
-        if fn is not None and any(p.pointer is not None and not p.restrict for p in params(fn)):
-            return f"{name}() still has pointers without restrict (the rewrite failed)"
-    return "every pointer parameter in reach is restrict already"
-
-
-_WHY = {"omp_parallel": _threads_why, "accumulators": _accum_why, "simd": _simd_why,
-        "unroll_and_jam": _jam_why, "register_tile": _tile_why, "restrict": _restrict_why,
-        "row_accumulate": _row_why, "stream_stores": _stream_why,
-        "keep_values": _keep_why,
-        "private_bins": _bins_why, "blocked_scan": _scan_why, "vector_scan": _vscan_why,
-        "unroll": lambda kf: "every innermost loop carries an unroll or OpenMP pragma"}
+def _why(kf: Any, name: str) -> str:
+    why = TRANSFORMS[name].why_not
+    if why is None:
+        return _NO_FORM
+    return why if isinstance(why, str) else why(kf)
 
 
 def not_applicable(kernel_text: str) -> dict[str, str]:
@@ -190,10 +294,18 @@ def not_applicable(kernel_text: str) -> dict[str, str]:
             continue
         if apply_transform(name, kernel_text) is not None:
             continue
-        why = _WHY.get(name)
-        out[name] = why(kf) if why is not None else _FORM.get(
-            name, "the source has no loop of the form it rewrites")
+        out[name] = _why(kf, name)
     # the analysis counts lines of the source; the user reads lines of the kernel file
     off = kf.text[: len(kf.text) - len(kf.body)].count("\n")
     return {k: re.sub(r"\bline (\d+)", lambda m: f"line {int(m[1]) + off}", v)
             for k, v in out.items()}
+
+
+def describe(kernel_text: str) -> list[dict[str, Any]]:
+    """Every move of the kernel file's backend, in catalogue order: its name, its doc line,
+    its parameters with their defaults, and `why_not`, None where it applies to this file
+    (settings included) or why it does not."""
+    kf = parse_any(kernel_text)
+    why = not_applicable(kernel_text)
+    return [{"name": name, "doc": t.doc, "params": dict(t.params), "why_not": why.get(name)}
+            for name, t in TRANSFORMS.items() if kf.backend in t.backends]

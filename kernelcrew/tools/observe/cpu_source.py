@@ -6,8 +6,11 @@
 - `-fopt-info-vec-*` lines mapped to those loops: vectorized (and the vector width) or
   missed, and why in a word or two.
 
-It is deliberately simple and says `unknown` where a subscript is not a linear
-expression of names and integers (calls, divisions, data-dependent indices).
+Subscripts and loop bounds are read by the same linearizer the moves use
+(`kernelcrew.csource.affine.FunctionModel`), so the profile and the moves cannot disagree
+about a stride. It says `unknown` where a subscript is not a linear expression of names and
+integers (calls, divisions, data-dependent indices) or its base is not a buffer the model
+can follow.
 """
 
 from __future__ import annotations
@@ -19,10 +22,10 @@ from dataclasses import dataclass, field
 import tree_sitter
 import tree_sitter_cpp
 
+from kernelcrew.csource.affine import FunctionModel, Poly, p_add, p_derivative, p_plain
+from kernelcrew.csource.syntax import Source, functions, lookup
 from kernelcrew.kernels.kernelfile import KernelFile
 from kernelcrew.kernels.spec import OpSpec
-
-Poly = dict[tuple[str, ...], int]  # monomial (sorted names) -> integer coefficient
 
 
 @functools.cache
@@ -79,125 +82,7 @@ class Loop:
         return "no report"
 
 
-# -- linear subscript expressions ---------------------------------------------------
-def _add(a: Poly, b: Poly, sign: int = 1) -> Poly:
-    out = dict(a)
-    for k, v in b.items():
-        out[k] = out.get(k, 0) + sign * v
-    return {k: v for k, v in out.items() if v}
-
-
-def _mul(a: Poly, b: Poly) -> Poly:
-    out: Poly = {}
-    for ka, va in a.items():
-        for kb, vb in b.items():
-            k = tuple(sorted(ka + kb))
-            out[k] = out.get(k, 0) + va * vb
-    return {k: v for k, v in out.items() if v}
-
-
-def _int(text: str) -> int | None:
-    t = text.replace("'", "").rstrip("uUlLzZ")
-    try:
-        return int(t, 0)
-    except ValueError:
-        return None
-
-
-class _Scope:
-    """Single-assignment local definitions of a function, for substitution."""
-
-    def __init__(self, fn: tree_sitter.Node) -> None:
-        self.defs: dict[str, tree_sitter.Node] = {}
-        counts: dict[str, int] = {}
-        for n in _descendants(fn):
-            if n.type == "init_declarator":
-                name = _declared_name(n.child_by_field_name("declarator"))
-                if name:
-                    counts[name] = counts.get(name, 0) + 1
-                    val = n.child_by_field_name("value")
-                    if val is not None:
-                        self.defs[name] = val
-            elif n.type in ("assignment_expression", "update_expression"):
-                tgt = n.child_by_field_name("left") or n.child_by_field_name("argument")
-                if tgt is not None and tgt.type == "identifier":
-                    counts[tgt.text.decode()] = counts.get(tgt.text.decode(), 0) + 2
-        # a name declared twice or assigned after its declaration is not substituted
-        self.defs = {k: v for k, v in self.defs.items() if counts.get(k, 0) == 1}
-
-    def linear(self, node: tree_sitter.Node | None, seen: frozenset[str] = frozenset()
-               ) -> Poly | None:
-        if node is None:
-            return None
-        t = node.type
-        if t == "number_literal":
-            v = _int(node.text.decode())
-            return None if v is None else ({(): v} if v else {})
-        if t == "identifier":
-            name = node.text.decode()
-            if name in self.defs and name not in seen:
-                sub = self.linear(self.defs[name], seen | {name})
-                if sub is not None:
-                    return sub
-            return {(name,): 1}
-        if t in ("parenthesized_expression", "cast_expression"):
-            inner = node.child_by_field_name("value") or (
-                node.named_children[-1] if node.named_children else None)
-            return self.linear(inner, seen)
-        if t == "unary_expression":
-            op = node.child_by_field_name("operator").text.decode()
-            arg = self.linear(node.child_by_field_name("argument"), seen)
-            if arg is None or op not in "+-":
-                return None
-            return arg if op == "+" else {k: -v for k, v in arg.items()}
-        if t == "binary_expression":
-            op = node.child_by_field_name("operator").text.decode()
-            a = self.linear(node.child_by_field_name("left"), seen)
-            b = self.linear(node.child_by_field_name("right"), seen)
-            if a is None or b is None:
-                return None
-            if op == "+":
-                return _add(a, b)
-            if op == "-":
-                return _add(a, b, -1)
-            if op == "*":
-                return _mul(a, b)
-        return None
-
-    def alternatives(self, node: tree_sitter.Node) -> list[Poly]:
-        """Linear forms of an expression; both branches of a conditional (a min/max)."""
-        while node.type == "parenthesized_expression" and node.named_children:
-            node = node.named_children[0]
-        if node.type == "identifier" and node.text.decode() in self.defs:
-            target = self.defs[node.text.decode()]
-            if target.type == "conditional_expression":
-                node = target
-        if node.type == "conditional_expression":
-            return [p for branch in ("consequence", "alternative")
-                    for p in self.alternatives(node.child_by_field_name(branch))]
-        lin = self.linear(node)
-        return [lin] if lin is not None else []
-
-    def root(self, name: str) -> str:
-        """Follow `p = q + offset` definitions back to the pointer they start from."""
-        seen = set()
-        while name in self.defs and name not in seen:
-            seen.add(name)
-            val = self.defs[name]
-            while val.type in ("binary_expression", "parenthesized_expression",
-                               "cast_expression"):
-                if val.type == "binary_expression":
-                    if val.child_by_field_name("operator").text.decode() not in "+-":
-                        return name
-                    val = val.child_by_field_name("left")
-                else:
-                    val = val.child_by_field_name("value") or val.named_children[-1]
-            if val.type != "identifier":
-                return name
-            name = val.text.decode()
-        return name
-
-
+# -- subscripts and bounds, through the moves' linearizer ------------------------
 def _descendants(node: tree_sitter.Node):
     stack = [node]
     while stack:
@@ -210,20 +95,6 @@ def _declared_name(decl: tree_sitter.Node | None) -> str | None:
     while decl is not None and decl.type != "identifier":
         decl = decl.child_by_field_name("declarator")
     return decl.text.decode() if decl is not None else None
-
-
-def _derivative(p: Poly, var: str) -> Poly | None:
-    """d p / d var for a polynomial linear in var; None when var appears squared."""
-    out: Poly = {}
-    for k, v in p.items():
-        n = k.count(var)
-        if n > 1:
-            return None
-        if n == 1:
-            rest = list(k)
-            rest.remove(var)
-            out = _add(out, {tuple(rest): v})
-    return out
 
 
 def _poly_text(p: Poly) -> str:
@@ -272,7 +143,32 @@ def _loop_var(node: tree_sitter.Node) -> str | None:
     return name if name == tname else tname
 
 
-def _trip(node: tree_sitter.Node, var: str | None, scope: _Scope, values: dict[str, int]
+def _linear(m: FunctionModel, node: tree_sitter.Node | None, region: tree_sitter.Node
+            ) -> Poly | None:
+    """`node` as a polynomial over names, loop variables written by their names."""
+    got = m.linear(node, region)
+    return p_plain(got) if got is not None else None
+
+
+def _alternatives(m: FunctionModel, node: tree_sitter.Node, region: tree_sitter.Node
+                  ) -> list[Poly]:
+    """Linear forms of a bound; both branches of a conditional (a min/max), also through a
+    local that holds one (`i1 = i0 + TILE < rows ? i0 + TILE : rows`)."""
+    while node.type == "parenthesized_expression" and node.named_children:
+        node = node.named_children[0]
+    if node.type == "identifier":
+        d = lookup(node.text.decode(), node)
+        if d is not None and d.init is not None and not d.param and not m.is_written(d) \
+                and d.init.type == "conditional_expression":
+            node = d.init
+    if node.type == "conditional_expression":
+        return [p for branch in ("consequence", "alternative")
+                for p in _alternatives(m, node.child_by_field_name(branch), region)]
+    lin = _linear(m, node, region)
+    return [lin] if lin is not None else []
+
+
+def _trip(node: tree_sitter.Node, var: str | None, m: FunctionModel, values: dict[str, int]
           ) -> tuple[str | None, int | None]:
     """Trip count (text, value for the case) when the bound is simple. A bound `c ? a : b`
     (a tile loop's `min(i0 + TILE, rows)`) gives `<=` the branch that evaluates."""
@@ -291,7 +187,7 @@ def _trip(node: tree_sitter.Node, var: str | None, scope: _Scope, values: dict[s
             if n.type in ("init_declarator", "assignment_expression"):
                 val = n.child_by_field_name("value") or n.child_by_field_name("right")
                 break
-        start = scope.linear(val) if val is not None else None
+        start = _linear(m, val, node) if val is not None else None
     if start is None:
         return None, None
     step: Poly = {(): 1}
@@ -299,15 +195,15 @@ def _trip(node: tree_sitter.Node, var: str | None, scope: _Scope, values: dict[s
     if upd is not None and upd.type == "assignment_expression":
         if upd.child_by_field_name("operator").text.decode() != "+=":
             return None, None
-        step = scope.linear(upd.child_by_field_name("right")) or {}
+        step = _linear(m, upd.child_by_field_name("right"), node) or {}
         if not step:
             return None, None
     step_v = _poly_eval(step, values)
     cands = []
-    for bound in scope.alternatives(right):
-        trip = _add(bound, start, -1)
+    for bound in _alternatives(m, right, node):
+        trip = p_add(bound, start, -1)
         if op == "<=":
-            trip = _add(trip, {(): 1})
+            trip = p_add(trip, {(): 1})
         v = _poly_eval(trip, values)
         if v is not None and step_v:
             v = -(-v // step_v)
@@ -347,30 +243,30 @@ def _subscripts(body: tree_sitter.Node):
 def analyze(text: str, *, entry: str | None = None, values: dict[str, int] | None = None
             ) -> list[Loop]:
     """Loops of the source in source order, with strides for the innermost ones."""
-    tree = _parser().parse(text.encode())
+    src = Source(text)
     values = dict(values or {})
     loops: list[Loop] = []
-    for fn in _descendants(tree.root_node):
-        if fn.type != "function_definition":
+    for fn in functions(src):
+        if fn.child_by_field_name("body") is None:
             continue
-        scope = _Scope(fn)
-        _walk_loops(fn, scope, values, loops, text.splitlines(), depth=0, parent=None)
+        model = FunctionModel(src, fn, expand_locals=True)
+        _walk_loops(fn, model, values, loops, text.splitlines(), depth=0, parent=None)
     loops.sort(key=lambda lp: lp.line)
     return loops
 
 
-def _walk_loops(node: tree_sitter.Node, scope: _Scope, values: dict[str, int],
+def _walk_loops(node: tree_sitter.Node, m: FunctionModel, values: dict[str, int],
                 out: list[Loop], src_lines: list[str], depth: int, parent: int | None) -> None:
     for child in node.children:
         if child.type != "for_statement":
-            _walk_loops(child, scope, values, out, src_lines, depth, parent)
+            _walk_loops(child, m, values, out, src_lines, depth, parent)
             continue
         var = _loop_var(child)
         body = child.child_by_field_name("body")
         inner = body is not None and any(
             n.type in ("for_statement", "while_statement", "do_statement")
             for n in _descendants(body))
-        trip_text, trip_value = _trip(child, var, scope, values)
+        trip_text, trip_value = _trip(child, var, m, values)
         header = child.text.decode().split("{")[0].split("\n")[0].strip()
         start = child.start_point.row + 1
         while start > 1 and src_lines[start - 2].lstrip().startswith("#pragma"):
@@ -381,29 +277,68 @@ def _walk_loops(node: tree_sitter.Node, scope: _Scope, values: dict[str, int],
                     trip=trip_text, trip_value=trip_value,
                     header=header[:80])
         if loop.innermost and var is not None and body is not None:
-            loop.accesses = _accesses(body, var, scope, values)
+            loop.accesses = _accesses(child, body, var, m, values)
         out.append(loop)
         if body is not None:
-            _walk_loops(body, scope, values, out, src_lines, depth + 1, loop.line)
+            _walk_loops(body, m, values, out, src_lines, depth + 1, loop.line)
 
 
-def _accesses(body: tree_sitter.Node, var: str, scope: _Scope, values: dict[str, int]
-              ) -> list[Access]:
+def _loop_key(m: FunctionModel, node: tree_sitter.Node, var: str) -> str | None:
+    """The symbol the linearizer gives the loop variable of the `for` at `node`."""
+    return next((lp.key for lp in m.loops if lp.var == var and
+                 lp.node.start_byte == node.start_byte and lp.node.end_byte == node.end_byte),
+                None)
+
+
+def _written_in(node: tree_sitter.Node, name: str, at: tree_sitter.Node) -> bool:
+    """Whether the variable `name` seen at `at` is assigned or stepped inside `node`."""
+    d = lookup(name, at)
+    for n in _descendants(node):
+        tgt = None
+        if n.type == "assignment_expression":
+            tgt = n.child_by_field_name("left")
+        elif n.type == "update_expression":
+            tgt = n.child_by_field_name("argument")
+        if tgt is not None and tgt.type == "identifier" and tgt.text.decode() == name:
+            e = lookup(name, tgt)
+            if d is None or e is None or e.key == d.key:
+                return True
+    return False
+
+
+def _offset(m: FunctionModel, loop: tree_sitter.Node, whole: tree_sitter.Node,
+            base: tree_sitter.Node, index: tree_sitter.Node | None) -> Poly | None:
+    """The element offset of an access in the loop: from the buffer it starts from, or,
+    where the base pointer cannot be followed (a row pointer stepped once per row),
+    from the base itself when the loop does not move it."""
+    got = m.access(whole, loop)
+    if got is not None and got[1] is not None:
+        return got[1]
+    if base.type != "identifier" or _written_in(loop, base.text.decode(), base):
+        return None
+    if whole.type == "pointer_expression":
+        return {}  # `*p` with p fixed in the loop
+    return m.linear(index, loop)
+
+
+def _accesses(loop: tree_sitter.Node, body: tree_sitter.Node, var: str, m: FunctionModel,
+              values: dict[str, int]) -> list[Access]:
+    # a loop the model does not count (`for (; i < n; ++i)`) leaves its variable a plain
+    # symbol of the offset, which its name then stands for
+    key = _loop_key(m, loop, var) or var
     out = []
     for base, index, whole, write in _subscripts(body):
         if base is None:
             continue
-        if whole.type == "pointer_expression":
-            addr = scope.linear(base)
-            name = _first_identifier(base)
-        else:
-            a, b = scope.linear(base), scope.linear(index)
-            addr = _add(a, b) if a is not None and b is not None else None
-            name = base.text.decode() if base.type == "identifier" else _first_identifier(base)
+        name = base.text.decode() if base.type == "identifier" else _first_identifier(base)
         if not name:
             continue
-        d = _derivative(addr, var) if addr is not None else None
-        root = scope.root(name)
+        got = m.access(whole, loop)
+        root = got[0].split("@")[0] if got is not None else name
+        off = _offset(m, loop, whole, base, index)
+        # the stride: the offset's change per step of the loop's variable
+        d = p_derivative(off, key) if off is not None else None
+        d = p_plain(d) if d is not None else None
         out.append(Access(array=root, via=name if root != name else "",
                           line=whole.start_point.row + 1, write=write,
                           stride=_poly_text(d) if d is not None else None,

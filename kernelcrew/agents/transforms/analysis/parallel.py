@@ -1,0 +1,83 @@
+"""May a loop's iterations run on different threads: the verdict the threading moves
+share, and the work a threshold compares against."""
+
+from __future__ import annotations
+
+import re
+
+from kernelcrew.agents.transforms.analysis.common import descendants, invariant_text
+from kernelcrew.agents.transforms.analysis.dependence import Verdict, check_loop
+from kernelcrew.csource.affine import FunctionModel
+from kernelcrew.csource.syntax import Loop, Source, lookup
+
+
+def work_expr(s: Source, m: FunctionModel, lp: Loop) -> str | None:
+    """A product of loop trip bounds for the nest under `lp`: the work an `if` clause
+    compares against a threshold."""
+    factors = []
+    cur: Loop | None = lp
+    while cur is not None:
+        t = invariant_text(s, m, cur.end, lp.node)
+        if t is not None:
+            factors.append(t if re.fullmatch(r"[\w.]+", t) else f"({t})")
+        # follow the deepest child whose bound is known where the pragma goes
+        kids = [c for c in cur.children if invariant_text(s, m, c.end, lp.node) is not None]
+        cur = max(kids or cur.children, key=lambda c: len(descendants(c)), default=None)
+    if len(factors) > 1:  # `int` sizes: the product is taken in 64 bits
+        factors[0] = f"(long long){factors[0]}"
+    return " * ".join(factors) if factors else None
+
+
+def owned_loops(m: FunctionModel, lp: Loop) -> set[str]:
+    """Inner loops that walk one tile of a tiled loop: `for (i = i0; i < min(i0 + T, n); ..)`
+    inside `for (i0 = 0; i0 < n; i0 += T)`. Distinct tiles own disjoint ranges of i."""
+    if lp.step is None:
+        return set()
+    out = set()
+    step_text = m.src.text_of(lp.step).replace(" ", "")
+    for inner in descendants(lp):
+        if inner.start is None or inner.start.type != "identifier" or \
+                inner.start.text.decode() != lp.var or inner.end is None:
+            continue
+        end = inner.end
+        if end.type == "identifier":
+            d = lookup(end.text.decode(), end)
+            end = d.init if d is not None and d.init is not None else end
+        arms = m._min_arms(end) if end.type in ("conditional_expression",
+                                                "call_expression") else None
+        for arm in arms or []:
+            t = m.src.text_of(arm).replace(" ", "")
+            if t in (f"{lp.var}+{step_text}", f"{step_text}+{lp.var}"):
+                out.add(inner.key)
+    return out
+
+
+def parallel_verdict(m: FunctionModel, lp: Loop, *, reductions: bool = False,
+                     assume: bool = False) -> Verdict:
+    """Whether the iterations of `lp` may run on different threads (tiles count as the
+    elements they own). With `reductions`, scalars declared outside the loop may also be
+    updated as recognized reductions (+, *, max, min) of plain arithmetic locals: each
+    thread then reduces into its own copy, combined at the end (`reduction(op : s)`).
+    With `assume`, the answer may rest on run-time conditions (`Verdict.assume`), which the
+    caller must test before the threaded copy."""
+    v = check_loop(m, lp, allow_reductions=False, owned=owned_loops(m, lp), assume=assume)
+    if v.ok or not reductions:
+        return v
+    r = check_loop(m, lp, allow_reductions=True, owned=owned_loops(m, lp), assume=assume)
+    if not r.ok or not r.reductions or r.rewrites:
+        return v  # an if-max form must be rewritten first (simd does that)
+    for name in r.reductions:
+        d = lookup(name, lp.node)
+        ty = d.node.child_by_field_name("type") if d is not None else None
+        if d is None or d.pointer or d.array or ty is None or \
+                "&" in m.src.text_of(d.node).split("=")[0] or \
+                not _ARITH.fullmatch(m.src.text_of(ty).strip()):
+            return v
+    return r
+
+
+_ARITH = re.compile(r"(const\s+)?(float|double|int|long|long long|unsigned|unsigned int|"
+                    r"unsigned long|short|int(8|16|32|64)_t|uint(8|16|32|64)_t|size_t)")
+
+
+DEFAULT_MIN_WORK = 1 << 20

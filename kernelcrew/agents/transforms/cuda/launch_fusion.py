@@ -1,0 +1,396 @@
+"""Fusion of consecutive launches of a launch plan into one kernel.
+
+Consecutive launches whose kernels each handle one index per thread over the same index
+space (same grid and block expressions, the same guard bound once parameters are named
+by the launch's arguments) become one kernel: one index, one guard, the kernels' work in
+launch order, each in its own scope. A temp that only these launches use, written as
+`t[i] = e;` (a top-level statement) before it is read, and read only as `t[i]`, becomes a
+register: its round trip through memory disappears, and so does the temp. The launches
+are merged in the front matter; kernels no longer launched are removed.
+
+Legal because within one index the launches' statements ran in launch order anyway, and
+across indices they did not communicate: every array the group writes is touched at
+`[i]` only by the fused kernels (checked), so no thread reads what another wrote.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from kernelcrew.agents.transforms.analysis.cuda_shapes import (
+    PerIndex,
+    blocker,
+    dedent_block,
+    element_type,
+    indent,
+    norm,
+    param_ref,
+    per_index,
+    top_node,
+)
+from kernelcrew.agents.transforms.kernel_files import Outcome
+from kernelcrew.csource.syntax import Edit, Node, Source, apply_edits, walk
+from kernelcrew.kernels.kernelfile import KernelFile, Launch, parse_kernel_text, render
+
+_C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long",
+            "float16": "__half"}
+
+
+@dataclass
+class Fused:
+    body: str
+    launch: list[Launch]
+    temps: dict
+    kernel: str
+    registers: list[str]  # temps that became registers
+
+
+def _same_shape(a: Launch, b: Launch) -> bool:
+    return ([norm(str(x)) for x in a.grid], [norm(str(x)) for x in a.block],
+            norm(str(a.shared_bytes))) == ([norm(str(x)) for x in b.grid],
+                                           [norm(str(x)) for x in b.block],
+                                           norm(str(b.shared_bytes)))
+
+
+def _arg_names(pi: PerIndex, lc: Launch) -> dict[str, str] | None:
+    if len(pi.params) != len(lc.args) or len(set(lc.args)) != len(lc.args):
+        return None  # an argument passed twice would alias two parameters
+    return {p.name: a for p, a in zip(pi.params, lc.args, strict=True)}
+
+
+def _subscripts_of(s: Source, pi: PerIndex, param: str) -> list[Node]:
+    out = []
+    for st in pi.stmts:
+        for n in walk(st):
+            if n.type == "subscript_expression":
+                arr = n.child_by_field_name("argument")
+                if arr is not None and arr.type == "identifier" and \
+                        param_ref(pi.fn, arr) == param:
+                    out.append(n)
+            elif n.type == "identifier" and param_ref(pi.fn, n) == param:
+                p = n.parent
+                if p is None or p.type != "subscript_expression" or \
+                        p.child_by_field_name("argument") != n:
+                    out.append(n)  # used as a pointer value: not a plain element access
+    return out
+
+
+def _index_of(s: Source, sub: Node) -> str | None:
+    if sub.type != "subscript_expression":
+        return None
+    idx = sub.child_by_field_name("indices") or sub.child_by_field_name("index")
+    if idx is None:
+        return None
+    text = s.text_of(idx).strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1].strip()
+    return text
+
+
+def _is_write(sub: Node) -> tuple[bool, bool]:
+    """(written, read) for an element access."""
+    p = sub.parent
+    if p.type == "assignment_expression" and p.child_by_field_name("left") == sub:
+        return True, p.child_by_field_name("operator").type != "="
+    if p.type == "update_expression":
+        return True, True
+    return False, True
+
+
+def fuse_launches(kf: KernelFile) -> Fused | None:
+    """Fuse the first run of two or more fusable consecutive launches (None: none)."""
+    s = Source(kf.body)
+    launches = list(kf.meta.launch)
+    shapes = {}
+    for lc in launches:
+        if lc.kernel not in shapes:
+            pi = per_index(s, lc.kernel)
+            shapes[lc.kernel] = pi if pi is not None and blocker(s, pi.stmts, pi.var) is None \
+                else None
+    start = 0
+    while start < len(launches):
+        end = start
+        while end + 1 < len(launches) and _fusable(s, kf, launches, shapes, start, end + 1):
+            end += 1
+        if end > start:
+            got = _fuse(s, kf, launches, shapes, start, end)
+            if got is not None:
+                return got
+        start = end + 1
+    return None
+
+
+def _fusable(s: Source, kf: KernelFile, launches: list[Launch], shapes: dict, start: int,
+             k: int) -> bool:
+    a, b = launches[start], launches[k]
+    pa, pb = shapes.get(a.kernel), shapes.get(b.kernel)
+    if pa is None or pb is None or len(a.grid) != 1 or len(a.block) != 1:
+        return False
+    if not _same_shape(a, b):
+        return False
+    na, nb = _arg_names(pa, a), _arg_names(pb, b)
+    if na is None or nb is None:
+        return False
+    bound_a = _bound_in_args(s, pa, na)
+    bound_b = _bound_in_args(s, pb, nb)
+    return bound_a is not None and bound_a == bound_b
+
+
+def _bound_in_args(s: Source, pi: PerIndex, names: dict[str, str]) -> str | None:
+    g = pi.guard.child_by_field_name("condition")
+    c = g.named_children[0]
+    side = c.child_by_field_name("right") if s.text_of(c.child_by_field_name("left")).strip() \
+        == pi.var else c.child_by_field_name("left")
+    out = []
+    for tok in re.findall(r"[A-Za-z_]\w*|\S", s.text_of(side)):
+        if re.match(r"[A-Za-z_]", tok):
+            if tok not in names:
+                return None  # a bound that is not made of parameters
+            out.append(names[tok])
+        else:
+            out.append(tok)
+    return norm(" ".join(out))
+
+
+def _registers(s: Source, kf: KernelFile, group: list[Launch], others: list[Launch],
+               kernels: list[PerIndex], names: list[dict[str, str]]) -> dict[str, str]:
+    """The temps that become registers (temp -> register name): used by no launch outside
+    the group, and in the group only at the launch's own index, written by a top-level
+    statement before any launch reads them."""
+    used_elsewhere = {a for lc in others for a in lc.args}
+    registers: dict[str, str] = {}  # temp -> register name
+    for t, spec in kf.meta.temps.items():
+        if t in used_elsewhere or not any(t in lc.args for lc in group):
+            continue
+        ctype = _C_TYPES.get(spec.dtype)
+        if ctype is None:
+            continue
+        written = False
+        legal = True
+        for pi, nm in zip(kernels, names, strict=True):
+            params = [p for p, a in nm.items() if a == t]
+            if not params:
+                continue
+            subs = _subscripts_of(s, pi, params[0])
+            for sub in subs:
+                if _index_of(s, sub) != pi.var:
+                    legal = False
+                    break
+                w, r = _is_write(sub)
+                if r and not written and not w:
+                    legal = False  # read before any launch of the group wrote it
+                if w:
+                    stmt = sub.parent.parent
+                    if r or stmt.type != "expression_statement" or \
+                            stmt.parent != pi.fn.child_by_field_name("body") and \
+                            stmt not in pi.stmts:
+                        legal = False
+            if not legal:
+                break
+            if any(_is_write(x)[0] for x in subs if x.type == "subscript_expression"):
+                written = True
+        if legal and written:
+            registers[t] = f"{t}_r"
+    return registers
+
+
+def _shared_at_own_index(s: Source, kernels: list[PerIndex], names: list[dict[str, str]],
+                         registers: dict[str, str]) -> bool:
+    """Every other array that one launch of the group writes and another touches is
+    accessed at the launch's own index in every launch (no thread reads another's
+    element)."""
+    # every other array that one launch of the group writes and another touches: every
+    # access in every launch at the launch's own index (no thread reads another's element)
+    users: dict[str, list[tuple[PerIndex, list[Node]]]] = {}
+    for pi, nm in zip(kernels, names, strict=True):
+        for p, a in nm.items():
+            if a not in registers:
+                users.setdefault(a, []).append((pi, _subscripts_of(s, pi, p)))
+    for uses in users.values():
+        if len(uses) < 2:
+            continue
+        written = any(_is_write(x)[0] for _, subs in uses for x in subs
+                      if x.type == "subscript_expression")
+        if written and any(_index_of(s, x) != pi.var for pi, subs in uses for x in subs):
+            return False
+    return True
+
+
+def _names_clash(kernels: list[PerIndex], names: list[dict[str, str]],
+                 registers: dict[str, str], var: str) -> bool:
+    """In the fused kernel parameters are named by their launch arguments: a local of one
+    kernel named like an argument another uses, like a register, or like the first
+    kernel's index would clash."""
+    taken = set()
+    for pi in kernels:
+        for st in pi.stmts:
+            taken |= {n.text.decode() for n in walk(st) if n.type == "identifier"
+                      and param_ref(pi.fn, n) is None}
+    arg_names = {a for nm in names for a in nm.values()}
+    if taken & (arg_names - {p for nm in names for p in nm}) - {pi.var for pi in kernels}:
+        return True  # a local of one kernel has the name of an argument another kernel uses
+    if taken & set(registers.values()):
+        return True
+    # a later kernel may already have a local named like the first one's index
+    return any(pi.var != var and var in {n.text.decode() for st in pi.stmts for n in walk(st)
+                                         if n.type == "identifier"} for pi in kernels)
+
+
+def _fused_params(s: Source, kernels: list[PerIndex], names: list[dict[str, str]],
+                  registers: dict[str, str]) -> dict[str, str]:
+    """The fused kernel's parameter declarations by argument, in order of first use; an
+    array some kernel writes takes that kernel's (non-const) declaration."""
+    # the parameter list: arguments in order of first use; an array some kernel writes
+    # takes that kernel's (non-const) declaration
+    decls: dict[str, str] = {}
+    for pi, nm in zip(kernels, names, strict=True):
+        for p in pi.params:
+            a = nm[p.name]
+            if a in registers:
+                continue
+            text = _renamed_decl(s, p, a)
+            if a not in decls or (p.pointer is not None and not p.const):
+                decls[a] = text if a not in decls or not p.const else decls[a]
+    return decls
+
+
+def _fuse(s: Source, kf: KernelFile, launches: list[Launch], shapes: dict, start: int,
+          end: int) -> Fused | None:
+    """Launches start..end fused into one kernel (see the module docstring), or None where
+    it is not legal or a name would clash."""
+    group = launches[start:end + 1]
+    others = launches[:start] + launches[end + 1:]
+    kernels = [shapes[lc.kernel] for lc in group]
+    names = [_arg_names(pi, lc) for pi, lc in zip(kernels, group, strict=True)]
+    first = kernels[0]
+    var, ty = first.var, first.ty
+    registers = _registers(s, kf, group, others, kernels, names)
+    if not _shared_at_own_index(s, kernels, names, registers) or \
+            _names_clash(kernels, names, registers, var):
+        return None
+    decls = _fused_params(s, kernels, names, registers)
+    args = list(decls)
+    reg_types = {}
+    for t in registers:
+        reg_types[t] = _C_TYPES[kf.meta.temps[t].dtype]
+    # the work of each launch, renamed
+    parts = []
+    for pi, nm in zip(kernels, names, strict=True):
+        ren = dict(nm)
+        ren[pi.var] = var
+        text = _rewrite_work(s, pi, ren, {p: registers[a] for p, a in nm.items()
+                                          if a in registers})
+        parts.append(f"    {{  // {pi.name}\n{indent(text, '        ')}\n    }}")
+    name = "fused_" + "_".join(re.sub(r"_kernel$", "", lc.kernel) for lc in group)
+    name = name[:60]
+    if re.search(rf"\b{name}\b", kf.body):
+        return None
+    bound = _bound_text(s, first, names[0])
+    regs = "".join(f"    {reg_types[t]} {r};  // was the temp {t}\n"
+                   for t, r in registers.items())
+    new_fn = (f"// fused by kernelcrew: {', '.join(lc.kernel for lc in group)} "
+              "(one launch)\n"
+              f"extern \"C\" __global__ void {name}({', '.join(decls[a] for a in args)}) {{\n"
+              f"    {ty} {var} = {first.init};\n"
+              f"    if ({var} >= {bound}) return;\n"
+              f"{regs}" + "\n".join(parts) + "\n}\n")
+    # remove kernels no longer launched; the fused kernel takes the last one's place
+    still = {lc.kernel for lc in others}
+    edits = []
+    removed = []
+    for lc in group:
+        if lc.kernel in still or lc.kernel in removed:
+            continue
+        removed.append(lc.kernel)
+        top = top_node(shapes[lc.kernel].fn)
+        end_b = top.end_byte
+        if s.data[end_b:end_b + 1] == b"\n":
+            end_b += 1
+        edits.append(Edit(s.line_start(top), end_b, ""))
+    at = len(s.data)
+    if edits:
+        last = max(edits, key=lambda e: e.start)
+        edits.remove(last)
+        edits.append(Edit(last.start, last.end, new_fn))
+    else:
+        edits.append(Edit(at, at, "\n" + new_fn))
+    body = re.sub(r"\n{3,}", "\n\n", apply_edits(s, edits))
+    if Source(body).has_errors():
+        return None
+    merged = Launch(kernel=name, grid=list(group[0].grid), block=list(group[0].block),
+                    shared_bytes=group[0].shared_bytes, args=args)
+    new_launch = launches[:start] + [merged] + launches[end + 1:]
+    temps = {k: v for k, v in kf.meta.temps.items() if k not in registers}
+    return Fused(body=body, launch=new_launch, temps=temps, kernel=name,
+                 registers=list(registers))
+
+
+def _renamed_decl(s: Source, p, new: str) -> str:
+    """A parameter declaration with the parameter's name replaced."""
+    last = None
+    for n in walk(p.node):
+        if n.type == "identifier" and n.text.decode() == p.name:
+            last = n
+    text = s.text_of(p.node)
+    if last is None:
+        return text
+    a, b = last.start_byte - p.node.start_byte, last.end_byte - p.node.start_byte
+    return text[:a] + new + text[b:]
+
+
+def _bound_text(s: Source, pi: PerIndex, names: dict[str, str]) -> str:
+    return re.sub(r"[A-Za-z_]\w*", lambda m: names.get(m.group(0), m.group(0)), pi.bound)
+
+
+def _rewrite_work(s: Source, pi: PerIndex, ren: dict[str, str], regs: dict[str, str]) -> str:
+    """The kernel's work with parameters renamed to arguments and temps to registers."""
+    start, end = pi.stmts[0].start_byte, pi.stmts[-1].end_byte
+    edits = []
+    for st in pi.stmts:
+        for n in walk(st):
+            if n.type == "subscript_expression":
+                arr = n.child_by_field_name("argument")
+                if arr is not None and arr.type == "identifier" and \
+                        param_ref(pi.fn, arr) in regs:
+                    edits.append((n.start_byte, n.end_byte, regs[param_ref(pi.fn, arr)]))
+    for st in pi.stmts:
+        for n in walk(st):
+            if n.type != "identifier":
+                continue
+            if any(a <= n.start_byte < b for a, b, _ in edits):
+                continue
+            nm = n.text.decode()
+            if param_ref(pi.fn, n) is not None or nm == pi.var:
+                new = ren.get(nm)
+                if new is not None and new != nm:
+                    edits.append((n.start_byte, n.end_byte, new))
+    data = s.data[start:end]
+    for a, b, t in sorted(edits, reverse=True):
+        data = data[:a - start] + t.encode() + data[b - start:]
+    base = s.indent_of(pi.stmts[0])
+    text = base + data.decode()
+    return "\n".join(ln[len(base):] if ln.startswith(base) else ln.lstrip()
+                     for ln in text.split("\n"))
+
+
+__all__ = ["Fused", "dedent_block", "element_type", "fuse_launches"]
+
+
+# ---------------------------------------------------------------- on a kernel file
+
+def launch_fusion_in_file(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    """Fuse launches until none is left to fuse (at most 8 rounds)."""
+    out, changed = kf, None
+    for _ in range(8):  # fuse runs until none is left
+        got = fuse_launches(out)
+        if got is None:
+            break
+        changed = got
+        meta = out.meta.model_copy(deep=True)
+        meta.launch, meta.temps = got.launch, got.temps
+        out = parse_kernel_text(render(meta, got.body), "cuda")
+    if changed is None:
+        return None
+    return Outcome(body=out.body, launch=list(out.meta.launch), temps=dict(out.meta.temps))

@@ -1,0 +1,91 @@
+"""Views: the same function written the way the loop moves read best. Each view is one
+module with a function `(source, entry) -> source | None` that changes nothing the code
+computes, listed once in VIEWS:
+
+- `loop_counters`: counters declared at the top moved into the loops that assign them;
+- `reroll`: loops unrolled by hand rolled back;
+- `expand_macros`: indexing macros expanded as the preprocessor would;
+- `counted_whiles`: counted `while` loops written as `for` loops;
+- `inline_helpers`: pure helpers called inside loops inlined;
+- `pointer_walks`: pointer walks (`*dst++ = f(*src++)`) turned into subscripts;
+- `scalarize`: an array element used as an accumulator kept in a local.
+
+A move that does not apply to the source as written is tried on these views
+(`through_views`), so a nest split across a call or walked with `*p++` is still seen whole;
+the result is the view with the move applied."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kernelcrew.agents.transforms.views.counted_whiles import counted_whiles
+from kernelcrew.agents.transforms.views.expand_macros import expand_macros
+from kernelcrew.agents.transforms.views.inline_helpers import inline_calls
+from kernelcrew.agents.transforms.views.loop_counters import scope_counters
+from kernelcrew.agents.transforms.views.pointer_walks import index_pointers
+from kernelcrew.agents.transforms.views.reroll import reroll
+from kernelcrew.agents.transforms.views.scalarize import scalarize
+
+# the views in the order they are taken, each on the one before (one line per view)
+VIEWS: tuple[Callable[[str, str], str | None], ...] = (
+    scope_counters,
+    reroll,
+    expand_macros,
+    counted_whiles,
+    inline_calls,
+    index_pointers,
+    scalarize,
+)
+
+
+def views(src: str, entry: str) -> list[str]:
+    """The rewritten views of `entry` that differ from `src`, each step on the one before,
+    in the order of VIEWS."""
+    out: list[str] = []
+    cur = src
+    for step in VIEWS:
+        new = step(cur, entry)
+        if new is not None and new != cur:
+            cur = new
+            out.append(cur)
+    return out
+
+
+def preferred(src: str, entry: str) -> str:
+    """The view the loop moves read first: the code with its counters scoped and its
+    hand-unrolled loops rolled back, both rewrites that change nothing it computes."""
+    scoped = scope_counters(src, entry) or src
+    return reroll(scoped, entry) or scoped
+
+
+def canonical(src: str, entry: str) -> str:
+    """The most rewritten view (the source itself when none applies)."""
+    vs = views(src, entry)
+    return vs[-1] if vs else src
+
+
+def through_views(transform: Callable[..., str | None]) -> Callable[..., str | None]:
+    """`transform(src, entry, ...)`, or, where it does not apply, the same on the first
+    view it applies to."""
+    def run(src: str, entry: str, *args, **kwargs):
+        # first the same code written plainer: counters declared at the top scoped into
+        # their loops (`int i, j;` with j written in every row keeps the rows from being
+        # threaded while j's loop still could be) and hand-unrolled loops rolled back (a
+        # loop stepping by 5 is vectorized with strided loads, and nothing else takes it)
+        plain = preferred(src, entry)
+        if plain != src:
+            out = transform(plain, entry, *args, **kwargs)
+            if out is not None:
+                return out
+        out = transform(src, entry, *args, **kwargs)
+        if out is not None:
+            return out
+        for v in views(src, entry):
+            out = transform(v, entry, *args, **kwargs)
+            if out is not None:
+                return out
+        return None
+
+    run.__name__ = getattr(transform, "__name__", "transform")
+    run.__doc__ = transform.__doc__
+    return run

@@ -1,0 +1,331 @@
+"""Inline value-returning helpers called inside the entry's loops, so the loop moves see
+the whole nest.
+
+C code often puts the inner loop of a nest in a small function (`static float
+column_total(const float* data, int rows, int cols, int col)`, `dot(a, b, n)`) that the
+entry calls once per output. In place, the helper's loop is a 1-deep loop and the caller's
+loop has a call in it: neither is a nest that interchange, unroll-and-jam or threads can
+work on. Inlined, the caller's loop holds the helper's loop and the nest is visible:
+
+    out[c] = column_total(x, (int)rows, (int)cols, c);
+->
+    float total_1 = 0.0f;
+    for (int r_1 = 0; r_1 < ((int)rows); r_1++) {
+        total_1 += x[r_1 * ((int)cols) + c];
+    }
+    out[c] = total_1;
+
+Only what keeps the meaning: a helper defined in the file that writes nothing outside its
+own locals (reads through its pointers only), is not recursive, has one `return` as its
+last statement and no static locals or labels, and uses no macro that names its
+parameters or locals; a call in a statement of a loop body that has no other side effect
+than its own assignment, not under `&&`, `||`, `?:` or in a loop header. Arguments that are
+names, literals or casts of names replace the parameter (when the helper does not assign
+it); others are evaluated once into a local, in argument order, before the body. The
+helper's names get fresh ones, so nothing in the caller is shadowed.
+"""
+
+from __future__ import annotations
+
+import re
+
+from kernelcrew.agents.transforms.analysis.common import finish
+from kernelcrew.agents.transforms.analysis.dependence import PURE_CALLS, impure_helpers, pure_macros
+from kernelcrew.csource.syntax import (
+    Edit,
+    Node,
+    Source,
+    declarators,
+    find_function,
+    function_name,
+    functions,
+    lookup,
+    params,
+    pragma_text,
+    walk,
+)
+
+_CONTROL = ("goto_statement", "labeled_statement", "throw_statement", "try_statement")
+
+
+def _base_type(text: str) -> str:
+    return " ".join(w for w in text.replace("*", " * ").split() if w not in ("const",
+                                                                            "volatile"))
+
+
+def _substitutable(s: Source, a: Node, p) -> bool:
+    """The argument can stand for the parameter in the body: a name of exactly the
+    parameter's type (pointers to the same type), or a cast to that type of a name.
+    Anything else is converted once, into a local declared like the parameter."""
+    want = p.node.child_by_field_name("type")
+    if want is None:
+        return False
+    want_t = _base_type(s.text_of(want))
+    ptr = p.pointer is not None
+    n = a
+    while n.type == "parenthesized_expression" and n.named_children:
+        n = n.named_children[0]
+    if n.type == "cast_expression":
+        ty = n.child_by_field_name("type")
+        inner = n.child_by_field_name("value")
+        while inner is not None and inner.type == "parenthesized_expression":
+            inner = inner.named_children[0] if inner.named_children else None
+        return not ptr and ty is not None and _base_type(s.text_of(ty)) == want_t and \
+            inner is not None and inner.type == "identifier"
+    if n.type != "identifier":
+        return False
+    d = lookup(n.text.decode(), n)
+    ty = d.node.child_by_field_name("type") if d is not None else None
+    if d is None or ty is None or d.array or d.pointer != ptr:
+        return False
+    if ptr and s.text_of(d.node).split("=")[0].count("*") != s.text_of(p.node).count("*"):
+        return False
+    return _base_type(s.text_of(ty)) == want_t
+
+
+def _enclosing_statement(call: Node, fn: Node) -> Node | None:
+    """The statement of a loop body holding `call`, or None when the call is evaluated
+    conditionally (&&, ||, ?:), in a loop header or in a nested statement."""
+    p, child = call.parent, call
+    while p is not None and p != fn:
+        if p.type == "conditional_expression" and child != p.child_by_field_name("condition"):
+            return None
+        if p.type == "binary_expression" and p.child_by_field_name("operator").type in (
+                "&&", "||") and child == p.child_by_field_name("right"):
+            return None
+        if p.type in ("comma_expression", "lambda_expression"):
+            return None
+        if p.type in ("expression_statement", "declaration"):
+            holder = p.parent
+            if holder is None or holder.type not in ("compound_statement", "for_statement"):
+                return None
+            if holder.type == "for_statement" and p != holder.child_by_field_name("body"):
+                return None  # the loop's own initializer
+            return p
+        if p.type in ("for_statement", "while_statement", "do_statement", "if_statement",
+                      "switch_statement", "return_statement"):
+            return None
+        p, child = p.parent, p
+    return None
+
+
+def _in_loop(n: Node, fn: Node) -> bool:
+    p = n.parent
+    while p is not None and p != fn:
+        if p.type in ("for_statement", "while_statement", "do_statement"):
+            return True
+        p = p.parent
+    return False
+
+
+def _other_effects(s: Source, stmt: Node, call: Node, defined: set[str], macros: set[str]
+                   ) -> bool:
+    """The statement does something besides its top-level assignment and the call: a
+    nested assignment or increment, a call that is not pure, another helper call."""
+    top = stmt.named_children[0] if stmt.type == "expression_statement" and \
+        stmt.named_children else None
+    for n in walk(stmt):
+        inside = call.start_byte <= n.start_byte and n.end_byte <= call.end_byte
+        if inside:
+            continue  # the arguments are evaluated once, before the body, as in the call
+        if n.type in ("assignment_expression", "update_expression") and n != top:
+            return True
+        if n.type == "call_expression":
+            name = s.text_of(n.child_by_field_name("function")).replace("std::", "").strip()
+            if name in defined or (name not in PURE_CALLS and name not in macros):
+                return True
+    return False
+
+
+def _helper_shape(s: Source, h: Node) -> tuple[list[Node], Node] | None:
+    """(statements before the return, the returned expression) of an inlinable helper."""
+    body = h.child_by_field_name("body")
+    decl = h.child_by_field_name("declarator")
+    if body is None or decl is None or decl.type != "function_declarator":
+        return None  # returns a pointer or a reference: the declarator says so
+    stmts = [c for c in body.named_children if c.type != "comment"]
+    if not stmts or stmts[-1].type != "return_statement" or not stmts[-1].named_children:
+        return None
+    name = function_name(h)
+    for n in walk(body):
+        if n.type == "return_statement" and n != stmts[-1]:
+            return None
+        if n.type in _CONTROL:
+            return None
+        if n.type == "declaration" and "static" in s.text_of(n).split("=")[0].split():
+            return None
+        if n.type == "call_expression" and s.text_of(n.child_by_field_name("function")) == name:
+            return None  # recursive
+        if n.type == "preproc_call" and re.match(r"omp\s+(parallel|for|task|critical)\b",
+                                                 pragma_text(s, n)):
+            return None
+    return stmts[:-1], stmts[-1].named_children[0]
+
+
+def _local_names(s: Source, h: Node) -> list[str] | None:
+    """Parameters and locals of the helper; None when a name is declared twice (renaming
+    by name would then mix two variables)."""
+    names = [p.name for p in params(h)]
+    for n in walk(h.child_by_field_name("body")):
+        if n.type == "declaration":
+            names += [nm for nm, *_ in declarators(n)]
+    return None if len(names) != len(set(names)) else names
+
+
+def _macro_bodies(s: Source) -> dict[str, str]:
+    out = {}
+    for n in walk(s.root):
+        if n.type in ("preproc_def", "preproc_function_def"):
+            name, value = n.child_by_field_name("name"), n.child_by_field_name("value")
+            if name is not None:
+                out[name.text.decode()] = s.text_of(value) if value is not None else ""
+    return out
+
+
+def _fresh(taken: set[str], base: str) -> str:
+    k = 1
+    while f"{base}_{k}" in taken:
+        k += 1
+    name = f"{base}_{k}"
+    taken.add(name)
+    return name
+
+
+def _inline_one(s: Source, fn: Node) -> str | None:
+    defs = {function_name(f): f for f in functions(s) if function_name(f)}
+    impure = impure_helpers(s)
+    macros = _macro_bodies(s)
+    pure_m = pure_macros(s)
+    taken = {n.text.decode() for n in walk(s.root) if n.type == "identifier"}
+    entry = function_name(fn)
+    for call in walk(fn):
+        if call.type != "call_expression":
+            continue
+        callee = s.text_of(call.child_by_field_name("function")).strip()
+        h = defs.get(callee)
+        if h is None or callee == entry or callee in impure or not _in_loop(call, fn):
+            continue
+        stmt = _enclosing_statement(call, fn)
+        if stmt is None or _other_effects(s, stmt, call, set(defs), pure_m):
+            continue
+        shape = _helper_shape(s, h)
+        names = _local_names(s, h)
+        ps = params(h)
+        args = call.child_by_field_name("arguments").named_children
+        if shape is None or names is None or len(ps) != len(args) or any(
+                p.node.child_by_field_name("default_value") is not None for p in ps):
+            continue
+        if any(re.search(r"\[\s*\]|\(\s*\*", s.text_of(p.node)) for p in ps):
+            continue  # array or function-pointer parameters
+        body_nodes, ret = shape
+        hbody = h.child_by_field_name("body")
+        # a macro the helper uses must not name its parameters or locals
+        words = set(names)
+        used = {n.text.decode() for n in walk(hbody) if n.type == "identifier"}
+        if any(set(re.findall(r"\w+", macros[u])) & words for u in used if u in macros):
+            continue
+        rename, setup = _bind_parameters(s, ps, args, hbody, taken)
+        for nm in names[len(ps):]:
+            rename[nm] = _fresh(taken, nm)
+
+        ind = s.indent_of(stmt)
+        lines = list(setup)
+        for st in body_nodes:
+            text = _renamed(s, st, rename)
+            text = "\n".join(ln if k == 0 or ln.startswith("#") else
+                             ln.removeprefix(s.indent_of(st))
+                             for k, ln in enumerate(text.split("\n")))
+            lines.append(text)
+        rtype = s.text_of(h.child_by_field_name("type")).strip()
+        value = _renamed(s, ret, rename)
+        if not (ret.type == "identifier" and _declared_type(s, hbody, ret.text.decode()) ==
+                rtype):
+            value = f"(({rtype})({value}))"
+        new_stmt = (s.data[stmt.start_byte:call.start_byte] + value.encode()
+                    + s.data[call.end_byte:stmt.end_byte]).decode()
+        hoisted = "".join(
+            "\n".join(ind + ln if not ln.startswith("#") else ln for ln in text.split("\n"))
+            + "\n" for text in lines)
+        if stmt.parent.type == "for_statement":  # a body without braces gets them
+            outer = s.indent_of(stmt.parent)
+            block = "{\n" + hoisted + ind + new_stmt + "\n" + outer + "}"
+            return finish(s, [Edit(stmt.start_byte, stmt.end_byte, block)])
+        start = s.line_start(stmt)
+        if s.data[start:stmt.start_byte].strip():
+            continue  # the statement shares its line with another
+        return finish(s, [Edit(start, stmt.end_byte, hoisted + ind + new_stmt)])
+    return None
+
+
+def _bind_parameters(s: Source, ps: list, args: list[Node], hbody: Node, taken: set[str]
+                     ) -> tuple[dict[str, str], list[str]]:
+    """How the helper's parameters are bound at the call: (name -> the argument's text
+    where the helper never assigns the parameter and the argument can be substituted,
+    else a fresh local; the declarations of those locals)."""
+    assigned = set()
+    for n in walk(hbody):
+        t = n.child_by_field_name("left") if n.type == "assignment_expression" else \
+            n.child_by_field_name("argument") if n.type == "update_expression" else None
+        if t is not None and t.type == "identifier":
+            assigned.add(t.text.decode())
+    rename: dict[str, str] = {}
+    setup: list[str] = []
+    for p, a in zip(ps, args, strict=True):
+        if p.name not in assigned and _substitutable(s, a, p):
+            text = s.text_of(a)
+            rename[p.name] = text if a.type == "identifier" else f"({text})"
+            continue
+        new = _fresh(taken, p.name)
+        rename[p.name] = new
+        decl = s.text_of(p.node)
+        ident = next(n for n in walk(p.node) if n.type == "identifier" and
+                     n.text.decode() == p.name)
+        at = ident.start_byte - p.node.start_byte
+        decl_b = decl.encode()
+        setup.append(decl_b[:at].decode() + new + decl_b[at + len(p.name.encode()):].decode()
+                     + f" = {s.text_of(a)};")
+    return rename, setup
+
+
+def _renamed(s: Source, node: Node, rename: dict[str, str]) -> str:
+    """The text of `node` with the names in `rename` replaced (in pragma clauses too)."""
+    base = node.start_byte
+    data = bytearray(s.data[node.start_byte:node.end_byte])
+    spots = []
+    for n in walk(node):
+        if n.type == "identifier" and n.text.decode() in rename:
+            spots.append((n.start_byte - base, n.end_byte - base,
+                          rename[n.text.decode()]))
+        elif n.type == "preproc_call":  # pragma clauses name variables too
+            t = s.data[n.start_byte:n.end_byte].decode()
+            t2 = re.sub(r"\b(" + "|".join(map(re.escape, rename)) + r")\b",
+                        lambda mm: rename[mm.group(1)], t) if rename else t
+            spots.append((n.start_byte - base, n.end_byte - base, t2))
+    for a0, a1, txt in sorted(spots, reverse=True):
+        data[a0:a1] = txt.encode()
+    return data.decode()
+
+
+def _declared_type(s: Source, body: Node, name: str) -> str | None:
+    for n in walk(body):
+        if n.type == "declaration" and any(nm == name and not ptr and not arr
+                                           for nm, _, ptr, arr in declarators(n)):
+            ty = n.child_by_field_name("type")
+            return s.text_of(ty).strip() if ty is not None else None
+    return None
+
+
+def inline_calls(src: str, entry: str, limit: int = 8) -> str | None:
+    """Inline the helper calls in the loops of `entry` that can be (see the module
+    docstring); None when there is none."""
+    out = None
+    for _ in range(limit):
+        s = Source(out if out is not None else src)
+        fn = find_function(s, entry)
+        if fn is None:
+            break
+        got = _inline_one(s, fn)
+        if got is None:
+            break
+        out = got
+    return out

@@ -1,0 +1,108 @@
+"""Loop counters declared at the top of a function, declared in their loops instead.
+
+C written before C99, and much written since, declares every counter once at the top
+and assigns it in each loop:
+
+    int i, j, k;
+    for (i = 0; i < filters; ++i)
+        for (j = 0; j < batch; ++j) ...
+
+To the dependence analysis `j` is then a variable of the whole function that every
+iteration of the `i` loop writes: a loop-carried dependence, so nothing is threaded or
+jammed. When the counter is a plain integer local, its address is never taken, and
+every use of it lies inside a `for` whose initializer assigns it (so no value flows into
+such a loop or out of it), declaring it in each of those loops changes nothing:
+
+    int i, j, k;
+    for (int i = 0; i < filters; ++i)
+        for (int j = 0; j < batch; ++j) ...
+
+The declarations at the top stay (unused now); the loops' own ones shadow them.
+"""
+
+from __future__ import annotations
+
+from kernelcrew.agents.transforms.analysis.common import finish
+from kernelcrew.csource.syntax import (
+    Edit,
+    Node,
+    Source,
+    declarators,
+    find_function,
+    lookup,
+    walk,
+    within,
+)
+
+_INT_WORDS = {"int", "long", "short", "unsigned", "signed", "size_t", "ptrdiff_t",
+              "int32_t", "int64_t", "uint32_t", "uint64_t", "ssize_t", "char"}
+
+
+def _type_text(decl: Node) -> str | None:
+    """The type of a plain integer declaration (`int`, `unsigned long`, `size_t`), or None
+    for anything else (static, const, a struct, a typedef it cannot tell)."""
+    words = []
+    for c in decl.children:
+        if c.type in ("primitive_type", "sized_type_specifier", "type_identifier"):
+            words += c.text.decode().split()
+        elif c.type in ("storage_class_specifier", "type_qualifier", "struct_specifier",
+                        "attribute_specifier", "ms_declspec_modifier"):
+            return None
+    if not words or any(w not in _INT_WORDS for w in words):
+        return None
+    return " ".join(words)
+
+
+def _assigning_for(n: Node, name: str) -> Node | None:
+    """The innermost `for` around `n` (or whose header holds it) whose initializer is the
+    assignment `name = ...`."""
+    p: Node | None = n
+    while p is not None:
+        if p.type == "for_statement":
+            init = p.child_by_field_name("initializer")
+            if init is not None and init.type == "assignment_expression" and \
+                    init.child_by_field_name("operator").type == "=":
+                left = init.child_by_field_name("left")
+                if left is not None and left.type == "identifier" and left.text.decode() == name:
+                    return p
+        p = p.parent
+    return None
+
+
+def scope_counters(src: str, entry: str) -> str | None:
+    """Declare the top-declared integer counters of `entry` in the loops that assign them,
+    where that changes nothing (module docstring); None when there is none."""
+    s = Source(src)
+    fn = find_function(s, entry)
+    body = fn.child_by_field_name("body") if fn is not None else None
+    if body is None:
+        return None
+    edits: list[Edit] = []
+    for decl in body.named_children:
+        if decl.type != "declaration":
+            continue
+        typ = _type_text(decl)
+        if typ is None:
+            continue
+        for name, init, pointer, array in declarators(decl):
+            if pointer or array or init is not None:
+                continue
+            uses = [u for u in walk(body) if u.type == "identifier" and u.text.decode() == name
+                    and not within(u, decl)]
+            mine = [u for u in uses if (d := lookup(name, u)) is not None
+                    and d.node.start_byte == decl.start_byte]
+            if not mine:
+                continue
+            if any(u.parent is not None and u.parent.type == "pointer_expression" and
+                   u.parent.child_by_field_name("operator").type == "&" for u in mine):
+                continue  # its address is taken
+            owners = [_assigning_for(u, name) for u in mine]
+            if any(o is None for o in owners):
+                continue  # read or written outside a loop that assigns it first
+            if any(within(u, o.child_by_field_name("initializer").child_by_field_name("right"))
+                   for u, o in zip(mine, owners, strict=True) if o is not None):
+                continue  # `for (i = i + 1; ...)` reads the value before the loop
+            for o in {o.start_byte: o for o in owners if o is not None}.values():
+                init = o.child_by_field_name("initializer")
+                edits.append(Edit(init.start_byte, init.start_byte, f"{typ} "))
+    return finish(s, edits)

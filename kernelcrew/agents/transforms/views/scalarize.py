@@ -1,0 +1,136 @@
+"""An array element used as an accumulator, kept in a local for the loops that update it.
+
+Real code sums straight into the output:
+
+    for (ch = 0; ch < c; ++ch) {
+        var[ch] = 0;
+        for (b = 0; b < n; ++b)
+            for (p = 0; p < hw; ++p) var[ch] += f(x[...]);
+        var[ch] *= norm;
+    }
+
+To the moves `var[ch]` is a store every inner iteration makes to the same element, not
+a reduction: no accumulators, no omp simd, no jam. When every access to the array inside
+a loop is that one element, with a subscript nothing in the loop changes, the element
+lives in a local for the loop and is stored once after it:
+
+        float var_acc = var[ch];
+        for (b = 0; b < n; ++b)
+            for (p = 0; p < hw; ++p) var_acc += f(x[...]);
+        var[ch] = var_acc;
+
+The same operations in the same order, so the same result. Offered only for an array
+that is a pointer parameter of the function (the scope analysis gives distinct buffers
+for those, so nothing else in the loop reaches the element), for a loop that is a
+statement of a block and holds no return or goto, with no access in the loop's header.
+"""
+
+from __future__ import annotations
+
+import re
+
+from kernelcrew.agents.transforms.analysis.common import finish, repeat
+from kernelcrew.csource.syntax import (
+    Edit,
+    Node,
+    Source,
+    lead_start,
+    lookup,
+    params,
+    pragmas_before,
+    subscript_index,
+    walk,
+    within,
+)
+
+_ELEMENT = {"float": "float", "double": "double", "int": "int", "int32_t": "int32_t",
+            "int64_t": "int64_t", "long": "long"}
+_WRITES = ("assignment_expression", "update_expression")
+
+
+def _assigned(n: Node) -> str | None:
+    """The identifier an assignment or ++/-- writes, when it writes a plain name."""
+    target = n.child_by_field_name("left") if n.type == "assignment_expression" else \
+        n.child_by_field_name("argument")
+    return target.text.decode() if target is not None and target.type == "identifier" else None
+
+
+def _element_type(fn: Node, name: str) -> str | None:
+    for p in params(fn):
+        if p.name == name and p.pointer is not None:
+            base = re.sub(r"\b(const|volatile|restrict|__restrict__|__restrict)\b", "",
+                          p.node.child_by_field_name("type").text.decode()).split()
+            return _ELEMENT.get(" ".join(base))
+    return None
+
+
+def _once(s: Source, m) -> str | None:
+    fn = m.fn
+    for lp in m.loops:  # outer loops first: the widest loop over which the element is fixed
+        if lp.node.parent is None or lp.node.parent.type != "compound_statement":
+            continue
+        if any(n.type in ("return_statement", "goto_statement") for n in walk(lp.node)):
+            continue
+        if pragmas_before(lp.node):
+            continue  # a pragma on the loop itself (a shared local would race under omp)
+        written = {_assigned(n) for n in walk(lp.node) if n.type in _WRITES} - {None}
+        if lp.var:
+            written.add(lp.var)
+        subs: dict[str, list[Node]] = {}
+        for n in walk(lp.body):
+            if n.type == "subscript_expression":
+                arr = n.child_by_field_name("argument")
+                if arr is not None and arr.type == "identifier":
+                    subs.setdefault(arr.text.decode(), []).append(n)
+        for name, sites in subs.items():
+            d = lookup(name, lp.node)
+            typ = _element_type(fn, name)
+            if d is None or not d.param or typ is None:
+                continue
+            indices = [subscript_index(x) for x in sites]
+            if any(i is None for i in indices):
+                continue
+            if len({" ".join(s.text_of(i).split()) for i in indices}) != 1:
+                continue
+            index = indices[0]
+            if any(n.type in ("call_expression", "update_expression", "assignment_expression")
+                   for n in walk(index)):
+                continue
+            names = [n for n in walk(index) if n.type == "identifier"]
+            if any(n.text.decode() in written or ((dn := lookup(n.text.decode(), n)) is not None
+                                                   and within(dn.node, lp.node))
+                   for n in names):
+                continue  # the element changes inside the loop
+            # the array is reached only through these subscripts in the loop, and one of
+            # them is written (else there is nothing to keep)
+            uses = [n for n in walk(lp.node) if n.type == "identifier" and n.text.decode() == name]
+            if len(uses) != len(sites) or any(not within(x, lp.body) for x in sites):
+                continue
+            if not any(x.parent is not None and x.parent.type in _WRITES and
+                       same_target(x) for x in sites):
+                continue
+            acc = f"{name}_acc"
+            if any(n.type == "identifier" and n.text.decode() == acc for n in walk(fn)):
+                continue
+            elem = sites[0].text.decode()
+            ind = s.indent_of(lp.node)
+            edits = [Edit(x.start_byte, x.end_byte, acc) for x in sites]
+            edits.append(Edit(lead_start(s, lp.node), lead_start(s, lp.node),
+                              f"{ind}{typ} {acc} = {elem};\n"))
+            edits.append(Edit(lp.node.end_byte, lp.node.end_byte, f"\n{ind}{elem} = {acc};"))
+            return finish(s, edits)
+    return None
+
+
+def same_target(x: Node) -> bool:
+    """`x` is what its parent assignment or ++/-- writes."""
+    p = x.parent
+    target = p.child_by_field_name("left") if p.type == "assignment_expression" else \
+        p.child_by_field_name("argument")
+    return target is not None and target.start_byte == x.start_byte
+
+
+def scalarize(src: str, entry: str) -> str | None:
+    """Keep array elements used as accumulators in locals where legal (module docstring);
+    None when none applies."""
+    return repeat(src, entry, _once)
