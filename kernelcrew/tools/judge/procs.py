@@ -22,7 +22,7 @@ import signal
 import time
 from pathlib import Path
 
-STOP_POLL_S = 20e-6  # between two looks at the threads' states while waiting for a stop
+STOP_POLL_S = 5e-6  # between two looks at the threads' states while waiting for a stop
 STOP_SPIN = 200  # looks before the parent sends SIGSTOP itself
 STOP_TIMEOUT_S = 5.0  # a process not stopped after this is not under control
 
@@ -160,15 +160,14 @@ class WorkerProcess:
 
     def wait_stopped(self) -> bool:
         """Make sure every thread is stopped: look a while (the worker stops itself after
-        each reply), then stop it. False when the process is gone."""
-        for i in range(STOP_SPIN):
+        each reply; the parent may share its CPU, so it sleeps between looks to let it
+        get there), then stop it. False when the process is gone."""
+        for _ in range(STOP_SPIN):
             st = self._states()
             if st is None:
                 return False
             if all(s in "Tt" for s in st):
                 return True
-            if i == 0:
-                continue
             time.sleep(STOP_POLL_S)
         self.late_stops += 1
         self.signal(signal.SIGSTOP)

@@ -79,7 +79,7 @@ class Contender:
     def start(self) -> None:
         s = self.session
         s.start(self.step)
-        s.calibrate(self.step)
+        s.calibrate(self.step, self.h.flusher.flush)
         self.phase = "loading"
         s.command("load", expect="loaded", timeout_s=self.step)
         self.phase = "running"
@@ -107,7 +107,9 @@ class Contender:
         rep = self.session.command("call", k, int(cold), int(check), expect="done",
                                    timeout_s=self.step)
         if not h.backend.device_timer:
-            return max(0.0, rep.ms - self.session.overhead_ms)
+            s = self.session
+            return max(0.0, rep.ms - (s.cold_overhead_ms if cold and h.backend.untrusted_host
+                                      else s.overhead_ms))
         # the device's own timer, read by the worker's host code (not the kernel's)
         try:
             ms, n = float(rep.words[1]), int(rep.words[2])
