@@ -11,8 +11,8 @@ Between its calls the worker is stopped (SIGSTOP, which no code can catch, block
 ignore): the parent changes inputs, poisons outputs and copies results while no thread
 of the kernel can run. The worker stops itself right after each reply (it is not the
 first process of its PID namespace, see confine.py, so its own SIGSTOP is honoured); the
-parent checks that every thread is stopped before it reads anything, and stops the
-process itself when it is not.
+parent checks that every thread is stopped before it reads anything, and a worker that
+does not stop is rejected.
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ import time
 from pathlib import Path
 
 STOP_POLL_S = 5e-6  # between two looks at the threads' states while waiting for a stop
-STOP_SPIN = 200  # looks before the parent sends SIGSTOP itself
-STOP_TIMEOUT_S = 5.0  # a process not stopped after this is not under control
+STOP_GRACE_S = 5.0  # a worker not stopped this long after its reply is not under control
 
 
 class ProcessError(RuntimeError):
@@ -103,7 +102,6 @@ class WorkerProcess:
         except (OSError, AttributeError) as e:
             raise ProcessError(f"cannot hold the worker's PID {pid}: {e}") from None
         self._stat_fds: dict[int, int] = {}
-        self.late_stops = 0  # replies after which the worker had not stopped itself
 
     def close(self) -> None:
         for fd in self._stat_fds.values():
@@ -159,27 +157,24 @@ class WorkerProcess:
         return st is not None and all(s in "Tt" for s in st)
 
     def wait_stopped(self) -> bool:
-        """Make sure every thread is stopped: look a while (the worker stops itself after
-        each reply; the parent may share its CPU, so it sleeps between looks to let it
-        get there), then stop it. False when the process is gone."""
-        for _ in range(STOP_SPIN):
-            st = self._states()
-            if st is None:
-                return False
-            if all(s in "Tt" for s in st):
-                return True
-            time.sleep(STOP_POLL_S)
-        self.late_stops += 1
-        self.signal(signal.SIGSTOP)
-        deadline = time.monotonic() + STOP_TIMEOUT_S
+        """Wait until every thread is stopped: the worker stops itself after each reply
+        (the parent may share its CPU, so it sleeps between looks to let it get there).
+        False when the process is gone. A worker still running STOP_GRACE_S after its reply
+        is stopped by the parent and ProcessError raised: an honest worker never keeps
+        running, and the parent never sends SIGSTOP in the normal course, because a stop of
+        its own could land before the worker's, which would then stop the worker again
+        when it is next continued, waiting for nobody."""
+        deadline = time.monotonic() + STOP_GRACE_S
         while time.monotonic() < deadline:
             st = self._states()
             if st is None:
                 return False
             if all(s in "Tt" for s in st):
                 return True
-            time.sleep(STOP_POLL_S * 10)
-        raise ProcessError(f"the worker did not stop within {STOP_TIMEOUT_S:.0f} s of SIGSTOP")
+            time.sleep(STOP_POLL_S)
+        self.signal(signal.SIGSTOP)
+        raise ProcessError(f"the worker did not stop itself within {STOP_GRACE_S:.0f} s of "
+                           "its reply (its kernel kept it running)")
 
     def resume(self) -> None:
         self.signal(signal.SIGCONT)
