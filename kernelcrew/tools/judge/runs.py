@@ -61,7 +61,10 @@ class Contender:
         self.outputs, self.out_slots = h.fresh_outputs()
         self.out_dir = h.new_run_dir()
         job = h.job(comp, kf, self.outputs, self.out_slots)
-        self.freeze = not wrap
+        # a worker running the kernel's code on the host is stopped between commands; a
+        # device worker runs kernelcrew's host code only (its kernel is device code), and
+        # a profiler's re-run judges nothing
+        self.freeze = not wrap and h.backend.untrusted_host
         self.session = Session(h, job, self.out_dir, self.outputs, wall_s=wall_s, wrap=wrap,
                                freeze=self.freeze, name=name)
         self.step = h.limits.timeout_s
