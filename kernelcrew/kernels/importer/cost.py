@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 from kernelcrew.errors import ExprError
 from kernelcrew.kernels.expr import names_in
+from kernelcrew.kernels.importer.access import locals_defined_once
+from kernelcrew.kernels.importer.poly import simplify
 from kernelcrew.kernels.importer.promote import FLOAT_MATH, float_names
 from kernelcrew.kernels.importer.source import Node, parse, walk
 
@@ -52,7 +54,17 @@ def _c_to_expr(text: str, sizes: set[str], consts: dict[str, str] | None = None
     return " ".join(t.split())
 
 
-def _trip(for_node: Node, src: bytes, sizes: set[str], consts: dict[str, str]) -> str | None:
+@dataclass
+class Trip:
+    var: str
+    count: str  # an op.yaml expression in the sizes
+    mean: str  # the counter's mean value, for loops inside whose bounds use it
+
+
+def _trip(for_node: Node, src: bytes, sizes: set[str], consts: dict[str, str],
+          outer: dict[str, str]) -> Trip | None:
+    """The trip count of a `for` loop, in the sizes; a bound in an outer counter (a
+    triangular nest) counts that counter at its mean, which is exact for linear bounds."""
     def s(n: Node | None) -> str:
         return src[n.start_byte:n.end_byte].decode() if n is not None else ""
 
@@ -72,27 +84,38 @@ def _trip(for_node: Node, src: bytes, sizes: set[str], consts: dict[str, str]) -
         return None
     op = s(cond.child_by_field_name("operator"))
     left, right = s(cond.child_by_field_name("left")), s(cond.child_by_field_name("right"))
-    if left == var and op in ("<", "<=", "!="):
-        bound, incl = right, op == "<="
-    elif right == var and op in (">", ">="):
-        bound, incl = left, op == ">="
-    else:
-        return None
-    step = "1"
+    flip = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+    if right == var and op in flip:
+        left, right, op = right, left, flip[op]
     ut = " ".join(s(upd).split())
-    if ut in (f"{var}++", f"++{var}"):
-        step = "1"
-    elif m := re.fullmatch(rf"{re.escape(var)}\s*\+=\s*(.+)", ut):
-        step = m.group(1)
+    if left != var:
+        return None
+    if ut in (f"{var}++", f"++{var}") or (m := re.fullmatch(
+            rf"{re.escape(var)}\s*\+=\s*(.+)", ut)):
+        step, up = ("1" if ut.endswith("++") or ut.startswith("++") else m.group(1)), True
+    elif ut in (f"{var}--", f"--{var}"):
+        step, up = "1", False
     else:
         return None
-    b, a, k = (_c_to_expr(x, sizes, consts) for x in (bound, start, step))
+    if (up and op not in ("<", "<=", "!=")) or (not up and op not in (">", ">=")):
+        return None
+    known = sizes | set(outer)
+    b, a, k = (_c_to_expr(x, known, consts) for x in (right, start, step))
     if b is None or a is None or k is None:
         return None
-    span = (b if re.fullmatch(r"\w+", b) else f"({b})") if a == "0" else f"({b} - ({a}))"
-    if incl:
-        span = f"({span} + 1)"
-    return span if k == "1" else f"ceil_div({span}, {k})"
+    b, a = (_at_means(x, outer) for x in (b, a))
+    lo, hi = (a, b) if up else (b, a)
+    incl = op in ("<=", ">=")
+    span = simplify(f"({hi}) - ({lo})" + (" + 1" if incl else ""))
+    count = span if k == "1" else f"ceil_div({span}, {k})"
+    last = simplify(f"({hi})" + ("" if incl else " - 1"))
+    return Trip(var, count, simplify(f"(({lo}) + ({last})) // 2"))
+
+
+def _at_means(expr: str, outer: dict[str, str]) -> str:
+    for v, mean in outer.items():
+        expr = re.sub(rf"\b{re.escape(v)}\b", f"({mean})", expr)
+    return expr
 
 
 def estimate_flops(fn_text: str, helpers: dict[str, str], sizes: set[str],
@@ -109,9 +132,12 @@ def _count(text: str, helpers: dict[str, str], sizes: set[str], out: Flops,
     tree = parse(text)
     floats = float_names(tree.root_node, data)
     pointers = _pointer_names(tree.root_node, data)
-    # `const int LOOP_UNROLL = 8;` and `#define TILE 32` are numbers in loop bounds
+    # `const int LOOP_UNROLL = 8;` is a number in loop bounds, and a local defined once
+    # from the sizes (`int height_col = (height + 2*pad - ksize) / stride + 1;`) that
+    # expression
     consts = dict(re.findall(r"\bconst\s+(?:int|long|size_t|int64_t)\s+(\w+)\s*=\s*(\d+)\s*;",
                              text))
+    consts.update(_size_locals(tree.root_node, data, sizes, consts))
 
     def s(n: Node) -> str:
         return data[n.start_byte:n.end_byte].decode()
@@ -129,16 +155,22 @@ def _count(text: str, helpers: dict[str, str], sizes: set[str], out: Flops,
                     return True
         return False
 
+    outer: dict[str, str] = {}
+
     def visit(n: Node, mult: tuple[str, ...], acc: Flops) -> None:
         t = n.type
         if t == "for_statement":
-            trip = _trip(n, data, sizes, consts)
+            trip = _trip(n, data, sizes, consts, outer)
             if trip is None:
                 out.notes.append(f"{where}:{first_line + n.start_point.row}: loop bound not in "
                                  "the sizes; counted as one trip")
             body = n.child_by_field_name("body")
             if body is not None:
-                visit(body, mult + ((trip,) if trip else ()), acc)
+                if trip is not None:
+                    outer[trip.var] = trip.mean
+                visit(body, mult + ((_factor(trip.count),) if trip else ()), acc)
+                if trip is not None:
+                    outer.pop(trip.var, None)
             return
         if t == "subscript_argument_list":
             return  # index arithmetic is not floating-point work
@@ -177,6 +209,26 @@ def _count(text: str, helpers: dict[str, str], sizes: set[str], out: Flops,
         body = fn.child_by_field_name("body")
         if body is not None:
             visit(body, mult, out)
+
+
+def _factor(count: str) -> str:
+    return count if re.fullmatch(r"\w+", count) else f"({count})"
+
+
+def _size_locals(root: Node, data: bytes, sizes: set[str], consts: dict[str, str]
+                 ) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for fn in (c for c in root.named_children if c.type == "function_definition"):
+        defs, _modified = locals_defined_once(fn, data)
+        for _ in range(3):  # a local defined from another
+            for name, node in defs.items():
+                if name in out:
+                    continue
+                e = _c_to_expr(data[node.start_byte:node.end_byte].decode(), sizes,
+                               {**consts, **out})
+                if e is not None:
+                    out[name] = f"({e})"
+    return out
 
 
 def _pointer_names(root: Node, data: bytes) -> set[str]:

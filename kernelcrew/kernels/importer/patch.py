@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelcrew.errors import InputError
+from kernelcrew.kernels.importer import vla
 from kernelcrew.kernels.importer.source import Item, SourceFile, load_source, source_of_text
 from kernelcrew.kernels.kernelfile import parse_kernel_text
 from kernelcrew.kernels.spec import OpSpec
@@ -77,8 +78,9 @@ def make_patch(spec: OpSpec, best_text: str, baseline_text: str) -> PatchResult:
     backend = "cuda" if "cuda" in spec.baselines and "cpu" not in spec.baselines else "cpu"
     best_kf = parse_kernel_text(best_text, backend)
     base_kf = parse_kernel_text(baseline_text, backend)
-    best = source_of_text(best_kf.body, Path("best.cpp"))
-    base = source_of_text(base_kf.body, Path("baseline.cpp"))
+    # C99 VLA parameters the import lowered get their own declarations back
+    best = source_of_text(vla.restore(best_kf.body), Path("best.cpp"))
+    base = source_of_text(vla.restore(base_kf.body), Path("baseline.cpp"))
 
     orig_by_key: dict[tuple, Item] = {}
     for it in orig.items:
