@@ -119,18 +119,21 @@ def _at_means(expr: str, outer: dict[str, str]) -> str:
 
 
 def estimate_flops(fn_text: str, helpers: dict[str, str], sizes: set[str],
-                   where: str = "", first_line: int = 1) -> Flops:
-    """Floating-point operations of the function in `fn_text`, as terms in the sizes."""
+                   where: str = "", first_line: int = 1,
+                   float_types: frozenset[str] = frozenset()) -> Flops:
+    """Floating-point operations of the function in `fn_text`, as terms in the sizes;
+    `float_types`: the file's typedefs of float types (`real_t`)."""
     out = Flops()
-    _count(fn_text, helpers, sizes, out, (), where, first_line, depth=0)
+    _count(fn_text, helpers, sizes, out, (), where, first_line, 0, float_types)
     return out
 
 
 def _count(text: str, helpers: dict[str, str], sizes: set[str], out: Flops,
-           mult: tuple[str, ...], where: str, first_line: int, depth: int) -> None:
+           mult: tuple[str, ...], where: str, first_line: int, depth: int,
+           float_types: frozenset[str] = frozenset()) -> None:
     data = text.encode()
     tree = parse(text)
-    floats = float_names(tree.root_node, data)
+    floats = float_names(tree.root_node, data, float_types)
     pointers = _pointer_names(tree.root_node, data)
     # `const int LOOP_UNROLL = 8;` is a number in loop bounds, and a local defined once
     # from the sizes (`int height_col = (height + 2*pad - ksize) / stride + 1;`) that
@@ -191,7 +194,8 @@ def _count(text: str, helpers: dict[str, str], sizes: set[str], out: Flops,
             if name in _MATH:
                 acc.add(mult, 1)
             elif name in helpers and depth < 4:
-                _count(helpers[name], helpers, sizes, acc, mult, where, first_line, depth + 1)
+                _count(helpers[name], helpers, sizes, acc, mult, where, first_line, depth + 1,
+                       float_types)
         if t == "compound_statement":
             # `if (...) { fallback(...); return; }` then the main path: the two are
             # alternatives, so the fallback counts only when the rest does no work

@@ -213,6 +213,7 @@ class Context:
     cuda: bool
     notes: list[str] = field(default_factory=list)
     flat: set[str] = field(default_factory=set)  # C99 VLA parameters lowered (vla.py)
+    xlines: list[int] = field(default_factory=list)  # the file's line of each xsf line
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -225,14 +226,15 @@ def _read(req: ImportRequest) -> Context:
     req.source = src
     unit = load_unit(src, req.build())
     fn = find_function(unit.main, req.function)
-    xsf, xfn = expanded_function(unit, fn)
+    xsf, xfn, xlines = expanded_function(unit, fn)
     if len(xfn.params) != len(fn.params) and unit.pp is not None:
         fn = Function(fn.name, fn.line, fn.start, fn.end, fn.body_start, xfn.params,
                       fn.is_global, fn.item, fn.node)  # a macro that declares several
     for p0, p in zip(fn.params, xfn.params, strict=False):
         p.line = p0.line  # messages name the line in the file, not in the expansion
     typedefs = typedef_table(unit.pp.text()) if unit.pp else typedef_table(unit.main.text)
-    ctx = Context(req, src, unit, fn, xsf, xfn, typedefs, fn.is_global, notes=unit.notes)
+    ctx = Context(req, src, unit, fn, xsf, xfn, typedefs, fn.is_global, notes=unit.notes,
+                  xlines=xlines)
     if ctx.cuda and not req.block:
         raise err(ctx.sf, fn.line, f"{fn.name} is a CUDA __global__ function: give its "
                                    "launch, e.g. --grid 'ceil_div(n, 256)' --block 256")
@@ -290,6 +292,9 @@ def _roles(ctx: Context, code: Code) -> tuple[list[Role], Accesses]:
     arrays = {p.name for p in ctx.xfn.params if p.pointer}
     sizes = _size_names(ctx)
     acc = analyze(ctx.xfn.node, ctx.xsf.data, arrays, sizes, _helpers(ctx, code))
+    for x in [*acc.accesses, *acc.escapes]:  # lines of the expansion -> lines of the file
+        if 0 < x.line <= len(ctx.xlines):
+            x.line = ctx.xlines[x.line - 1]
     flags = RoleFlags(req.inputs, req.outputs, req.scalars, req.shapes, req.cases)
     roles = assign_roles(ctx.sf, ctx.fn, ctx.xfn, ctx.typedefs, acc, flags, ctx.notes)
     ret = fn_returns(ctx.xsf, ctx.xfn, ctx.typedefs)
@@ -324,7 +329,7 @@ def _shapes(ctx: Context, roles: list[Role], acc: Accesses,
                       f"its extent{why}; add --shape {r.param.name}=EXPR in the sizes "
                       f"({', '.join(sorted(sizes))}), e.g. --shape {r.param.name}="
                       f"{'*'.join(sorted(sizes)[:2]) or 'n'}")
-        S.check(n, dims, given is not None, labeled, acc.atoms, inferred)
+        S.check(n, dims, given is not None, labeled, acc.atoms, inferred, ctx.src)
         r.shape = dims
     if inferred_names:
         ctx.notes.append("shapes inferred from the code (declared extents, loop bounds and "
@@ -522,8 +527,10 @@ def _cost(ctx: Context, b: Baseline, roles: list[Role], shapes: dict[str, list[s
             helpers.update({n: x or t for n in it.defines})
     fn_text = ctx.xsf.data[ctx.xfn.start:ctx.xfn.end].decode() if ctx.unit.pp else \
         join_continuations(ctx.fn.item.text(ctx.sf.data))
+    float_types = frozenset(t for t in ctx.typedefs
+                            if resolve_type(t, ctx.typedefs) in ("float", "double", "_Float16"))
     flops = estimate_flops(fn_text, helpers, set(sizes), where=ctx.src.name,
-                           first_line=ctx.fn.line)
+                           first_line=ctx.fn.line, float_types=float_types)
     ctx.notes.extend(flops.notes)
     if ctx.cuda and "1" in flops.terms:  # straight-line work runs once per thread
         outs = [shapes[n] for n, k, _ in sig if k == "output"]

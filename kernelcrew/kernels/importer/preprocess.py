@@ -160,8 +160,12 @@ class Preprocessed:
 
     def expanded(self, path: Path, first: int, last: int) -> str:
         """The lines first..last of `path` as the compiler sees them (macros expanded)."""
+        return "\n".join(t for t, _ln in self.expanded_lines(path, first, last))
+
+    def expanded_lines(self, path: Path, first: int, last: int) -> list[tuple[str, int]]:
+        """(text, line in `path`) of each line of the expansion."""
         key = _key(path, self.source)
-        return "\n".join(t for f, ln, t in self.code if f == key and first <= ln <= last)
+        return [(t, ln) for f, ln, t in self.code if f == key and first <= ln <= last]
 
     def text(self) -> str:
         """The whole unit after preprocessing (code only: no markers, no #define lines)."""
@@ -240,8 +244,9 @@ def _parse(out: str, source: Path) -> Preprocessed:
             pp.events.append((pos, MacroDef(d.group(2), raw, "" if builtin else cur, line,
                                             system, undef=d.group(1) == "undef")))
         elif not system and not builtin:
-            pp.active.setdefault(cur, set()).add(line)
-            pp.order.setdefault((cur, line), pos)
+            if raw.strip():  # a skipped line comes out blank: only code marks a line active
+                pp.active.setdefault(cur, set()).add(line)
+                pp.order.setdefault((cur, line), pos)
             pp.code.append((cur, line, raw))
         line += 1
     pp.headers = [Path(h) for h in seen_headers]

@@ -189,13 +189,16 @@ def promote_fragment(body: str, *, first_line: int, where: str) -> Promoted:
     return Promoted(text[len(pre):-3], res.warnings, res.changes)
 
 
-def float_names(root: Node, data: bytes) -> set[str]:
-    """Names declared with a floating-point type (variables, parameters, pointers)."""
+def float_names(root: Node, data: bytes, extra_types: frozenset[str] = frozenset()
+                ) -> set[str]:
+    """Names declared with a floating-point type (variables, parameters, pointers); a
+    typedef of one is named in `extra_types`."""
     out: set[str] = set()
+    types = FLOAT_TYPES | extra_types
     for n in walk(root):
         if n.type in ("declaration", "parameter_declaration", "field_declaration"):
             ty = n.child_by_field_name("type")
-            if ty is None or data[ty.start_byte:ty.end_byte].decode() not in FLOAT_TYPES:
+            if ty is None or data[ty.start_byte:ty.end_byte].decode() not in types:
                 continue
             for d in n.children_by_field_name("declarator"):
                 m = d

@@ -144,8 +144,9 @@ def _numel(dims: list[str], case: dict[str, int]) -> int:
 
 
 def check(n: Need, dims: list[str], given: bool, cases: list[tuple[str, dict[str, int]]],
-          atoms: dict[str, str], inferred: list[str] | None) -> None:
-    """Raise where the code indexes `n.name` outside `dims` on one of the cases."""
+          atoms: dict[str, str], inferred: list[str] | None, path: object = None) -> None:
+    """Raise where the code indexes `n.name` outside `dims` on one of the cases (the
+    error names `path`, the file)."""
     flag = (f"--shape {n.name}={','.join(dims)}" if given
             else f"{n.name} (shape [{', '.join(dims)}] from its declaration)")
     if not given:
@@ -161,20 +162,20 @@ def check(n: Need, dims: list[str], given: bool, cases: list[tuple[str, dict[str
         if vals is None:
             continue
         if rows and given:
-            _check_rows(n, dims, rows, case, label, flag, hint)
+            _check_rows(n, dims, rows, case, label, flag, hint, path)
         row_len = math.prod(evaluate(r, case) for r in rows) if rows else 1
         have = _numel(dims, case)
         for q, a in n.first:
             reach = q.evaluate(vals) * row_len
             if reach > have:
                 raise InputError(
-                    f"{flag}: line {a.line} of the code reaches element {reach - 1} of "
+                    f"{flag}: line {a.line} of the file reaches element {reach - 1} of "
                     f"{n.name} in {label} ({_case_text(case)}), beyond the {have} the shape "
-                    f"holds; {hint}", field="--shape")
+                    f"holds; {hint}", path=path)
 
 
 def _check_rows(n: Need, dims: list[str], rows: list[str], case: dict[str, int], label: str,
-                flag: str, hint: str) -> None:
+                flag: str, hint: str, path: object) -> None:
     want = [evaluate(r, case) for r in rows]
     got_rows = dims[1:]
     if not got_rows:
@@ -185,8 +186,7 @@ def _check_rows(n: Need, dims: list[str], rows: list[str], case: dict[str, int],
         raise InputError(
             f"{flag}: {n.name} is declared `{n.declared}`, so the code strides by rows of "
             f"{' x '.join(map(str, want))} ({', '.join(rows)}), but the shape's rows hold "
-            f"{' x '.join(map(str, got))} in {label} ({_case_text(case)}); {hint}",
-            field="--shape")
+            f"{' x '.join(map(str, got))} in {label} ({_case_text(case)}); {hint}", path=path)
 
 
 def _case_text(case: dict[str, int]) -> str:

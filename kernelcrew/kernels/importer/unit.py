@@ -84,16 +84,18 @@ def load_unit(path: Path, build: BuildFlags) -> Unit:
     return Unit(sf, headers, pp, build)
 
 
-def expanded_function(unit: Unit, fn: Function) -> tuple[SourceFile, Function]:
-    """The function with the build's macros expanded, parsed; the original where there is
-    no preprocessor."""
-    if unit.pp is None:
-        return unit.main, fn
+def expanded_function(unit: Unit, fn: Function) -> tuple[SourceFile, Function, list[int]]:
+    """The function with the build's macros expanded, parsed, and the file's line of each
+    of its lines; the original where there is no preprocessor."""
     end_line = unit.main.line_of(max(fn.end - 1, fn.start))
-    text = unit.pp.expanded(unit.main.path, fn.line, end_line)
+    if unit.pp is None:
+        first = unit.main.line_of(0)
+        return unit.main, fn, list(range(first, unit.main.text.count("\n") + 2))
+    rows = unit.pp.expanded_lines(unit.main.path, fn.line, end_line)
+    text = "\n".join(t for t, _ln in rows)
     sf = source_of_text(text, unit.main.path)
     try:
-        return sf, find_function(sf, fn.name)
+        return sf, find_function(sf, fn.name), [ln for _t, ln in rows]
     except InputError:
         raise InputError(f"line {fn.line}: {fn.name} is not a plain function definition once "
                          "its macros are expanded; import the function it expands to",
