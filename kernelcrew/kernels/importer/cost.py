@@ -118,101 +118,129 @@ def _at_means(expr: str, outer: dict[str, str]) -> str:
     return expr
 
 
+@dataclass
+class _Where:
+    """What every function of one estimate shares."""
+
+    helpers: dict[str, str]
+    sizes: set[str]
+    out: Flops
+    where: str
+    first_line: int
+    float_types: frozenset[str]
+
+
 def estimate_flops(fn_text: str, helpers: dict[str, str], sizes: set[str],
                    where: str = "", first_line: int = 1,
                    float_types: frozenset[str] = frozenset()) -> Flops:
     """Floating-point operations of the function in `fn_text`, as terms in the sizes;
     `float_types`: the file's typedefs of float types (`real_t`)."""
     out = Flops()
-    _count(fn_text, helpers, sizes, out, (), where, first_line, 0, float_types)
+    _Counter(fn_text, _Where(helpers, sizes, out, where, first_line, float_types), 0
+             ).count((), out)
     return out
 
 
-def _count(text: str, helpers: dict[str, str], sizes: set[str], out: Flops,
-           mult: tuple[str, ...], where: str, first_line: int, depth: int,
-           float_types: frozenset[str] = frozenset()) -> None:
-    data = text.encode()
-    tree = parse(text)
-    floats = float_names(tree.root_node, data, float_types)
-    pointers = _pointer_names(tree.root_node, data)
-    # `const int LOOP_UNROLL = 8;` is a number in loop bounds, and a local defined once
-    # from the sizes (`int height_col = (height + 2*pad - ksize) / stride + 1;`) that
-    # expression
-    consts = dict(re.findall(r"\bconst\s+(?:int|long|size_t|int64_t)\s+(\w+)\s*=\s*(\d+)\s*;",
-                             text))
-    consts.update(_size_locals(tree.root_node, data, sizes, consts))
+class _Counter:
+    """The count over one function's text (helpers called from it get their own)."""
 
-    def s(n: Node) -> str:
-        return data[n.start_byte:n.end_byte].decode()
+    def __init__(self, text: str, w: _Where, depth: int) -> None:
+        self.w, self.depth = w, depth
+        self.data = text.encode()
+        self.tree = parse(text)
+        root = self.tree.root_node
+        self.floats = float_names(root, self.data, w.float_types)
+        self.pointers = _pointer_names(root, self.data)
+        # `const int LOOP_UNROLL = 8;` is a number in loop bounds, and a local defined once
+        # from the sizes (`int height_col = (height + 2*pad - ksize) / stride + 1;`) that
+        # expression
+        self.consts = dict(re.findall(
+            r"\bconst\s+(?:int|long|size_t|int64_t)\s+(\w+)\s*=\s*(\d+)\s*;", text))
+        self.consts.update(_size_locals(root, self.data, w.sizes, self.consts))
+        self.outer: dict[str, str] = {}  # counters of the enclosing loops -> their means
 
-    def floaty(n: Node) -> bool:
+    def s(self, n: Node) -> str:
+        return self.data[n.start_byte:n.end_byte].decode()
+
+    def floaty(self, n: Node) -> bool:
         for m in walk(n):
-            if m.type == "identifier" and s(m) in floats:
+            if m.type == "identifier" and self.s(m) in self.floats:
                 return True
-            if m.type == "number_literal" and re.search(r"[.eEfF]", s(m)) and \
-                    not s(m).lower().startswith("0x"):
+            if m.type == "number_literal" and re.search(r"[.eEfF]", self.s(m)) and \
+                    not self.s(m).lower().startswith("0x"):
                 return True
             if m.type == "call_expression":
                 f = m.child_by_field_name("function")
-                if f is not None and s(f) in _MATH:
+                if f is not None and self.s(f) in _MATH:
                     return True
         return False
 
-    outer: dict[str, str] = {}
+    def count(self, mult: tuple[str, ...], acc: Flops) -> None:
+        for fn in (c for c in self.tree.root_node.named_children
+                   if c.type == "function_definition"):
+            body = fn.child_by_field_name("body")
+            if body is not None:
+                self.visit(body, mult, acc)
 
-    def visit(n: Node, mult: tuple[str, ...], acc: Flops) -> None:
+    def visit(self, n: Node, mult: tuple[str, ...], acc: Flops) -> None:
         t = n.type
         if t == "for_statement":
-            trip = _trip(n, data, sizes, consts, outer)
-            if trip is None:
-                out.notes.append(f"{where}:{first_line + n.start_point.row}: loop bound not in "
-                                 "the sizes; counted as one trip")
-            body = n.child_by_field_name("body")
-            if body is not None:
-                if trip is not None:
-                    outer[trip.var] = trip.mean
-                visit(body, mult + ((_factor(trip.count),) if trip else ()), acc)
-                if trip is not None:
-                    outer.pop(trip.var, None)
+            self.loop(n, mult, acc)
             return
         if t == "subscript_argument_list":
             return  # index arithmetic is not floating-point work
+        if t == "compound_statement":
+            self.block(n, mult, acc)
+            return
+        self.operation(n, mult, acc)
+        for c in n.children:
+            self.visit(c, mult, acc)
+
+    def loop(self, n: Node, mult: tuple[str, ...], acc: Flops) -> None:
+        trip = _trip(n, self.data, self.w.sizes, self.consts, self.outer)
+        if trip is None:
+            self.w.out.notes.append(f"{self.w.where}:{self.w.first_line + n.start_point.row}: "
+                                    "loop bound not in the sizes; counted as one trip")
+        body = n.child_by_field_name("body")
+        if body is None:
+            return
+        if trip is not None:
+            self.outer[trip.var] = trip.mean
+        self.visit(body, mult + ((_factor(trip.count),) if trip else ()), acc)
+        if trip is not None:
+            self.outer.pop(trip.var, None)
+
+    def block(self, n: Node, mult: tuple[str, ...], acc: Flops) -> None:
+        # `if (...) { fallback(...); return; }` then the main path: the two are
+        # alternatives, so the fallback counts only when the rest does no work
+        early, before = Flops(), dict(acc.terms)
+        for c in n.children:
+            self.visit(c, mult, early if _early_return(c) else acc)
+        if acc.terms == before:
+            for k, v in early.terms.items():
+                acc.terms[k] = acc.terms.get(k, 0) + v
+
+    def operation(self, n: Node, mult: tuple[str, ...], acc: Flops) -> None:
+        t = n.type
+        s = self.s
         if t == "binary_expression":
             op = n.child_by_field_name("operator")
             sides = [n.child_by_field_name("left"), n.child_by_field_name("right")]
-            ptr = any(x is not None and x.type == "identifier" and s(x) in pointers
+            ptr = any(x is not None and x.type == "identifier" and s(x) in self.pointers
                       for x in sides)  # `row + i * n` is pointer arithmetic
-            if op is not None and s(op) in _ARITH and not ptr and floaty(n):
+            if op is not None and s(op) in _ARITH and not ptr and self.floaty(n):
                 acc.add(mult, 1)
         elif t == "assignment_expression":
             op = n.child_by_field_name("operator")
-            if op is not None and s(op) in _COMPOUND and floaty(n):
+            if op is not None and s(op) in _COMPOUND and self.floaty(n):
                 acc.add(mult, 1)
         elif t == "call_expression":
             f = n.child_by_field_name("function")
             name = s(f) if f is not None else ""
             if name in _MATH:
                 acc.add(mult, 1)
-            elif name in helpers and depth < 4:
-                _count(helpers[name], helpers, sizes, acc, mult, where, first_line, depth + 1,
-                       float_types)
-        if t == "compound_statement":
-            # `if (...) { fallback(...); return; }` then the main path: the two are
-            # alternatives, so the fallback counts only when the rest does no work
-            early, before = Flops(), dict(acc.terms)
-            for c in n.children:
-                visit(c, mult, early if _early_return(c) else acc)
-            if acc.terms == before:
-                for k, v in early.terms.items():
-                    acc.terms[k] = acc.terms.get(k, 0) + v
-            return
-        for c in n.children:
-            visit(c, mult, acc)
-
-    for fn in (c for c in tree.root_node.named_children if c.type == "function_definition"):
-        body = fn.child_by_field_name("body")
-        if body is not None:
-            visit(body, mult, out)
+            elif name in self.w.helpers and self.depth < 4:
+                _Counter(self.w.helpers[name], self.w, self.depth + 1).count(mult, acc)
 
 
 def _factor(count: str) -> str:

@@ -21,27 +21,23 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from kernelcrew.errors import ExprError, InputError
 from kernelcrew.kernels.expr import evaluate, names_in
 from kernelcrew.kernels.importer import shapes as S
-from kernelcrew.kernels.importer import vla
 from kernelcrew.kernels.importer.access import Accesses, analyze
-from kernelcrew.kernels.importer.checks import check_policy, syntax_check
-from kernelcrew.kernels.importer.cost import estimate_flops
-from kernelcrew.kernels.importer.cuda import EMULATION, check_emulable, device_text, nvcc_check
-from kernelcrew.kernels.importer.entry import (
-    EntrySpec,
-    assemble,
-    cuda_front,
-    entry_text,
-    front,
-    includes,
-    launch_exprs,
-    signature_order,
+from kernelcrew.kernels.importer.baseline import (
+    build_baseline,
+    code_of,
+    cost_model,
+    reference_body,
+    size_names,
+    tolerance,
 )
+from kernelcrew.kernels.importer.entry import launch_exprs, signature_order
+from kernelcrew.kernels.importer.groups import groups_of
 from kernelcrew.kernels.importer.opfiles import (
     OpYaml,
     inputs_py,
@@ -49,33 +45,26 @@ from kernelcrew.kernels.importer.opfiles import (
     reference_py,
     value_ranges,
 )
-from kernelcrew.kernels.importer.preprocess import BuildFlags, from_compile_commands, parse_define
-from kernelcrew.kernels.importer.promote import promote
+from kernelcrew.kernels.importer.request import (  # noqa: F401 - the CLI's parsers
+    Code,
+    Context,
+    ImportRequest,
+    fn_returns,
+    parse_assignments,
+    parse_case,
+    parse_defines,
+    read_request,
+)
 from kernelcrew.kernels.importer.roles import (
-    DTYPE_OF,
     INT_LIMITS,
-    ITEMSIZE,
     SIZE_TYPES,
     Role,
     RoleFlags,
     assign_roles,
-    base_type,
     err,
-    resolve_type,
-    typedef_table,
 )
-from kernelcrew.kernels.importer.source import (
-    Function,
-    Item,
-    SourceFile,
-    find_function,
-    join_continuations,
-    source_of_text,
-)
-from kernelcrew.kernels.importer.unit import Unit, closure, expanded_function, load_unit
+from kernelcrew.kernels.importer.source import find_function, join_continuations, source_of_text
 from kernelcrew.kernels.spec import INT_INPUTS
-
-Code = list[tuple[SourceFile, Item, str]]  # (file, item, its text) in compile order
 
 
 @dataclass
@@ -87,177 +76,6 @@ class ImportResult:
     notes: list[str]
     reference: str  # derived | given
     baseline: str = "baseline.cpp"  # or baseline.cu
-
-
-def parse_assignments(items: list[str], flag: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for it in items:
-        if "=" not in it:
-            raise InputError(f"{flag} {it!r}: write NAME=VALUE", field=flag)
-        k, v = it.split("=", 1)
-        k = k.strip()
-        if not re.fullmatch(r"[A-Za-z_]\w*", k):
-            raise InputError(f"{flag} {it!r}: {k!r} is not a name", field=flag)
-        out[k] = v.strip()
-    return out
-
-
-def parse_defines(items: list[str]) -> dict[str, str]:
-    """`--define NAME=VALUE` or `--define NAME` (as -DNAME: 1)."""
-    return dict(parse_define(it) for it in items)
-
-
-def parse_case(text: str) -> dict[str, int]:
-    case: dict[str, int] = {}
-    for part in text.split(","):
-        if not part.strip():
-            continue
-        if "=" not in part:
-            raise InputError(f"--case {text!r}: write SIZE=VALUE,SIZE=VALUE", field="--case")
-        k, v = (x.strip() for x in part.split("=", 1))
-        try:
-            case[k] = int(v)
-        except ValueError:
-            raise InputError(f"--case {text!r}: {k}={v!r} is not an integer",
-                             field="--case") from None
-    return case
-
-
-# ---------------------------------------------------------------- groups
-
-def boundary_cases(case: dict[str, int]) -> list[dict[str, int]]:
-    """Small cases with the same order relations between sizes as `case` (ranks), and odd
-    ones: a kernel that assumes `V <= Vp` still gets sizes that honour it."""
-    vals = sorted(set(case.values()))
-    rank = {v: i + 1 for i, v in enumerate(vals)}
-    a = {k: rank[v] for k, v in case.items()}
-    b = {k: 2 * rank[v] + 1 for k, v in case.items()}
-    out = [a]
-    if b != a:
-        out.append(b)
-    return out
-
-
-def unaligned_cases(cases: list[dict[str, int]]) -> list[dict[str, int]]:
-    small = min(cases, key=lambda c: sum(c.values()))
-    odd = {k: v - 1 if v > 2 and v % 2 == 0 else v for k, v in small.items()}
-    return [odd]
-
-
-def _dedupe(cases: list[dict[str, int]], seen: list[dict[str, int]]) -> list[dict[str, int]]:
-    out = []
-    for c in cases:
-        if c not in seen and c not in out:
-            out.append(c)
-    return out
-
-
-def groups_of(cases: list[dict[str, int]]) -> dict[str, list[dict[str, int]]]:
-    boundary = _dedupe([c for t in cases[:1] for c in boundary_cases(t)], cases)
-    return {"typical": cases, "boundary": boundary,
-            "unaligned": _dedupe(unaligned_cases(cases), cases + boundary)}
-
-
-# ---------------------------------------------------------------- the request
-
-@dataclass
-class ImportRequest:
-    source: Path
-    function: str
-    shapes: dict[str, str]
-    cases: list[dict[str, int]]
-    inputs: list[str] = field(default_factory=list)
-    outputs: list[str] = field(default_factory=list)
-    scalars: dict[str, str] = field(default_factory=dict)
-    defines: dict[str, str] = field(default_factory=dict)
-    include_dirs: list[Path] = field(default_factory=list)
-    compile_commands: Path | None = None  # the build's compile_commands.json
-    flags: list[str] | None = None
-    out: Path | None = None
-    name: str | None = None
-    reference: Path | None = None  # a reference.py the user wrote
-    values: dict[str, str] = field(default_factory=dict)  # integer input -> "LO:HI"
-    family: str = "imported"
-    force: bool = False
-    grid: list[str] = field(default_factory=list)  # CUDA launch: expressions in the sizes
-    block: list[str] = field(default_factory=list)
-    shared_bytes: str | None = None
-    # the nvcc that compile-checks a CUDA import (the caller finds it: tools' nvcc_path);
-    # None: no compile check
-    nvcc: str | None = None
-
-    def build(self) -> BuildFlags:
-        """The build's flags: compile_commands.json's entry, then the flags given here."""
-        b = from_compile_commands(self.compile_commands, self.source) \
-            if self.compile_commands else BuildFlags()
-        b.include_dirs += [Path(d).resolve() for d in self.include_dirs]
-        for d in b.include_dirs:
-            if not d.is_dir():
-                raise InputError("not a folder; give the folder the headers are in",
-                                 path=d, field="--include-dir")
-        b.defines.update(self.defines)
-        return b
-
-
-@dataclass
-class Context:
-    """The function as written (`fn` in `unit.main`) and as compiled (`xfn` in `xsf`)."""
-
-    req: ImportRequest
-    src: Path
-    unit: Unit
-    fn: Function
-    xsf: SourceFile
-    xfn: Function
-    typedefs: dict[str, str]
-    cuda: bool
-    notes: list[str] = field(default_factory=list)
-    flat: set[str] = field(default_factory=set)  # C99 VLA parameters lowered (vla.py)
-    xlines: list[int] = field(default_factory=list)  # the file's line of each xsf line
-    warnings: list[str] = field(default_factory=list)
-
-    @property
-    def sf(self) -> SourceFile:
-        return self.unit.main
-
-
-def _read(req: ImportRequest) -> Context:
-    src = Path(req.source).resolve()
-    req.source = src
-    unit = load_unit(src, req.build())
-    fn = find_function(unit.main, req.function)
-    xsf, xfn, xlines = expanded_function(unit, fn)
-    if len(xfn.params) != len(fn.params) and unit.pp is not None:
-        fn = Function(fn.name, fn.line, fn.start, fn.end, fn.body_start, xfn.params,
-                      fn.is_global, fn.item, fn.node)  # a macro that declares several
-    for p0, p in zip(fn.params, xfn.params, strict=False):
-        p.line = p0.line  # messages name the line in the file, not in the expansion
-    typedefs = typedef_table(unit.pp.text()) if unit.pp else typedef_table(unit.main.text)
-    ctx = Context(req, src, unit, fn, xsf, xfn, typedefs, fn.is_global, notes=unit.notes,
-                  xlines=xlines)
-    if ctx.cuda and not req.block:
-        raise err(ctx.sf, fn.line, f"{fn.name} is a CUDA __global__ function: give its "
-                                   "launch, e.g. --grid 'ceil_div(n, 256)' --block 256")
-    if not ctx.cuda and (req.grid or req.block):
-        raise err(ctx.sf, fn.line, f"{fn.name} is not a __global__ function: --grid/--block "
-                                   "are for CUDA kernels")
-    if not req.cases:
-        raise InputError("give at least one typical case: --case SIZE=VALUE,SIZE=VALUE",
-                         field="--case")
-    return ctx
-
-
-def fn_returns(sf: SourceFile, fn: Function, typedefs: dict[str, str] | None = None
-               ) -> str | None:
-    head = sf.data[fn.start:fn.body_start].decode()
-    head = head[:head.find(fn.name)] if fn.name in head else head
-    head = re.sub(r"\b(static|inline|extern|__inline__|__attribute__\s*\(\(.*?\)\)|"
-                  r"\"C\"|constexpr|__global__|__device__|__host__|__forceinline__|"
-                  r"__noinline__)\b|__launch_bounds__\s*\((?:[^()]|\([^()]*\))*\)", " ", head)
-    words = resolve_type(" ".join(head.split()), typedefs or {})
-    if words in ("", "void"):
-        return None
-    return words if words in DTYPE_OF else "unsupported:" + words
 
 
 # ---------------------------------------------------------------- analysis
@@ -282,15 +100,10 @@ def _helpers(ctx: Context, code: Code) -> dict[str, tuple[object, bytes]]:
     return out
 
 
-def _size_names(ctx: Context) -> set[str]:
-    return {p.name for p in ctx.xfn.params if not p.pointer
-            and resolve_type(base_type(p), ctx.typedefs) in SIZE_TYPES}
-
-
 def _roles(ctx: Context, code: Code) -> tuple[list[Role], Accesses]:
     req = ctx.req
     arrays = {p.name for p in ctx.xfn.params if p.pointer}
-    sizes = _size_names(ctx)
+    sizes = size_names(ctx)
     acc = analyze(ctx.xfn.node, ctx.xsf.data, arrays, sizes, _helpers(ctx, code))
     for x in [*acc.accesses, *acc.escapes]:  # lines of the expansion -> lines of the file
         if 0 < x.line <= len(ctx.xlines):
@@ -414,167 +227,6 @@ def _int_notes(ctx: Context, roles: list[Role]) -> None:
                              f"{r.param.name}=0:VOCAB)")
 
 
-# ---------------------------------------------------------------- the baseline
-
-@dataclass
-class Baseline:
-    text: str  # front matter + body
-    body: str
-    line_map: list
-    code: Code
-    flags: list[str]
-    uses_omp: bool
-    calls_omp: bool
-    preamble: list[str]
-    entry: EntrySpec
-
-
-def _code(ctx: Context) -> tuple[Code, list[str]]:
-    # without a preprocessor the given defines stand in for the file's own definitions
-    skip = set() if ctx.unit.pp is not None else set(ctx.req.defines)
-    items, used_defines = closure(ctx.unit, ctx.fn, skip=skip)
-    code = []
-    for sf, it in items:
-        if it is ctx.fn.item and ctx.cuda:
-            text = device_text(ctx.fn, sf)
-        elif it is ctx.fn.item:
-            text, ctx.flat = vla.lower(it.text(sf.data), ctx.fn, ctx.xfn, _size_names(ctx))
-        else:
-            text = it.text(sf.data)
-        code.append((sf, it, join_continuations(text).rstrip()))
-    for sf, it, _t in code:
-        if ctx.cuda and it is not ctx.fn.item and it.node_type == "function_definition" \
-                and "__global__" in it.text(sf.data).split("{", 1)[0]:
-            raise err(sf, it.line, f"{ctx.fn.name} needs another __global__ function "
-                                   f"({'/'.join(it.defines)}); import kernels that launch "
-                                   "nothing")
-    return code, used_defines
-
-
-def _preamble(ctx: Context, code: Code, used_defines: list[str]) -> list[str]:
-    texts = [t for _sf, _it, t in code]
-    out = [f"#include <{h}>" for h in includes(ctx.unit.system_includes(), cuda=ctx.cuda)]
-    if any(re.search(r"\brestrict\b", t) for t in texts):
-        out.append("#define restrict __restrict__  // C99 `restrict` in C++")
-    if any(re.search(r"\bregister\b", t) for t in texts):
-        out.append("#define register  // C's `register` storage class (C++17 has none)")
-    build = ctx.unit.build.defines
-    # the -D defines the code reads (every one where no preprocessor chose for it)
-    defines = {k: build[k] for k in used_defines if k in build} if ctx.unit.pp is not None \
-        else dict(ctx.req.defines)
-    out += [f"#define {k} {v}  // --define" for k, v in defines.items()]
-    return out
-
-
-def _entry_spec(ctx: Context, roles: list[Role], launch) -> EntrySpec:
-    ret = fn_returns(ctx.xsf, ctx.xfn, ctx.typedefs)
-    orig = {}
-    for p0, p in zip(ctx.fn.params, ctx.xfn.params, strict=False):
-        # the file's own spelling where the declaration reads as a plain array (`float
-        # c[N][M]`); the expanded one where a macro builds it (`POLYBENCH_2D(A, ...)`)
-        if p0.name == p.name and p0.pointer == p.pointer and len(p0.dims) == len(p.dims):
-            orig[p.name] = (p0.base, p0.dims)
-    return EntrySpec(ctx.fn, roles, f"{ctx.fn.name}_entry", ret, ctx.cuda, launch, orig,
-                     ctx.flat)
-
-
-def _baseline(ctx: Context, roles: list[Role], launch) -> Baseline:
-    req = ctx.req
-    code, used_defines = _code(ctx)
-    texts = [t for _sf, _it, t in code]
-    uses_omp = any(re.search(r"#\s*pragma\s+omp\b|\bomp_\w+\s*\(", t) for t in texts)
-    calls_omp = any(re.search(r"\bomp_\w+\s*\(", t) for t in texts)
-    flags = list(req.flags) if req.flags else (["-O3"] if ctx.cuda else ["-O2"])
-    if uses_omp and not ctx.cuda and "-fopenmp" not in flags:
-        flags.append("-fopenmp")
-    if ctx.src.suffix.lower() == ".c" and "-fpermissive" in flags:
-        flags.remove("-fpermissive")
-    preamble = _preamble(ctx, code, used_defines)
-    spec = _entry_spec(ctx, roles, launch)
-    if spec.ret is not None and spec.ret.startswith("unsupported:"):
-        raise err(ctx.sf, ctx.fn.line, f"{ctx.fn.name} returns {spec.ret.split(':', 1)[1]!r};"
-                                       " only void or a float/double/int result can be "
-                                       "imported")
-    body, line_map = assemble(ctx.src, ctx.fn, preamble, code,
-                              entry_text(spec, float64=False), ctx.cuda)
-    if ctx.cuda:
-        sig = signature_order(roles, spec.ret)
-        sizes = [r.param.name for r in roles if r.kind == "size"]
-        fm = cuda_front(spec.entry, flags, launch, req.shared_bytes or "0", sig, roles, sizes)
-    else:
-        fm = front(spec.entry, flags)
-    text = fm + body
-    check_policy(ctx.src, body, line_map, "cuda" if ctx.cuda else "cpu")
-    if ctx.cuda:
-        nvcc_check(ctx.sf, text, [w[1] if w else None for w in line_map], fm.count("\n"),
-                   req.nvcc)
-    else:
-        syntax_check(ctx.src, text, line_map, fm.count("\n"),
-                     ctx.unit.pp.missing if ctx.unit.pp else [])
-    return Baseline(text, body, line_map, code, flags, uses_omp, calls_omp, preamble, spec)
-
-
-# ---------------------------------------------------------------- cost and reference
-
-def _cost(ctx: Context, b: Baseline, roles: list[Role], shapes: dict[str, list[str]],
-          sig) -> tuple[str, str, dict[str, int]]:
-    sizes = [r.param.name for r in roles if r.kind == "size"]
-    helpers = {}
-    for sf, it, t in b.code:
-        if it.node_type == "function_definition" and it is not ctx.fn.item:
-            x = ctx.unit.pp.expanded(sf.path, it.line, sf.line_of(max(it.end - 1, 0))) \
-                if ctx.unit.pp else ""
-            helpers.update({n: x or t for n in it.defines})
-    fn_text = ctx.xsf.data[ctx.xfn.start:ctx.xfn.end].decode() if ctx.unit.pp else \
-        join_continuations(ctx.fn.item.text(ctx.sf.data))
-    float_types = frozenset(t for t in ctx.typedefs
-                            if resolve_type(t, ctx.typedefs) in ("float", "double", "_Float16"))
-    flops = estimate_flops(fn_text, helpers, set(sizes), where=ctx.src.name,
-                           first_line=ctx.fn.line, float_types=float_types)
-    ctx.notes.extend(flops.notes)
-    if ctx.cuda and "1" in flops.terms:  # straight-line work runs once per thread
-        outs = [shapes[n] for n, k, _ in sig if k == "output"]
-        per = "*".join(outs[0]) if outs else "1"
-        flops.terms[per] = flops.terms.get(per, 0) + flops.terms.pop("1")
-        ctx.notes.append(f"cost: the kernel's straight-line flops counted once per element "
-                         f"of the first output ({per})")
-    byte_terms: dict[str, int] = {}
-    for name, _kind, dtype in sig:
-        key = "*".join(f"({d})" if re.search(r"[+\-]", d) else d for d in shapes[name]) or "1"
-        byte_terms[key] = byte_terms.get(key, 0) + ITEMSIZE[dtype]
-    return " + ".join(f"{v}*{k}" for k, v in byte_terms.items()), flops.expr(), flops.terms
-
-
-def _reference_body(ctx: Context, b: Baseline, launch) -> str:
-    if ctx.cuda:
-        check_emulable(ctx.sf, [(it, t) for _sf, it, t in b.code])
-    promoted = []
-    for sf, it, text in b.code:
-        pr = promote(text, first_line=it.line, where=sf.path.name)
-        ctx.warnings += [w for w in pr.warnings if w not in ctx.warnings]
-        promoted.append((sf, it, pr.text))
-    ref_entry = entry_text(b.entry, float64=True)
-    if ctx.cuda:
-        return EMULATION + "\n".join(
-            [f"#define {k} {v}" for k, v in ctx.req.defines.items()]
-            + [f"\n// {sf.path.name}:{it.line}\n{t}" for sf, it, t in promoted]
-            + ["", ref_entry])
-    body, _ = assemble(ctx.src, ctx.fn, b.preamble, promoted, ref_entry, False)
-    return body.replace("#include <climits>", "#include <climits>\n#include <cfloat>", 1)
-
-
-def _tolerance(fn_text: str, terms: dict[str, int], roles: list[Role], ret: str | None
-               ) -> tuple[str, str]:
-    reductions = bool(re.search(r"\+=|\bsum\b|\bacc", fn_text)) or any(
-        k.count("*") >= 2 for k in terms)
-    tol = ("1.0e-4", "1.0e-4") if reductions else ("1.0e-4", "1.0e-5")
-    outs = [r.dtype for r in roles if r.kind in ("output", "inout")] + \
-        ([DTYPE_OF[ret]] if ret is not None else [])
-    if outs and all(d[0] in "iu" for d in outs):
-        tol = ("0.0", "0.0")  # integer results: exact
-    return tol
-
-
 # ---------------------------------------------------------------- the import
 
 def _folder(ctx: Context) -> tuple[str, Path]:
@@ -604,8 +256,8 @@ def _launch(ctx: Context, roles: list[Role]) -> tuple[list[str], list[str]] | No
 
 
 def import_function(req: ImportRequest) -> ImportResult:
-    ctx = _read(req)
-    code, _ = _code(ctx)  # UnresolvedMacro: one line, exit 2
+    ctx = read_request(req)
+    code, _ = code_of(ctx)  # UnresolvedMacro: one line, exit 2
     roles, acc = _roles(ctx, code)
     launch = _launch(ctx, roles)
     op_name, folder = _folder(ctx)
@@ -621,11 +273,11 @@ def import_function(req: ImportRequest) -> ImportResult:
         shapes["result"] = ["1"]
     _int_notes(ctx, roles)
     _size_checks(ctx, roles, shapes)
-    b = _baseline(ctx, roles, launch)
-    cost_bytes, flops, terms = _cost(ctx, b, roles, shapes, sig)
+    b = build_baseline(ctx, roles, launch)
+    cost_bytes, flops, terms = cost_model(ctx, b, roles, shapes, sig)
     sizes = [r.param.name for r in roles if r.kind == "size"]
     reference_kind = "given" if req.reference else "derived"
-    ref_body = None if req.reference else _reference_body(ctx, b, launch)
+    ref_body = None if req.reference else reference_body(ctx, b, launch)
     ranges = value_ranges(req.values, roles, sizes)
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -645,7 +297,7 @@ def import_function(req: ImportRequest) -> ImportResult:
     (folder / "op.yaml").write_text(op_yaml(OpYaml(
         op_name=op_name, fn=ctx.fn, src=ctx.src, sig=sig, shapes=shapes, roles=roles,
         sizes=sizes, cost_bytes=cost_bytes, flops=flops,
-        tol=_tolerance(fn_text, terms, roles, ret), groups=groups, reference=reference_kind,
+        tol=tolerance(fn_text, terms, roles, ret), groups=groups, reference=reference_kind,
         warnings=ctx.warnings, notes=ctx.notes, family=req.family,
         digest=hashlib.sha256(ctx.sf.data).hexdigest(), entry=b.entry.entry, flags=b.flags,
         build=ctx.unit.build.as_list(), backend="cuda" if ctx.cuda else "cpu",
