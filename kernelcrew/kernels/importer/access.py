@@ -50,6 +50,7 @@ class Escape:
     written: bool | None  # whether the callee writes through it; None: cannot tell
     pos: int
     line: int
+    overwrites: bool = False  # memset/memcpy into it: written before anything reads it
 
 
 @dataclass
@@ -77,7 +78,8 @@ class Accesses:
         """Whether the array's first use reads it (or a write comes first only under a
         condition): its incoming values matter."""
         events = sorted([(a.pos, a.kind, a.guarded) for a in self.of(name)]
-                        + [(e.pos, "escape", False) for e in self.escapes if e.array == name])
+                        + [(e.pos, "write" if e.overwrites else "escape", False)
+                           for e in self.escapes if e.array == name])
         for _pos, kind, guarded in events:
             if kind == "write" and not guarded:
                 return False
@@ -224,34 +226,36 @@ class _Walker:
     def declare(self, n: Node, loops: list[Loop], guarded: bool) -> None:
         value = n.child_by_field_name("value")
         decl = n.child_by_field_name("declarator")
-        if value is not None:
-            self.visit(value, loops, guarded)
-        if decl is None or decl.type != "pointer_declarator" or value is None:
+        inner = decl.child_by_field_name("declarator") if decl is not None and \
+            decl.type == "pointer_declarator" else None
+        base = self.pointer_into(value, loops) if value is not None and inner is not None \
+            and inner.type == "identifier" else None
+        if base is None:
+            if value is not None:
+                self.visit(value, loops, guarded)
             return
-        inner = decl.child_by_field_name("declarator")
-        if inner is None or inner.type != "identifier":
-            return
-        base = self.pointer_into(value, loops)
-        if base is not None:
-            self.aliases[self.s(inner)] = base
-            self.pos += 1
+        if base[2] is not None:
+            self.visit(base[2], loops, guarded)  # the offset may read other arrays
+        self.aliases[self.s(inner)] = (base[0], base[1])
+        self.pos += 1
 
-    def pointer_into(self, v: Node, loops: list[Loop]) -> tuple[str, Poly | None] | None:
-        """`A`, `A + e`, `&A[e]`, `A[e]` of a 2D array (a row): (array, offset)."""
+    def pointer_into(self, v: Node, loops: list[Loop]
+                     ) -> tuple[str, Poly | None, Node | None] | None:
+        """`A`, `A + e`, `&A[e]`: (array, offset, the offset's node)."""
         while v.type in ("parenthesized_expression", "cast_expression"):
             v = v.child_by_field_name("value") or v.named_children[-1]
         if v.type == "identifier" and self.s(v) in self.arrays:
-            return (self.s(v), Poly.const(0))
+            return (self.s(v), Poly.const(0), None)
         if v.type == "binary_expression" and self.s(v.child_by_field_name("operator")) == "+":
             left, right = v.child_by_field_name("left"), v.child_by_field_name("right")
             for base, off in ((left, right), (right, left)):
                 if base is not None and base.type == "identifier" and self.s(base) in \
                         self.arrays:
-                    return (self.s(base), self.poly(off, loops))
+                    return (self.s(base), self.poly(off, loops), off)
         if v.type == "pointer_expression" and self.s(v.child_by_field_name("operator")) == "&":
             el = self.element(v.child_by_field_name("argument"))
             if el is not None and len(el[1]) == 1 and el[0] in self.arrays:
-                return (el[0], self.poly(el[1][0], loops))
+                return (el[0], self.poly(el[1][0], loops), el[1][0])
         return None
 
     def call(self, n: Node, loops: list[Loop], guarded: bool) -> None:
@@ -262,11 +266,15 @@ class _Walker:
             base = self.pointer_into(a, loops) if a.type != "identifier" or \
                 self.s(a) in self.arrays else None
             if a.type == "identifier" and self.s(a) in self.aliases:
-                base = self.aliases[self.s(a)]
+                base = (self.aliases[self.s(a)][0], None, None)
             if base is None:
                 self.visit(a, loops, guarded)
                 continue
+            if base[2] is not None:
+                self.visit(base[2], loops, guarded)
             self.escape(a, f"passed to {name}()", self.callee_writes(name, k), base[0])
+            if name in WRITES_FIRST and k == 0:
+                self.out.escapes[-1].overwrites = True
 
     def callee_writes(self, name: str, k: int) -> bool | None:
         if name in WRITES_FIRST:
