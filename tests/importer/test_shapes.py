@@ -12,6 +12,7 @@ from kernelcrew.kernels.importer import vla
 from kernelcrew.kernels.importer.access import analyze
 from kernelcrew.kernels.importer.poly import Poly, simplify
 from kernelcrew.kernels.importer.preprocess import BuildFlags, preprocess
+from kernelcrew.kernels.importer.races import shared_counters
 from kernelcrew.kernels.importer.source import find_function, source_of_text
 
 
@@ -115,3 +116,22 @@ def test_a_vla_parameter_is_lowered_for_cpp_and_restored_for_the_patch():
     assert flat == {"C"} and "float *kc_vla_C" in text
     assert "float (*C)[m] = (float (*)[m])kc_vla_C;" in text
     assert vla.restore(text) == code
+
+
+def test_shared_counters_of_an_openmp_loop_are_named():
+    race = """
+void f(float *C, const float *A, int M, int K) {
+    int i, j, k;
+    #pragma omp parallel for
+    for (i = 0; i < M; ++i)
+        for (k = 0; k < K; ++k)
+            for (j = 0; j < K; ++j) C[i * K + j] += A[i * K + k];
+}
+"""
+    sf = source_of_text(race, Path("t.c"))
+    fn = find_function(sf, "f")
+    (msg,) = shared_counters(fn.node, sf.data)
+    assert msg.startswith("line 5:") and "count with k, j" in msg and "data race" in msg
+    fixed = race.replace("parallel for", "parallel for private(j, k)")
+    sf = source_of_text(fixed, Path("t.c"))
+    assert shared_counters(find_function(sf, "f").node, sf.data) == []

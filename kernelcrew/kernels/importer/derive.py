@@ -45,6 +45,7 @@ from kernelcrew.kernels.importer.opfiles import (
     reference_py,
     value_ranges,
 )
+from kernelcrew.kernels.importer.races import shared_counters
 from kernelcrew.kernels.importer.request import (  # noqa: F401 - the CLI's parsers
     Code,
     Context,
@@ -108,6 +109,9 @@ def _roles(ctx: Context, code: Code) -> tuple[list[Role], Accesses]:
     for x in [*acc.accesses, *acc.escapes]:  # lines of the expansion -> lines of the file
         if 0 < x.line <= len(ctx.xlines):
             x.line = ctx.xlines[x.line - 1]
+    ctx.warnings += shared_counters(
+        ctx.xfn.node, ctx.xsf.data,
+        lambda r: ctx.xlines[r] if r < len(ctx.xlines) else r + 1)
     flags = RoleFlags(req.inputs, req.outputs, req.scalars, req.shapes, req.cases)
     roles = assign_roles(ctx.sf, ctx.fn, ctx.xfn, ctx.typedefs, acc, flags, ctx.notes)
     ret = fn_returns(ctx.xsf, ctx.xfn, ctx.typedefs)

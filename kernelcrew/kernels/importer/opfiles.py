@@ -128,8 +128,8 @@ def _origin(d: OpYaml) -> list[str]:
         "            # reference.py calls reference64.cpp: the same code promoted to float64"
         if d.reference == "derived" else ""))
     if d.warnings:
-        lines.append("  warnings:                       # where float64 promotion changes "
-                     "semantics, not only precision")
+        lines.append("  warnings:                       # where results need care: float64 "
+                     "promotion changing semantics, data races in the original")
         lines += [f"    - {yaml_str(w)}" for w in d.warnings]
     else:
         lines.append("  warnings: []")
