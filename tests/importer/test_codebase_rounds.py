@@ -79,11 +79,12 @@ def printed_values(out: str) -> dict[str, float]:
 
 
 def changed_kernel(run: Path, res: dict, op: Path) -> Path:
-    """The crew's best kernel where its code changed; else the last correct candidate of
-    the run whose code changed; else (the crew changed no code: a flags-only best) a
-    transform of the crew's catalogue applied to the baseline and checked here."""
+    """The crew's best kernel where it changed the function's code; else the last correct
+    candidate of the run that did; else (the crew changed only flags or the generated
+    entry: its moves do not read every function yet) a transform of the crew's catalogue
+    applied to the baseline and checked here, so the patch path is exercised."""
     base = load_kernel(run / "baseline.cpp").body
-    if load_kernel(res["best"]["path"]).body != base:
+    if _function_changed(load_kernel(res["best"]["path"]).body, base):
         return Path(res["best"]["path"])
     events = [json.loads(ln) for ln in (run / "trace.jsonl").read_text().splitlines()]
     ok = [Path(e["refs"]["kernel"]) for e in events if e["node"] == "verify" and e.get("correct")]
