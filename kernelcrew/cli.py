@@ -486,6 +486,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         import_function,
         parse_assignments,
         parse_case,
+        parse_defines,
     )
     from kernelcrew.tools.backends.cuda import nvcc_path
 
@@ -496,7 +497,9 @@ def cmd_import(args: argparse.Namespace) -> int:
         inputs=[n for item in args.inputs or [] for n in item.split(",") if n.strip()],
         outputs=[n for item in args.outputs or [] for n in item.split(",") if n.strip()],
         scalars=parse_assignments(args.scalar or [], "--scalar"),
-        defines=parse_assignments(args.define or [], "--define"),
+        defines=parse_defines(args.define or []),
+        include_dirs=[Path(d) for d in args.include_dir or []],
+        compile_commands=Path(args.compile_commands) if args.compile_commands else None,
         flags=args.flags.split() if args.flags else None,
         out=Path(args.out) if args.out else None, name=args.name,
         reference=Path(args.reference) if args.reference else None,
@@ -729,7 +732,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--function", required=True, help="the function to import")
     s.add_argument("--shape", action="append", metavar="ARG=EXPR",
                    help="an array argument's shape in the integer parameters, e.g. "
-                        "inp=B*T*C (dims separated by commas); one per pointer argument")
+                        "inp=B*T*C (dims separated by commas); inferred from the code "
+                        "where it can be (declared extents, loops, subscripts), and then "
+                        "only an override, checked against the code")
     s.add_argument("--case", action="append", metavar="SIZE=V,...",
                    help="a typical case, e.g. B=4,T=64,C=768 (repeatable)")
     s.add_argument("--inputs", action="append", metavar="ARG,...",
@@ -741,8 +746,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--values", action="append", metavar="ARG=LO:HI",
                    help="an integer input's values, drawn from [LO, HI) (expressions in the "
                         "sizes), e.g. token ids: --values inp=0:50257")
-    s.add_argument("--define", action="append", metavar="NAME=VALUE",
-                   help="a macro the build defines (e.g. -D flags of your project)")
+    s.add_argument("--define", action="append", metavar="NAME[=VALUE]",
+                   help="a macro the build defines (-D flags of your project; NAME alone "
+                        "is 1)")
+    s.add_argument("--include-dir", action="append", metavar="DIR",
+                   help="a folder the build searches for headers (-I), repeatable")
+    s.add_argument("--compile-commands", metavar="FILE",
+                   help="the build's compile_commands.json: its -I and -D flags for the "
+                        "file")
     s.add_argument("--flags", help='the baseline\'s compiler flags (default "-O2", plus '
                                   '-fopenmp when the code has OpenMP pragmas)')
     s.add_argument("--grid", action="append", metavar="EXPR,...",

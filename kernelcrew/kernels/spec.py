@@ -106,6 +106,8 @@ class Origin(_Strict):
     sha256: str = Field(default="", description="digest of the source when imported")
     entry: str = Field(default="", description="the generated entry in baseline.cpp")
     flags: list[str] = Field(default_factory=list, description="the baseline's flags")
+    build: list[str] = Field(default_factory=list,
+                             description="the -I/-D flags the file was read with")
     reference: Literal["derived", "given"] = Field(
         default="given", description="derived: reference.py runs the code promoted to float64")
     warnings: list[str] = Field(default_factory=list,

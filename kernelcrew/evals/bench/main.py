@@ -14,7 +14,11 @@ Parts, in order (progress on stderr), one module each under sections/:
   5c roofline       the crew's best against the DRAM and FMA peaks;
   6  library        every op side by side: baseline, compiler alone, hand-written, Kernel
                     Tuner's optimum, crew, NumPy, and the roofline share with the bandwidth
-                    peak measured in the kernels' cache state; the issue-16 goals.
+                    peak measured in the kernels' cache state; the issue-16 goals;
+  7  executors      local against Ray;
+  8  codebases      functions imported from public C code bases (fetched at bench time, or
+                    --codebases DIR), the crew on them, beside g++ -O3 -march=native, clang
+                    -O3, clang+Polly and NumPy; the issue-39 goals.
 Only what was measured in this run is written.
 """
 
@@ -34,6 +38,7 @@ import kernel_tuner
 from kernelcrew.errors import InputError
 from kernelcrew.evals import peers as P
 from kernelcrew.evals import suite as S
+from kernelcrew.evals.bench.codebases import ENV as CODEBASES_ENV
 from kernelcrew.evals.bench.report import render
 from kernelcrew.evals.bench.section import BenchRun, Progress
 from kernelcrew.evals.bench.sections import SECTIONS
@@ -64,6 +69,14 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--kt-seeds", type=int, default=5, help="replays per KT search strategy")
     ap.add_argument("--skip", default="", help="comma list of parts to skip: "
                     + ",".join(s.key for s in SECTIONS))
+    ap.add_argument("--codebases", help="a folder with a checkout of each public code base of "
+                    "part 8 (DIR/polybench, DIR/darknet, ...), for machines without network "
+                    f"(default: ${CODEBASES_ENV}, else git clone at the pinned commits)")
+    ap.add_argument("--codebase-functions", default="",
+                    help="comma list of part 8's operators to run (default: all), e.g. "
+                         "polybench_kernel_atax,llama2c_matmul")
+    ap.add_argument("--codebase-wall-s", type=float, default=None,
+                    help="the crew's wall-clock budget per imported function (default 180)")
     ap.add_argument("--work-dir", help="runs and scratch (default: a new temporary folder)")
     ap.add_argument("--json-out", help="also write the raw results as JSON here")
     return ap
@@ -107,7 +120,11 @@ def main(argv: list[str] | None = None) -> int:
     say(f"triad {pk.triad_gbps:.1f} GB/s, read-only sweep {pk.read_gbps or 0:.1f} GB/s, FMA "
         f"{pk.fma_gflops:.0f} GFLOP/s")
     b = BenchRun(ops=ops, settings=settings, work=work, say=say, skip=skip, data=data,
-                 options={"tunable_wall_s": args.tunable_wall_s, "kt_seeds": args.kt_seeds})
+                 options={"tunable_wall_s": args.tunable_wall_s, "kt_seeds": args.kt_seeds,
+                          "codebases": args.codebases,
+                          "codebase_functions": [f for f in args.codebase_functions.split(",")
+                                                 if f.strip()],
+                          "codebase_wall_s": args.codebase_wall_s})
     for s in SECTIONS:
         if s.run is None or s.key in skip:
             continue

@@ -47,7 +47,10 @@ def reference_outputs(spec: OpSpec, sizes: dict[str, int], ins: dict[str, np.nda
 
 
 def close_enough(got: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> bool:
-    return bool(np.allclose(np.asarray(got, dtype=np.float64), ref, rtol=rtol, atol=atol))
+    """The harness's rule: within the tolerance, NaN where (and only where) the reference
+    has NaN (elements a function leaves unwritten)."""
+    return bool(np.allclose(np.asarray(got, dtype=np.float64), ref, rtol=rtol, atol=atol,
+                            equal_nan=True))
 
 
 def run_child(mode: str, job: dict, timeout_s: float, env: dict[str, str] | None = None) -> dict:

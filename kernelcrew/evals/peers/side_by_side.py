@@ -16,7 +16,7 @@ from pathlib import Path
 
 from kernelcrew.kernels.kernelfile import KernelFile, load_kernel
 from kernelcrew.kernels.spec import OpSpec, load_op
-from kernelcrew.tools.backends.backend import get_backend
+from kernelcrew.tools.backends.backend import Backend, get_backend
 from kernelcrew.tools.config import BenchSettings
 from kernelcrew.tools.judge.harness import Harness, case_key
 from kernelcrew.tools.locks import bench_lock
@@ -56,15 +56,17 @@ class Timed:
 
 def time_side_by_side(op: str | Path | OpSpec, kernels: dict[str, KernelFile], *,
                       reps: int = 10, rounds: int = 3, seed: int = 0,
-                      backend: str = "cpu") -> dict[str, Timed]:
+                      backend: str = "cpu",
+                      compilers: dict[str, Backend] | None = None) -> dict[str, Timed]:
     """Verify every kernel on every group, then time the correct ones on the typical cases
-    in `rounds` alternating rounds of `reps // rounds` (at least 3) runs each."""
+    in `rounds` alternating rounds of `reps // rounds` (at least 3) runs each. `compilers`
+    builds the kernels of some labels with another compiler (peers/compilers.py)."""
     spec = load_op(op)
     be = get_backend(backend)
     out = {label: Timed(label) for label in kernels}
     comps = {}
     for label, kf in kernels.items():
-        comp = be.compile(kf, spec)
+        comp = (compilers or {}).get(label, be).compile(kf, spec)
         if not comp.ok:
             out[label].error = f"compile failed: {comp.reason}"
             continue

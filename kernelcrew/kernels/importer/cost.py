@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 from kernelcrew.errors import ExprError
 from kernelcrew.kernels.expr import names_in
+from kernelcrew.kernels.importer.access import locals_defined_once
+from kernelcrew.kernels.importer.poly import simplify
 from kernelcrew.kernels.importer.promote import FLOAT_MATH, float_names
 from kernelcrew.kernels.importer.source import Node, parse, walk
 
@@ -52,7 +54,17 @@ def _c_to_expr(text: str, sizes: set[str], consts: dict[str, str] | None = None
     return " ".join(t.split())
 
 
-def _trip(for_node: Node, src: bytes, sizes: set[str], consts: dict[str, str]) -> str | None:
+@dataclass
+class Trip:
+    var: str
+    count: str  # an op.yaml expression in the sizes
+    mean: str  # the counter's mean value, for loops inside whose bounds use it
+
+
+def _trip(for_node: Node, src: bytes, sizes: set[str], consts: dict[str, str],
+          outer: dict[str, str]) -> Trip | None:
+    """The trip count of a `for` loop, in the sizes; a bound in an outer counter (a
+    triangular nest) counts that counter at its mean, which is exact for linear bounds."""
     def s(n: Node | None) -> str:
         return src[n.start_byte:n.end_byte].decode() if n is not None else ""
 
@@ -72,111 +84,183 @@ def _trip(for_node: Node, src: bytes, sizes: set[str], consts: dict[str, str]) -
         return None
     op = s(cond.child_by_field_name("operator"))
     left, right = s(cond.child_by_field_name("left")), s(cond.child_by_field_name("right"))
-    if left == var and op in ("<", "<=", "!="):
-        bound, incl = right, op == "<="
-    elif right == var and op in (">", ">="):
-        bound, incl = left, op == ">="
-    else:
-        return None
-    step = "1"
+    flip = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+    if right == var and op in flip:
+        left, right, op = right, left, flip[op]
     ut = " ".join(s(upd).split())
-    if ut in (f"{var}++", f"++{var}"):
-        step = "1"
-    elif m := re.fullmatch(rf"{re.escape(var)}\s*\+=\s*(.+)", ut):
-        step = m.group(1)
+    if left != var:
+        return None
+    if ut in (f"{var}++", f"++{var}") or (m := re.fullmatch(
+            rf"{re.escape(var)}\s*\+=\s*(.+)", ut)):
+        step, up = ("1" if ut.endswith("++") or ut.startswith("++") else m.group(1)), True
+    elif ut in (f"{var}--", f"--{var}"):
+        step, up = "1", False
     else:
         return None
-    b, a, k = (_c_to_expr(x, sizes, consts) for x in (bound, start, step))
+    if (up and op not in ("<", "<=", "!=")) or (not up and op not in (">", ">=")):
+        return None
+    known = sizes | set(outer)
+    b, a, k = (_c_to_expr(x, known, consts) for x in (right, start, step))
     if b is None or a is None or k is None:
         return None
-    span = (b if re.fullmatch(r"\w+", b) else f"({b})") if a == "0" else f"({b} - ({a}))"
-    if incl:
-        span = f"({span} + 1)"
-    return span if k == "1" else f"ceil_div({span}, {k})"
+    b, a = (_at_means(x, outer) for x in (b, a))
+    lo, hi = (a, b) if up else (b, a)
+    incl = op in ("<=", ">=")
+    span = simplify(f"({hi}) - ({lo})" + (" + 1" if incl else ""))
+    count = span if k == "1" else f"ceil_div({span}, {k})"
+    last = simplify(f"({hi})" + ("" if incl else " - 1"))
+    return Trip(var, count, simplify(f"(({lo}) + ({last})) // 2"))
+
+
+def _at_means(expr: str, outer: dict[str, str]) -> str:
+    for v, mean in outer.items():
+        expr = re.sub(rf"\b{re.escape(v)}\b", f"({mean})", expr)
+    return expr
+
+
+@dataclass
+class _Where:
+    """What every function of one estimate shares."""
+
+    helpers: dict[str, str]
+    sizes: set[str]
+    out: Flops
+    where: str
+    first_line: int
+    float_types: frozenset[str]
 
 
 def estimate_flops(fn_text: str, helpers: dict[str, str], sizes: set[str],
-                   where: str = "", first_line: int = 1) -> Flops:
-    """Floating-point operations of the function in `fn_text`, as terms in the sizes."""
+                   where: str = "", first_line: int = 1,
+                   float_types: frozenset[str] = frozenset()) -> Flops:
+    """Floating-point operations of the function in `fn_text`, as terms in the sizes;
+    `float_types`: the file's typedefs of float types (`real_t`)."""
     out = Flops()
-    _count(fn_text, helpers, sizes, out, (), where, first_line, depth=0)
+    _Counter(fn_text, _Where(helpers, sizes, out, where, first_line, float_types), 0
+             ).count((), out)
     return out
 
 
-def _count(text: str, helpers: dict[str, str], sizes: set[str], out: Flops,
-           mult: tuple[str, ...], where: str, first_line: int, depth: int) -> None:
-    data = text.encode()
-    tree = parse(text)
-    floats = float_names(tree.root_node, data)
-    pointers = _pointer_names(tree.root_node, data)
-    # `const int LOOP_UNROLL = 8;` and `#define TILE 32` are numbers in loop bounds
-    consts = dict(re.findall(r"\bconst\s+(?:int|long|size_t|int64_t)\s+(\w+)\s*=\s*(\d+)\s*;",
-                             text))
+class _Counter:
+    """The count over one function's text (helpers called from it get their own)."""
 
-    def s(n: Node) -> str:
-        return data[n.start_byte:n.end_byte].decode()
+    def __init__(self, text: str, w: _Where, depth: int) -> None:
+        self.w, self.depth = w, depth
+        self.data = text.encode()
+        self.tree = parse(text)
+        root = self.tree.root_node
+        self.floats = float_names(root, self.data, w.float_types)
+        self.pointers = _pointer_names(root, self.data)
+        # `const int LOOP_UNROLL = 8;` is a number in loop bounds, and a local defined once
+        # from the sizes (`int height_col = (height + 2*pad - ksize) / stride + 1;`) that
+        # expression
+        self.consts = dict(re.findall(
+            r"\bconst\s+(?:int|long|size_t|int64_t)\s+(\w+)\s*=\s*(\d+)\s*;", text))
+        self.consts.update(_size_locals(root, self.data, w.sizes, self.consts))
+        self.outer: dict[str, str] = {}  # counters of the enclosing loops -> their means
 
-    def floaty(n: Node) -> bool:
+    def s(self, n: Node) -> str:
+        return self.data[n.start_byte:n.end_byte].decode()
+
+    def floaty(self, n: Node) -> bool:
         for m in walk(n):
-            if m.type == "identifier" and s(m) in floats:
+            if m.type == "identifier" and self.s(m) in self.floats:
                 return True
-            if m.type == "number_literal" and re.search(r"[.eEfF]", s(m)) and \
-                    not s(m).lower().startswith("0x"):
+            if m.type == "number_literal" and re.search(r"[.eEfF]", self.s(m)) and \
+                    not self.s(m).lower().startswith("0x"):
                 return True
             if m.type == "call_expression":
                 f = m.child_by_field_name("function")
-                if f is not None and s(f) in _MATH:
+                if f is not None and self.s(f) in _MATH:
                     return True
         return False
 
-    def visit(n: Node, mult: tuple[str, ...], acc: Flops) -> None:
+    def count(self, mult: tuple[str, ...], acc: Flops) -> None:
+        for fn in (c for c in self.tree.root_node.named_children
+                   if c.type == "function_definition"):
+            body = fn.child_by_field_name("body")
+            if body is not None:
+                self.visit(body, mult, acc)
+
+    def visit(self, n: Node, mult: tuple[str, ...], acc: Flops) -> None:
         t = n.type
         if t == "for_statement":
-            trip = _trip(n, data, sizes, consts)
-            if trip is None:
-                out.notes.append(f"{where}:{first_line + n.start_point.row}: loop bound not in "
-                                 "the sizes; counted as one trip")
-            body = n.child_by_field_name("body")
-            if body is not None:
-                visit(body, mult + ((trip,) if trip else ()), acc)
+            self.loop(n, mult, acc)
             return
         if t == "subscript_argument_list":
             return  # index arithmetic is not floating-point work
+        if t == "compound_statement":
+            self.block(n, mult, acc)
+            return
+        self.operation(n, mult, acc)
+        for c in n.children:
+            self.visit(c, mult, acc)
+
+    def loop(self, n: Node, mult: tuple[str, ...], acc: Flops) -> None:
+        trip = _trip(n, self.data, self.w.sizes, self.consts, self.outer)
+        if trip is None:
+            self.w.out.notes.append(f"{self.w.where}:{self.w.first_line + n.start_point.row}: "
+                                    "loop bound not in the sizes; counted as one trip")
+        body = n.child_by_field_name("body")
+        if body is None:
+            return
+        if trip is not None:
+            self.outer[trip.var] = trip.mean
+        self.visit(body, mult + ((_factor(trip.count),) if trip else ()), acc)
+        if trip is not None:
+            self.outer.pop(trip.var, None)
+
+    def block(self, n: Node, mult: tuple[str, ...], acc: Flops) -> None:
+        # `if (...) { fallback(...); return; }` then the main path: the two are
+        # alternatives, so the fallback counts only when the rest does no work
+        early, before = Flops(), dict(acc.terms)
+        for c in n.children:
+            self.visit(c, mult, early if _early_return(c) else acc)
+        if acc.terms == before:
+            for k, v in early.terms.items():
+                acc.terms[k] = acc.terms.get(k, 0) + v
+
+    def operation(self, n: Node, mult: tuple[str, ...], acc: Flops) -> None:
+        t = n.type
+        s = self.s
         if t == "binary_expression":
             op = n.child_by_field_name("operator")
             sides = [n.child_by_field_name("left"), n.child_by_field_name("right")]
-            ptr = any(x is not None and x.type == "identifier" and s(x) in pointers
+            ptr = any(x is not None and x.type == "identifier" and s(x) in self.pointers
                       for x in sides)  # `row + i * n` is pointer arithmetic
-            if op is not None and s(op) in _ARITH and not ptr and floaty(n):
+            if op is not None and s(op) in _ARITH and not ptr and self.floaty(n):
                 acc.add(mult, 1)
         elif t == "assignment_expression":
             op = n.child_by_field_name("operator")
-            if op is not None and s(op) in _COMPOUND and floaty(n):
+            if op is not None and s(op) in _COMPOUND and self.floaty(n):
                 acc.add(mult, 1)
         elif t == "call_expression":
             f = n.child_by_field_name("function")
             name = s(f) if f is not None else ""
             if name in _MATH:
                 acc.add(mult, 1)
-            elif name in helpers and depth < 4:
-                _count(helpers[name], helpers, sizes, acc, mult, where, first_line, depth + 1)
-        if t == "compound_statement":
-            # `if (...) { fallback(...); return; }` then the main path: the two are
-            # alternatives, so the fallback counts only when the rest does no work
-            early, before = Flops(), dict(acc.terms)
-            for c in n.children:
-                visit(c, mult, early if _early_return(c) else acc)
-            if acc.terms == before:
-                for k, v in early.terms.items():
-                    acc.terms[k] = acc.terms.get(k, 0) + v
-            return
-        for c in n.children:
-            visit(c, mult, acc)
+            elif name in self.w.helpers and self.depth < 4:
+                _Counter(self.w.helpers[name], self.w, self.depth + 1).count(mult, acc)
 
-    for fn in (c for c in tree.root_node.named_children if c.type == "function_definition"):
-        body = fn.child_by_field_name("body")
-        if body is not None:
-            visit(body, mult, out)
+
+def _factor(count: str) -> str:
+    return count if re.fullmatch(r"\w+", count) else f"({count})"
+
+
+def _size_locals(root: Node, data: bytes, sizes: set[str], consts: dict[str, str]
+                 ) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for fn in (c for c in root.named_children if c.type == "function_definition"):
+        defs, _modified = locals_defined_once(fn, data)
+        for _ in range(3):  # a local defined from another
+            for name, node in defs.items():
+                if name in out:
+                    continue
+                e = _c_to_expr(data[node.start_byte:node.end_byte].decode(), sizes,
+                               {**consts, **out})
+                if e is not None:
+                    out[name] = f"({e})"
+    return out
 
 
 def _pointer_names(root: Node, data: bytes) -> set[str]:

@@ -1,5 +1,5 @@
 """Read a C/C++/CUDA source file with tree-sitter: its top-level items, what each defines
-and uses, one function's parameters, and the closure of items a function needs.
+and uses, and one function's parameters (unit.py picks the items a function needs).
 
 Everything keeps byte offsets into the original text, so the extracted code is the
 original code, character for character (the only change: macro lines continued with a
@@ -80,6 +80,7 @@ class Param:
     # an array parameter's dimensions after the first, which it keeps (`float a[N][M]` is a
     # pointer to rows of M floats: ["M"])
     dims: list[str] = field(default_factory=list)
+    extent0: str = ""  # the first dimension as declared (`N` in `a[N][M]`; "" for `a[]`, `*a`)
 
 
 @dataclass
@@ -92,6 +93,7 @@ class Function:
     params: list[Param]
     is_global: bool  # CUDA __global__
     item: Item
+    node: Node | None = field(default=None, repr=False)  # its function_definition node
 
 
 @dataclass
@@ -251,7 +253,8 @@ def find_function(sf: SourceFile, name: str) -> Function:
     head = sf.data[item.start:body.start_byte] if body is not None else b""
     is_global = re.search(rb"\b__global__\b", head) is not None
     return Function(name, item.line, item.start, item.end,
-                    body.start_byte if body is not None else item.end, params, is_global, item)
+                    body.start_byte if body is not None else item.end, params, is_global, item,
+                    node)
 
 
 def _node_at(sf: SourceFile, item: Item) -> Node:
@@ -299,62 +302,33 @@ def _param(sf: SourceFile, p: Node) -> Param:
     if not name:
         raise InputError(f"line {line}: parameter {text!r} has no name; name it", path=sf.path)
     return Param(name=name, base=" ".join(base.split()), pointer=pointer, const=const,
-                 text=text, line=line, dims=sizes[::-1][1:])
-
-
-def closure(sf: SourceFile, fn: Function, skip: set[str] = frozenset()) -> list[Item]:
-    """The items `fn` needs, transitively, in file order (includes not counted here).
-
-    A name defined more than once outside a conditional takes its first definition; a name
-    defined only under #if/#ifdef, more than once, cannot be resolved: the caller is told.
-    """
-    by_name: dict[str, list[Item]] = {}
-    for it in sf.items:
-        if it.node_type == "preproc_include":
-            continue
-        for n in it.defines:
-            by_name.setdefault(n, []).append(it)
-    chosen: list[Item] = [fn.item]
-    seen = {id(fn.item)}
-    todo = list(fn.item.uses)
-    done: set[str] = set(fn.item.defines)
-    while todo:
-        name = todo.pop()
-        if name in done or name in skip:
-            continue
-        done.add(name)
-        cands = [it for it in by_name.get(name, []) if it.start < fn.end or
-                 it.node_type == "function_definition" or it.is_prototype]
-        if not cands:
-            continue
-        picks = _pick(sf, name, cands)
-        for it in picks:
-            if id(it) not in seen:
-                seen.add(id(it))
-                chosen.append(it)
-                todo.extend(it.uses)
-    return sorted(chosen, key=lambda it: it.start)
+                 text=text, line=line, dims=sizes[::-1][1:],
+                 extent0=sizes[-1] if sizes else "")
 
 
 class UnresolvedMacro(InputError):
     pass
 
 
-def _pick(sf: SourceFile, name: str, cands: list[Item]) -> list[Item]:
-    macros = [c for c in cands if c.node_type in ("preproc_def", "preproc_function_def")]
+def pick_definitions(sf: SourceFile, name: str, cands: list[tuple[SourceFile, Item]]
+                     ) -> list[tuple[SourceFile, Item]]:
+    """Which of several definitions of `name` the function gets: a macro's one definition
+    outside #if (a name defined only under #if, more than once, depends on the build: the
+    caller is told), else the function definition, its prototype and one declaration."""
+    macros = [c for c in cands if c[1].node_type in ("preproc_def", "preproc_function_def")]
     if macros:
-        plain = [m for m in macros if not m.conditional]
+        plain = [m for m in macros if not m[1].conditional]
         if plain:
             return [plain[0]]
         if len(macros) == 1:
             return macros
-        lines = ", ".join(str(m.line) for m in macros)
+        lines = ", ".join(str(m[1].line) for m in macros)
         raise UnresolvedMacro(
-            f"line {macros[0].line}: macro {name} is defined only under #if/#ifdef, "
+            f"line {macros[0][1].line}: macro {name} is defined only under #if/#ifdef, "
             f"{len(macros)} times (lines {lines}): which one applies depends on the build; "
             f"pass --define {name}=VALUE", path=sf.path)
-    defs = [c for c in cands if c.node_type == "function_definition"]
-    protos = [c for c in cands if c.is_prototype]
+    defs = [c for c in cands if c[1].node_type == "function_definition"]
+    protos = [c for c in cands if c[1].is_prototype]
     others = [c for c in cands if c not in defs and c not in protos]
     out = defs[:1] + protos[:1]
     if others:

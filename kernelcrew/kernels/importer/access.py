@@ -1,0 +1,507 @@
+"""How a function touches its array parameters, read from its syntax tree (macros already
+expanded): every subscript, whether it reads or writes, under which loops and whether
+under a condition; where an array is handed to a call or to a local pointer.
+
+Subscripts and loop ranges are polynomials (poly.py) in loop counters and the function's
+integer parameters, with locals defined once substituted by their definition. Anything
+else (a counter of a `while`, an index read from memory, a size the function modifies)
+is left unknown (None): the caller then neither infers nor checks what depends on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kernelcrew.kernels.importer.poly import Poly
+from kernelcrew.kernels.importer.source import Node, walk
+
+# C library calls that write through their first argument / only read their arguments
+WRITES_FIRST = {"memset", "memcpy", "memmove", "strcpy", "strncpy", "__builtin_memset",
+                "__builtin_memcpy", "__builtin_memmove"}
+READS_ONLY = {"printf", "fprintf", "puts", "strlen", "memcmp", "strcmp", "qsort_r"}
+_UPDATE_OPS = {"+=", "-=", "*=", "/=", "%=", "|=", "&=", "^=", "<<=", ">>="}
+
+
+@dataclass
+class Loop:
+    var: str
+    lo: Poly | None  # the smallest value of the counter
+    hi: Poly | None  # one past the largest value
+    node: Node = field(repr=False)
+
+
+@dataclass
+class Access:
+    array: str
+    index: list[Poly | None]  # one per subscript, outermost first
+    kind: str  # read | write | update (a compound assignment or ++/--: both)
+    loops: list[Loop]  # enclosing loops, outermost first
+    guarded: bool  # under an if, a ?: or a loop whose range is unknown
+    pos: int  # evaluation order
+    line: int
+
+
+@dataclass
+class Escape:
+    """The array handed on: to a call, or to a local pointer the analysis cannot follow."""
+
+    array: str
+    how: str
+    written: bool | None  # whether the callee writes through it; None: cannot tell
+    pos: int
+    line: int
+    overwrites: bool = False  # memset/memcpy into it: written before anything reads it
+
+
+@dataclass
+class Accesses:
+    accesses: list[Access] = field(default_factory=list)
+    escapes: list[Escape] = field(default_factory=list)
+    atoms: dict[str, str] = field(default_factory=dict)  # atom name -> op.yaml expression
+
+    def of(self, name: str) -> list[Access]:
+        return [a for a in self.accesses if a.array == name]
+
+    def written(self, name: str) -> bool | None:
+        """True where the function writes the array, False where it only reads it, None
+        where it hands it to code that cannot be read."""
+        if any(a.kind != "read" for a in self.of(name)):
+            return True
+        esc = [e for e in self.escapes if e.array == name]
+        if any(e.written for e in esc):
+            return True
+        if any(e.written is None for e in esc):
+            return None
+        return False
+
+    def read_first(self, name: str) -> bool:
+        """Whether the array's first use reads it (or a write comes first only under a
+        condition): its incoming values matter."""
+        events = sorted([(a.pos, a.kind, a.guarded) for a in self.of(name)]
+                        + [(e.pos, "write" if e.overwrites else "escape", False)
+                           for e in self.escapes if e.array == name])
+        for _pos, kind, guarded in events:
+            if kind == "write" and not guarded:
+                return False
+            if kind != "write":
+                return True
+        return False
+
+
+def analyze(fn_node: Node, data: bytes, arrays: set[str], sizes: set[str],
+            helpers: dict[str, tuple[Node, bytes]] | None = None, depth: int = 0) -> Accesses:
+    """The accesses of `fn_node` (a function_definition) to the parameters in `arrays`."""
+    return _Walker(fn_node, data, arrays, sizes, helpers or {}, depth).run()
+
+
+class _Walker:
+    def __init__(self, fn: Node, data: bytes, arrays: set[str], sizes: set[str],
+                 helpers: dict[str, tuple[Node, bytes]], depth: int) -> None:
+        self.fn, self.data, self.arrays, self.sizes = fn, data, set(arrays), sizes
+        self.helpers, self.depth = helpers, depth
+        self.out = Accesses()
+        self.pos = 0
+        self.aliases: dict[str, tuple[str, Poly | None]] = {}  # local pointer -> (array, offset)
+        self.defs, self.modified = locals_defined_once(fn, data)
+        self._atom_ids: dict[str, str] = {}
+
+    def s(self, n: Node | None) -> str:
+        return self.data[n.start_byte:n.end_byte].decode() if n is not None else ""
+
+    def run(self) -> Accesses:
+        body = self.fn.child_by_field_name("body")
+        if body is not None:
+            self.visit(body, [], False)
+        return self.out
+
+    # ---------------------------------------------------------------- walking
+    def visit(self, n: Node, loops: list[Loop], guarded: bool) -> None:
+        t = n.type
+        if t == "for_statement":
+            loop = self.loop(n, loops)
+            for part in ("initializer", "condition", "update"):
+                c = n.child_by_field_name(part)
+                if c is not None:
+                    self.visit(c, loops, guarded)
+            body = n.child_by_field_name("body")
+            if body is not None:
+                if loop is None:
+                    self.visit(body, loops, True)
+                else:
+                    self.visit(body, [*loops, loop], guarded)
+            return
+        if t in ("while_statement", "do_statement"):
+            for c in n.named_children:
+                self.visit(c, loops, True)
+            return
+        if t in ("if_statement", "conditional_expression"):
+            kids = n.named_children
+            if kids:
+                self.visit(kids[0], loops, guarded)  # the condition runs every time
+            for c in kids[1:]:
+                self.visit(c, loops, True)
+            return
+        if t == "assignment_expression":
+            op = self.s(n.child_by_field_name("operator"))
+            self.visit(n.child_by_field_name("right"), loops, guarded)
+            self.target(n.child_by_field_name("left"), "write" if op == "=" else "update",
+                        loops, guarded)
+            return
+        if t == "update_expression":
+            self.target(n.child_by_field_name("argument"), "update", loops, guarded)
+            return
+        if t in ("subscript_expression", "pointer_expression") and self.element(n) is not None:
+            self.record(n, "read", loops, guarded)
+            return
+        if t == "init_declarator":
+            self.declare(n, loops, guarded)
+            return
+        if t == "call_expression":
+            self.call(n, loops, guarded)
+            return
+        if t == "identifier" and self.s(n) in self.arrays | set(self.aliases):
+            self.escape(n, f"used as a pointer at line {n.start_point.row + 1}", None)
+            return
+        for c in n.children:
+            self.visit(c, loops, guarded)
+
+    def target(self, n: Node | None, kind: str, loops: list[Loop], guarded: bool) -> None:
+        if n is None:
+            return
+        if self.element(n) is not None:
+            self.record(n, kind, loops, guarded)
+        else:
+            self.visit(n, loops, guarded)
+
+    def element(self, n: Node) -> tuple[str, list[Node]] | None:
+        """(array, subscripts) of `A[i][j]`, `*(A + e)`, `*A`, or of an alias of A."""
+        subs: list[Node] = []
+        cur = n
+        if cur.type == "pointer_expression" and self.s(cur.child_by_field_name("operator")) \
+                == "*":
+            arg = cur.child_by_field_name("argument")
+            while arg is not None and arg.type == "parenthesized_expression":
+                arg = arg.named_children[0] if arg.named_children else None
+            if arg is None:
+                return None
+            if arg.type == "identifier":
+                return (self.s(arg), [])  if self.s(arg) in self.arrays | set(self.aliases) \
+                    else None
+            if arg.type == "binary_expression" and self.s(arg.child_by_field_name(
+                    "operator")) == "+":
+                left, right = arg.child_by_field_name("left"), arg.child_by_field_name("right")
+                for base, off in ((left, right), (right, left)):
+                    if base is not None and base.type == "identifier" and \
+                            self.s(base) in self.arrays | set(self.aliases):
+                        return (self.s(base), [off])
+            return None
+        while cur.type == "subscript_expression":
+            idx = cur.child_by_field_name("index")
+            if idx is None:  # tree-sitter-cpp: subscript_argument_list
+                lst = next((c for c in cur.named_children
+                            if c.type == "subscript_argument_list"), None)
+                idx = lst.named_children[0] if lst is not None and lst.named_children else None
+            if idx is None:
+                return None
+            subs.insert(0, idx)
+            cur = cur.child_by_field_name("argument") or cur.named_children[0]
+        if subs and cur.type == "identifier" and self.s(cur) in self.arrays | set(self.aliases):
+            return (self.s(cur), subs)
+        return None
+
+    def record(self, n: Node, kind: str, loops: list[Loop], guarded: bool) -> None:
+        name, subs = self.element(n)  # type: ignore[misc]
+        for sub in subs:
+            self.visit(sub, loops, guarded)  # subscripts read other arrays (`x[ids[i]]`)
+        index: list[Poly | None] = [self.poly(sub, loops) for sub in subs] or [Poly.const(0)]
+        if name in self.aliases:
+            name, off = self.aliases[name]
+            if len(index) != 1:
+                index = [None]
+            index = [off + index[0] if off is not None and index[0] is not None else None]
+        self.pos += 1
+        self.out.accesses.append(Access(name, index, kind, list(loops), guarded, self.pos,
+                                        n.start_point.row + 1))
+
+    def declare(self, n: Node, loops: list[Loop], guarded: bool) -> None:
+        value = n.child_by_field_name("value")
+        decl = n.child_by_field_name("declarator")
+        inner = decl.child_by_field_name("declarator") if decl is not None and \
+            decl.type == "pointer_declarator" else None
+        base = self.pointer_into(value, loops) if value is not None and inner is not None \
+            and inner.type == "identifier" else None
+        if base is None:
+            if value is not None:
+                self.visit(value, loops, guarded)
+            return
+        if base[2] is not None:
+            self.visit(base[2], loops, guarded)  # the offset may read other arrays
+        self.aliases[self.s(inner)] = (base[0], base[1])
+        self.pos += 1
+
+    def pointer_into(self, v: Node, loops: list[Loop]
+                     ) -> tuple[str, Poly | None, Node | None] | None:
+        """`A`, `A + e`, `&A[e]`: (array, offset, the offset's node)."""
+        while v.type in ("parenthesized_expression", "cast_expression"):
+            v = v.child_by_field_name("value") or v.named_children[-1]
+        if v.type == "identifier" and self.s(v) in self.arrays:
+            return (self.s(v), Poly.const(0), None)
+        if v.type == "binary_expression" and self.s(v.child_by_field_name("operator")) == "+":
+            left, right = v.child_by_field_name("left"), v.child_by_field_name("right")
+            for base, off in ((left, right), (right, left)):
+                if base is not None and base.type == "identifier" and self.s(base) in \
+                        self.arrays:
+                    return (self.s(base), self.poly(off, loops), off)
+        if v.type == "pointer_expression" and self.s(v.child_by_field_name("operator")) == "&":
+            el = self.element(v.child_by_field_name("argument"))
+            if el is not None and len(el[1]) == 1 and el[0] in self.arrays:
+                return (el[0], self.poly(el[1][0], loops), el[1][0])
+        return None
+
+    def call(self, n: Node, loops: list[Loop], guarded: bool) -> None:
+        f = n.child_by_field_name("function")
+        name = self.s(f)
+        args = n.child_by_field_name("arguments")
+        for k, a in enumerate(args.named_children if args is not None else []):
+            base = self.pointer_into(a, loops) if a.type != "identifier" or \
+                self.s(a) in self.arrays else None
+            if a.type == "identifier" and self.s(a) in self.aliases:
+                base = (self.aliases[self.s(a)][0], None, None)
+            if base is None:
+                self.visit(a, loops, guarded)
+                continue
+            if base[2] is not None:
+                self.visit(base[2], loops, guarded)
+            self.escape(a, f"passed to {name}()", self.callee_writes(name, k), base[0])
+            if name in WRITES_FIRST and k == 0:
+                self.out.escapes[-1].overwrites = True
+
+    def callee_writes(self, name: str, k: int) -> bool | None:
+        if name in WRITES_FIRST:
+            return k == 0
+        if name in READS_ONLY:
+            return False
+        helper = self.helpers.get(name)
+        if helper is None or self.depth > 4:
+            return None
+        node, data = helper
+        params = _param_names(node, data)
+        if k >= len(params):
+            return None
+        sub = analyze(node, data, {params[k]}, set(), self.helpers, self.depth + 1)
+        return sub.written(params[k])
+
+    def escape(self, n: Node, how: str, written: bool | None, array: str | None = None
+               ) -> None:
+        name = array or self.s(n)
+        if name in self.aliases:
+            name = self.aliases[name][0]
+        self.pos += 1
+        self.out.escapes.append(Escape(name, how, written, self.pos, n.start_point.row + 1))
+
+    # ---------------------------------------------------------------- loops and polynomials
+    def loop(self, n: Node, outer: list[Loop]) -> Loop | None:
+        init = n.child_by_field_name("initializer")
+        cond = n.child_by_field_name("condition")
+        upd = n.child_by_field_name("update")
+        if init is None or cond is None or upd is None or cond.type != "binary_expression":
+            return None
+        var, start = None, None
+        if init.type == "declaration":
+            d = init.child_by_field_name("declarator")
+            if d is not None and d.type == "init_declarator":
+                var, start = self.s(d.child_by_field_name("declarator")), \
+                    d.child_by_field_name("value")
+        elif init.type == "assignment_expression" and self.s(
+                init.child_by_field_name("operator")) == "=":
+            var, start = self.s(init.child_by_field_name("left")), \
+                init.child_by_field_name("right")
+        if not var or start is None:
+            return None
+        step = _step(self.s(upd), var)
+        op = self.s(cond.child_by_field_name("operator"))
+        left, right = cond.child_by_field_name("left"), cond.child_by_field_name("right")
+        bound = None
+        if self.s(left) == var:
+            bound, rel = right, op
+        elif self.s(right) == var:
+            bound, rel = left, {"<": ">", "<=": ">=", ">": "<", ">=": "<="}.get(op, op)
+        if bound is None or step is None:
+            return None
+        a, b = self.poly(start, outer), self.poly(bound, outer)
+        if a is None or b is None:
+            return Loop(var, None, None, n)
+        one = Poly.const(1)
+        if step > 0 and rel in ("<", "!="):
+            lo, hi = a, b
+        elif step > 0 and rel == "<=":
+            lo, hi = a, b + one
+        elif step < 0 and rel == ">=":
+            lo, hi = b, a + one
+        elif step < 0 and rel == ">":
+            lo, hi = b + one, a + one
+        else:
+            return Loop(var, None, None, n)
+        return Loop(var, lo, hi, n)
+
+    def poly(self, n: Node | None, loops: list[Loop], seen: frozenset[str] = frozenset()
+             ) -> Poly | None:
+        if n is None:
+            return None
+        t = n.type
+        if t == "number_literal":
+            text = self.s(n).rstrip("uUlL")
+            try:
+                return Poly.const(int(text, 0))
+            except ValueError:
+                return None
+        if t == "identifier":
+            name = self.s(n)
+            if any(lp.var == name for lp in loops):
+                return Poly.name(name)
+            if name in self.modified:
+                return None
+            if name in self.sizes:
+                return Poly.name(name)
+            if name in self.defs and name not in seen:
+                text = self.expr(self.defs[name], seen | {name})
+                if text is not None and ("//" in text or "%" in text):
+                    return self.atom(self.defs[name], loops, seen | {name})
+                return self.poly(self.defs[name], loops, seen | {name})
+            return None
+        if t in ("parenthesized_expression", "binary_expression"):
+            # a quotient in the sizes alone stays whole (`(h + 2*pad - k)/stride + 1`)
+            text = self.expr(n, seen)
+            if text is not None and ("//" in text or "%" in text):
+                return self.atom(n, loops, seen)
+        if t in ("parenthesized_expression",):
+            return self.poly(n.named_children[0] if n.named_children else None, loops, seen)
+        if t == "cast_expression":
+            return self.poly(n.child_by_field_name("value"), loops, seen)
+        if t == "unary_expression":
+            op = self.s(n.child_by_field_name("operator"))
+            p = self.poly(n.child_by_field_name("argument"), loops, seen)
+            return None if p is None else (-p if op == "-" else p if op == "+" else None)
+        if t == "binary_expression":
+            op = self.s(n.child_by_field_name("operator"))
+            a = self.poly(n.child_by_field_name("left"), loops, seen)
+            b = self.poly(n.child_by_field_name("right"), loops, seen)
+            if a is not None and b is not None and op in ("+", "-", "*"):
+                return a + b if op == "+" else a - b if op == "-" else a * b
+            if a is not None and op == "<<" and b is not None and b.constant() is not None:
+                return a * Poly.const(2 ** b.constant())
+            if op in ("/", "%") and a is not None and b is not None:
+                return self.atom(n, loops, seen)
+            return None
+        return None
+
+    def atom(self, n: Node, loops: list[Loop], seen: frozenset[str]) -> Poly | None:
+        """A quotient in the sizes alone, as one name standing for its expression."""
+        text = self.expr(n, seen)
+        while text is not None and text.startswith("(") and text.endswith(")") and \
+                _balanced(text[1:-1]):
+            text = text[1:-1]
+        if text is None:
+            return None
+        if text not in self._atom_ids:
+            name = f"_q{len(self._atom_ids)}"
+            self._atom_ids[text] = name
+            self.out.atoms[name] = text
+        return Poly.name(self._atom_ids[text])
+
+    def expr(self, n: Node, seen: frozenset[str]) -> str | None:
+        """An op.yaml expression for a subtree in the sizes only (`/` becomes `//`)."""
+        t = n.type
+        if t == "number_literal":
+            text = self.s(n).rstrip("uUlL")
+            return text if text.isdigit() else None
+        if t == "identifier":
+            name = self.s(n)
+            if name in self.sizes and name not in self.modified:
+                return name
+            if name in self.defs and name not in seen and name not in self.modified:
+                inner = self.expr(self.defs[name], seen | {name})
+                return f"({inner})" if inner is not None else None
+            return None
+        if t == "parenthesized_expression" and n.named_children:
+            inner = self.expr(n.named_children[0], seen)
+            return f"({inner})" if inner is not None else None
+        if t == "cast_expression":
+            v = n.child_by_field_name("value")
+            return self.expr(v, seen) if v is not None else None
+        if t == "binary_expression":
+            op = self.s(n.child_by_field_name("operator"))
+            if op not in ("+", "-", "*", "/", "%"):
+                return None
+            a = self.expr(n.child_by_field_name("left"), seen)
+            b = self.expr(n.child_by_field_name("right"), seen)
+            if a is None or b is None:
+                return None
+            return f"{a} {'//' if op == '/' else op} {b}"
+        return None
+
+
+def _balanced(text: str) -> bool:
+    depth = 0
+    for ch in text:
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def _step(text: str, var: str) -> int | None:
+    t = "".join(text.split())
+    if t in (f"{var}++", f"++{var}"):
+        return 1
+    if t in (f"{var}--", f"--{var}"):
+        return -1
+    for sign, op in ((1, "+="), (-1, "-=")):
+        if t.startswith(f"{var}{op}"):
+            k = t[len(var) + 2:]
+            return sign * int(k) if k.isdigit() and int(k) > 0 else (sign if k else None)
+    if t.startswith(f"{var}={var}+"):
+        return 1
+    return None
+
+
+def locals_defined_once(fn: Node, data: bytes) -> tuple[dict[str, Node], set[str]]:
+    """Locals defined once (`int idx = ...;`, never assigned again): name -> value; and the
+    names that are assigned anywhere (modified), loop counters included."""
+    def s(n: Node) -> str:
+        return data[n.start_byte:n.end_byte].decode()
+
+    inits: dict[str, list[Node]] = {}
+    assigned: dict[str, int] = {}
+    for n in walk(fn):
+        if n.type == "init_declarator":
+            d, v = n.child_by_field_name("declarator"), n.child_by_field_name("value")
+            if d is not None and d.type == "identifier" and v is not None:
+                inits.setdefault(s(d), []).append(v)
+        elif n.type == "assignment_expression":
+            left = n.child_by_field_name("left")
+            if left is not None and left.type == "identifier":
+                assigned[s(left)] = assigned.get(s(left), 0) + 1
+        elif n.type == "update_expression":
+            arg = n.child_by_field_name("argument")
+            if arg is not None and arg.type == "identifier":
+                assigned[s(arg)] = assigned.get(s(arg), 0) + 1
+    defs = {k: v[0] for k, v in inits.items() if len(v) == 1 and k not in assigned}
+    return defs, set(assigned)
+
+
+def _param_names(fn: Node, data: bytes) -> list[str]:
+    d = fn.child_by_field_name("declarator")
+    while d is not None and d.type != "function_declarator":
+        d = d.child_by_field_name("declarator")
+    plist = d.child_by_field_name("parameters") if d is not None else None
+    out = []
+    for p in plist.named_children if plist is not None else []:
+        name = ""
+        for m in walk(p):
+            if m.type == "identifier":
+                name = data[m.start_byte:m.end_byte].decode()
+                break
+        out.append(name)
+    return out

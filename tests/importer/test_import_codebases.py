@@ -1,0 +1,192 @@
+"""Functions imported unchanged from small code bases written the way real C code bases
+are (tests/importer/codebases): a polyhedral-benchmark-style suite (types and sizes from
+macros and typedefs, `A[N][N]` parameters declared through macros, loop bounds through
+macros, `-D` dataset switches, headers beside the file and in a common folder, `register`),
+a CNN-framework-style library (a header in include/, helpers with early returns, `lda`
+strides, `pow`) and a single-file LLM inference program. Each is imported with `--case`
+alone: types, roles, shapes and the cost model come from the code. A `--shape` that
+disagrees with how the code indexes an array is refused at import, naming the array."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from kernelcrew.kernels.spec import load_op
+from tests.conftest import kernelcrew
+
+CODEBASES = Path(__file__).resolve().parent / "codebases"
+POLY = CODEBASES / "polyhedral"
+CNN = CODEBASES / "cnn"
+LLM = CODEBASES / "llm" / "infer.c"
+
+
+def imp(src: Path, function: str, case: str, out: Path, *extra: str):
+    p = kernelcrew("import", str(src), "--function", function, "--case", case,
+                   "--out", str(out), *extra, timeout=180)
+    return p
+
+
+def imported(src: Path, function: str, case: str, out: Path, *extra: str):
+    p = imp(src, function, case, out, *extra)
+    assert p.returncode == 0, p.stderr
+    return load_op(out), p.stdout + p.stderr
+
+
+def one_line_error(p) -> str:
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in p.stderr, p.stderr
+    return lines[0]
+
+
+def check_ok(folder: Path) -> dict:
+    p = kernelcrew("check", str(folder), str(folder / "baseline.cpp"), "--json", "--reps", "2",
+                   timeout=600)
+    res = json.loads(p.stdout)
+    assert p.returncode == 0 and res["correct"], res["reason"]
+    return res
+
+
+COMMON = ("--include-dir", str(POLY / "common"))
+
+
+def test_polyhedral_style_functions_import_with_case_alone(tmp_path):
+    # colsum: `typedef double real_t` for the array and the scalar, `real_t PS_2D(A, N, N)`
+    # with N from a dataset switch in the header beside the file, `_PS_N` bounds,
+    # `register`, counters declared at the top
+    spec, out = imported(POLY / "linalg/colsum/colsum.c", "kernel_colsum", "n=1000",
+                         tmp_path / "colsum", *COMMON)
+    assert spec.inputs["A"].dtype == "float64" and spec.inputs["A"].shape == [1000, 1000]
+    assert list(spec.outputs) == ["s"] and spec.outputs["s"].shape == [1000]
+    assert spec.scalars["scale"].dtype == "float64" and "no --scalar gives it" in out
+    # the macro loop bounds reach the cost model: one add per element, one multiply per
+    # column (not "0", not "counted as one trip")
+    assert spec.cost.flops == "n*n + n" and "one trip" not in out
+    base = (tmp_path / "colsum" / "baseline.cpp").read_text()
+    # the file's own text, and the definitions the build selects, from the headers
+    assert "real_t PS_2D(A, N, N)" in base and "for (j = 0; j < _PS_N; j++)" in base
+    assert "# define N 1000" in base and "typedef double real_t;" in base
+    assert "typedef float real_t;" not in base and "define N 120" not in base
+    assert "#define register" in base  # C's register, defined away for C++
+    assert spec.origin.build == [f"-I{POLY / 'common'}"]
+    check_ok(tmp_path / "colsum")
+    a = np.random.default_rng(0).standard_normal((1000, 1000))
+    got = spec.reference_fn()(A=a, scale=0.5, n=700)["s"]
+    assert np.allclose(got[:700], 0.5 * a[:700, :700].sum(axis=0), rtol=1e-12)
+
+    # the build's -D switches choose the sizes and the types, as the code base's build does
+    small, _ = imported(POLY / "linalg/colsum/colsum.c", "kernel_colsum", "n=100",
+                        tmp_path / "colsum_small", *COMMON, "--define", "SMALL_SET",
+                        "--define", "TYPE_IS_FLOAT")
+    assert small.inputs["A"].shape == [120, 120] and small.inputs["A"].dtype == "float32"
+    assert small.scalars["scale"].dtype == "float32"
+    # a case larger than the arrays the code declares is refused, naming the array
+    msg = one_line_error(imp(POLY / "linalg/colsum/colsum.c", "kernel_colsum", "n=500",
+                             tmp_path / "x", *COMMON, "--define", "SMALL_SET"))
+    assert "A (shape [120, 120] from its declaration)" in msg and "--case 1 (n=500)" in msg
+
+    # gesum2: `#define DATA_TYPE double` for arrays and scalars, token pasting in SCALAR()
+    spec, _ = imported(POLY / "linalg/gesum2/gesum2.c", "kernel_gesum2", "n=500",
+                       tmp_path / "gesum2", *COMMON)
+    assert list(spec.inputs) == ["A", "B", "x"] and list(spec.outputs) == ["tmp", "y"]
+    assert spec.inputs["B"].shape == [500, 500] and spec.cost.flops == "4*n*n + 3*n"
+    check_ok(tmp_path / "gesum2")
+
+
+def test_a_shape_that_disagrees_with_the_code_is_refused_naming_the_array(tmp_path):
+    # the code strides A by rows of N = 1000; a shape in the size n has rows of n
+    msg = one_line_error(imp(POLY / "linalg/colsum/colsum.c", "kernel_colsum", "n=1000",
+                             tmp_path / "a", *COMMON, "--shape", "A=n,n"))
+    assert "--shape A=n,n: A is declared" in msg and "rows of 1000" in msg
+    assert "leave --shape A out (inferred: [1000, 1000])" in msg
+    assert str(POLY / "linalg/colsum/colsum.c") in msg
+    # a flat array too small for what the loops read
+    msg = one_line_error(imp(CNN / "src/stats.c", "channel_var", "batch=4,filters=64,spatial=400",
+                             tmp_path / "b", "--include-dir", str(CNN / "include"),
+                             "--shape", "x=filters*spatial"))
+    assert "--shape x=filters*spatial: line 14 of the file reaches element 102399 of x" in msg
+    assert "inferred: [batch*filters*spatial]" in msg
+    # a shape the code agrees with is taken as given
+    spec, _ = imported(CNN / "src/stats.c", "channel_var", "batch=4,filters=64,spatial=400",
+                       tmp_path / "c", "--include-dir", str(CNN / "include"),
+                       "--shape", "x=batch,filters,spatial")
+    assert spec.inputs["x"].shape == ["batch", "filters", "spatial"]
+
+
+def test_cnn_style_functions_import_with_case_alone(tmp_path):
+    inc = ("--include-dir", str(CNN / "include"))
+    # per-filter variance with pow(x, 2) and an index in a local
+    spec, _ = imported(CNN / "src/stats.c", "channel_var", "batch=4,filters=64,spatial=400",
+                       tmp_path / "var", *inc)
+    assert spec.inputs["x"].shape == ["batch*filters*spatial"]
+    assert list(spec.outputs) == ["var"] and spec.outputs["var"].shape == ["filters"]
+    check_ok(tmp_path / "var")
+    # i-k-j GEMM with a `register` scalar and leading dimensions: C is read and written
+    spec, _ = imported(CNN / "src/matmul.c", "gemm_acc",
+                       "M=64,N=200,K=72,lda=72,ldb=200,ldc=200", tmp_path / "gemm", *inc)
+    assert spec.inputs["A"].shape == ["M*lda + K - lda"]
+    assert list(spec.outputs) == ["C"] and "C_in" in spec.inputs
+    assert spec.cost.flops == "2*M*K*N + M*K"
+    # an early-return helper (hard tanh) inside the loop
+    spec, _ = imported(CNN / "src/activate.c", "activate_hardtan", "n=10000", tmp_path / "act",
+                       *inc)
+    assert spec.outputs["x"].shape == ["n"]
+    check_ok(tmp_path / "act")
+    x = np.linspace(-3, 3, 10000)
+    assert np.array_equal(spec.reference_fn()(x_in=x, n=10000)["x"], np.clip(x, -1, 1))
+    # im2col through a padding helper with an early `return 0`: the output's extent comes
+    # from the loops (through locals computed from the sizes); the image's only through
+    # the helper, which the analysis does not follow: --shape for that one
+    case = "channels=8,height=12,width=12,ksize=3,stride=1,pad=1"
+    msg = one_line_error(imp(CNN / "src/unroll.c", "col_unroll", case, tmp_path / "u0", *inc))
+    assert "'im' needs a shape" in msg and "passed to unroll_pixel()" in msg
+    spec, out = imported(CNN / "src/unroll.c", "col_unroll", case, tmp_path / "unroll", *inc,
+                         "--shape", "im=channels,height,width")
+    out_hw = ("((height + 2 * pad - ksize) // stride + 1)*((width + 2 * pad - ksize) // "
+              "stride + 1)")
+    assert spec.outputs["col"].shape == [f"{out_hw}*channels*ksize*ksize"]
+    assert "one trip" not in out  # loop bounds through locals reach the cost model
+    check_ok(tmp_path / "unroll")
+
+
+def test_llm_style_functions_import_with_case_alone(tmp_path):
+    spec, _ = imported(LLM, "matvec", "n=512,d=1376", tmp_path / "matvec")
+    assert spec.inputs["w"].shape == ["d*n"] and spec.outputs["xout"].shape == ["d"]
+    assert "-fopenmp" in spec.origin.flags and spec.cost.flops == "2*d*n"
+    spec, _ = imported(LLM, "softmax", "size=4096", tmp_path / "softmax")
+    # read first (x[0]), then written: read and written, one element at least
+    assert spec.inputs["x_in"].shape == ["size"] and list(spec.outputs) == ["x"]
+    check_ok(tmp_path / "softmax")
+    spec, _ = imported(LLM, "rmsnorm", "size=512", tmp_path / "rmsnorm")
+    assert list(spec.inputs) == ["x", "weight"] and list(spec.outputs) == ["o"]
+
+
+def test_compile_commands_gives_the_build_flags(tmp_path):
+    db = tmp_path / "compile_commands.json"
+    db.write_text(json.dumps([{"directory": str(POLY), "file": "linalg/colsum/colsum.c",
+                               "arguments": ["gcc", "-O2", "-Icommon", "-DSMALL_SET", "-c",
+                                             "linalg/colsum/colsum.c", "-o", "colsum.o"]}]))
+    spec, _ = imported(POLY / "linalg/colsum/colsum.c", "kernel_colsum", "n=100",
+                       tmp_path / "cc", "--compile-commands", str(db))
+    assert spec.inputs["A"].shape == [120, 120]
+    assert spec.origin.build == [f"-I{POLY / 'common'}", "-DSMALL_SET"]
+    msg = one_line_error(imp(CNN / "src/stats.c", "channel_var", "batch=1,filters=2,spatial=3",
+                             tmp_path / "x", "--compile-commands", str(db)))
+    assert "no entry for stats.c" in msg
+
+
+def test_a_header_not_found_is_named_with_the_flag_to_add(tmp_path):
+    # the function needs nothing from it: imported, with a note
+    _spec, out = imported(CNN / "src/stats.c", "channel_var", "batch=1,filters=2,spatial=3",
+                          tmp_path / "ok")
+    assert "header netlite.h not found (add its folder with --include-dir)" in out
+    # it needs a macro from it: the error names the macro, the header and the flag
+    msg = one_line_error(imp(CNN / "src/stats.c", "channel_norm", "batch=1,filters=2,spatial=3",
+                             tmp_path / "x"))
+    assert "NL_EPS" in msg and "netlite.h was not found: give its folder with --include-dir" in msg
+    spec, _ = imported(CNN / "src/stats.c", "channel_norm", "batch=2,filters=8,spatial=30",
+                       tmp_path / "norm", "--include-dir", str(CNN / "include"))
+    assert list(spec.outputs) == ["x"] and spec.inputs["var"].shape == ["filters"]
