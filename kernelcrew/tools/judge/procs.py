@@ -24,6 +24,10 @@ from pathlib import Path
 
 STOP_POLL_S = 5e-6  # between two looks at the threads' states while waiting for a stop
 STOP_GRACE_S = 5.0  # a worker not stopped this long after its reply is not under control
+# A worker's threads run real-time while it runs, where the system allows (see
+# session._prompt): one step under the parent's, which must always get a CPU to end a
+# window
+WORKER_RT_PRIORITY = 1
 
 
 class ProcessError(RuntimeError):
@@ -178,6 +182,22 @@ class WorkerProcess:
 
     def resume(self) -> None:
         self.signal(signal.SIGCONT)
+
+    def set_realtime(self, on: bool) -> bool:
+        """Every thread of the worker real-time (SCHED_FIFO, WORKER_RT_PRIORITY) or back
+        to normal; the threads it starts later inherit it. False where the system refuses
+        (no CAP_SYS_NICE: then timings share the CPUs with the machine's other work)."""
+        ok = True
+        for tid in self.threads():
+            try:
+                if on:
+                    os.sched_setscheduler(tid, os.SCHED_FIFO,
+                                          os.sched_param(WORKER_RT_PRIORITY))
+                else:
+                    os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
+            except (AttributeError, OSError):
+                ok = False
+        return ok
 
     def cpu_ns(self) -> int | None:
         """CPU time all of the worker's threads used so far (schedstat), ns."""
