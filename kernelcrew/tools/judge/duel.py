@@ -149,7 +149,7 @@ def duel(h: Harness, a: tuple[CompileResult, KernelFile], b: tuple[CompileResult
                 except SessionFailed as e:
                     cn.fail(e)
                     raise _Failed(who) from None
-            checked = plan_checks(reps, np.random.default_rng(seed + [ci]))
+            checked = plan_checks(reps, nsets, np.random.default_rng(seed + [ci]))
             refs: dict[int, dict[str, np.ndarray]] = {}
 
             def ref_for(r: int, k: int, c=c, d=d, refs=refs) -> dict[str, np.ndarray]:
@@ -172,7 +172,6 @@ def duel(h: Harness, a: tuple[CompileResult, KernelFile], b: tuple[CompileResult
                 busy_acc[rnd][0] += t1 - t0
                 busy_acc[rnd][1] += i1 - i0
                 start += per_round_n[rnd]
-            del nsets
         finished = True
     except _Failed as e:
         failed = e.who

@@ -102,12 +102,16 @@ def case_cache_state(mode: str, llc_bytes: int | None, working_set: int) -> str:
     return "warm" if llc_bytes and working_set * 2 <= llc_bytes else "cold"
 
 
-def plan_checks(reps: int, pick: np.random.Generator | None = None) -> set[int]:
-    """The timed runs of a case checked in full: CHECKED_RUNS picked at random (the
-    parent's secret: every run looks the same to the worker)."""
+def plan_checks(reps: int, nsets: int = 1, pick: np.random.Generator | None = None
+                ) -> set[int]:
+    """The timed runs of a case checked in full: CHECKED_RUNS picked at random, and the
+    last run of every input set (a kernel that goes wrong after enough calls is caught at
+    the end; the worker is never told how many runs there will be). The parent's secret:
+    every run looks the same to the worker."""
     pick = pick or np.random.default_rng(secrets.randbits(64))
     n = min(reps, CHECKED_RUNS)
-    return {int(r) for r in pick.choice(reps, size=n, replace=False)} if n else set()
+    chosen = {int(r) for r in pick.choice(reps, size=n, replace=False)} if n else set()
+    return chosen | set(range(max(0, reps - nsets), reps))
 
 
 def fail_row(c: Case, detail: str, cmp: Comparison | None = None, cause: str = "") -> CaseRow:

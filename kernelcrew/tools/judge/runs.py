@@ -302,7 +302,7 @@ def solo(h: HarnessView, comp: CompileResult, kf: KernelFile, *, mode: str, reps
             cold = h.cache_state(c) == "cold"
             if not cold:
                 cn.warm(ci, 0, h.bench.warmup)
-            checked = plan_checks(reps) if judge else set()
+            checked = plan_checks(reps, len(d.slots)) if judge else set()
             for r in range(reps):
                 k = r % len(d.slots)
                 changes = h.fresh_changes(c, k, seed + [r])
