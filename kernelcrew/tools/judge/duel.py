@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import secrets
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -68,30 +67,6 @@ def pooled(first: Duel, second: Duel) -> Duel:
                  for who in ("a", "b")}
     return Duel(runs(first.a, second.a), runs(first.b, second.b), first.rounds + second.rounds,
                 per_round, first.busy + second.busy)
-
-
-@contextmanager
-def _on_cpu(cpu: int | None):
-    """The calling thread pinned to `cpu` for the block, its affinity restored after.
-
-    The parent waits for the worker's reply on the CPU the worker's main thread runs on:
-    woken from the other CPU, the worker's steps around a call ran cold on a 2-core VM
-    and read about 0.15 ms more in whole cases."""
-    home = None
-    if cpu is not None:
-        try:
-            home = os.sched_getaffinity(0)
-            os.sched_setaffinity(0, {cpu})
-        except (AttributeError, OSError, ValueError):
-            home = None
-    try:
-        yield
-    finally:
-        if home is not None:
-            try:
-                os.sched_setaffinity(0, home)
-            except OSError:
-                pass
 
 
 def _busy_sample() -> tuple[int, int]:
@@ -197,19 +172,18 @@ def _batch(h: Harness, cn: Contender, ci: int, start: int, n: int, warm: bool,
     st = cn.state[case_key(c)]
     first = len(st.times)
     try:
-        with _on_cpu(cpu):
-            threads = cn.session.place(cpu, cpus)
-            if warm:
-                cn.warm(ci, start % nsets, 1)  # the other kernel ran in between
-                if threads <= 1:
-                    cn.session.place(cpu, cpus)  # the warm-up may have made a team
-            for j in range(n):
-                r = start + j
-                k = r % nsets
-                changes = h.fresh_changes(c, k, seed + [r])
-                if not cn.timed(ci, r, changes, r in checked, lambda r=r, k=k: ref_for(r, k),
-                                not warm):
-                    raise _Failed(who)
+        threads = cn.session.place(cpu, cpus)
+        if warm:
+            cn.warm(ci, start % nsets, 1)  # the other kernel ran in between
+            if threads <= 1:
+                cn.session.place(cpu, cpus)  # the warm-up may have made a team
+        for j in range(n):
+            r = start + j
+            k = r % nsets
+            changes = h.fresh_changes(c, k, seed + [r])
+            if not cn.timed(ci, r, changes, r in checked, lambda r=r, k=k: ref_for(r, k),
+                            not warm):
+                raise _Failed(who)
     except SessionFailed as e:
         cn.fail(e)
         raise _Failed(who) from None

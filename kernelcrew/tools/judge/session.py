@@ -56,8 +56,9 @@ def _prompt():
     (on the loaded 2-core VM that added milliseconds to the window). The worker's threads
     run real-time too, one step under it (`Session.start`): on the same VM, loaded with
     other work at 5 to 8 runnable tasks, an A/A check's measured noise was ±51-75% with
-    neither, ±21-37% with the worker at nice -20 and ±16-23% real-time. The parent only
-    waits in the window, so it takes no CPU from the worker."""
+    neither, ±21-37% with the worker at nice -20 and ±16-23% real-time. The parent is not
+    pinned to the worker's CPU: a real-time parent polling for the worker's stop on the
+    CPU the worker needs to get there held it off for tens of milliseconds a call."""
     policy = None
     try:
         policy = (os.sched_getscheduler(0), os.sched_getparam(0))
