@@ -22,7 +22,12 @@ import signal
 import time
 from pathlib import Path
 
-STOP_POLL_S = 5e-6  # between two looks at the threads' states while waiting for a stop
+# Between two looks at the threads' states while waiting for a stop: short at first (the
+# worker stops itself within microseconds of its reply), then longer. A real-time parent
+# looking every 5 us for longer than that used up the CPU's real-time budget and was
+# throttled for up to 50 ms, with a thread of the worker waiting behind it to stop.
+STOP_POLL_S = (5e-6, 50e-6)
+STOP_POLL_FAST = 20  # looks at the short interval
 STOP_GRACE_S = 5.0  # a worker not stopped this long after its reply is not under control
 # A worker's threads run real-time while it runs, where the system allows (see
 # session._prompt): one step under the parent's, which must always get a CPU to end a
@@ -169,13 +174,15 @@ class WorkerProcess:
         its own could land before the worker's, which would then stop the worker again
         when it is next continued, waiting for nobody."""
         deadline = time.monotonic() + STOP_GRACE_S
+        looks = 0
         while time.monotonic() < deadline:
             st = self._states()
             if st is None:
                 return False
             if all(s in "Tt" for s in st):
                 return True
-            time.sleep(STOP_POLL_S)
+            looks += 1
+            time.sleep(STOP_POLL_S[looks > STOP_POLL_FAST])
         self.signal(signal.SIGSTOP)
         raise ProcessError(f"the worker did not stop itself within {STOP_GRACE_S:.0f} s of "
                            "its reply (its kernel kept it running)")
