@@ -229,17 +229,22 @@ def _launch(args: list[str]) -> int:
     if not argv:
         sys.stderr.write("kernelcrew sandbox: no command to run\n")
         return 127
+    notify = next((int(a[2:]) for a in args[:sep] if a.startswith("N:")), None)
     if os.getpid() == 1:
         # The first process of a PID namespace ignores the signals its own namespace
         # sends it when it has no handler for them, its own SIGSTOP included: the command
         # runs as its child, so a worker can stop itself between calls (see
         # tools/judge/procs.py). This process only waits, unconfined but unreachable:
-        # signals from inside the namespace do not reach it, ptrace is filtered.
+        # signals from inside the namespace do not reach it, ptrace is filtered. It tells
+        # the harness, through `notify`, each time the command has stopped (the kernel's
+        # report of a whole group stop): the harness needs no polling to see it.
         pid = os.fork()
         if pid:
-            return _reap(pid)
+            return _reap(pid, notify)
+    if notify is not None:
+        os.close(notify)  # the command never holds the harness's notification pipe
     try:
-        spec = decode_spec(args[:sep])
+        spec = decode_spec([a for a in args[:sep] if not a.startswith("N:")])
         if spec["landlock"]:
             _landlock_restrict(spec)
         if spec["seccomp"]:
@@ -254,15 +259,23 @@ def _launch(args: list[str]) -> int:
         return 127
 
 
-def _reap(main: int) -> int:
+def _reap(main: int, notify: int | None = None) -> int:
     """As the namespace's first process: reap every child until `main` ends, then exit as
-    it did (a death by signal N as 128 + N: this process cannot raise it on itself)."""
+    it did (a death by signal N as 128 + N: this process cannot raise it on itself); each
+    time `main` has stopped, one byte to `notify`."""
     while True:
         try:
-            pid, status = os.waitpid(-1, 0)
+            pid, status = os.waitpid(-1, os.WUNTRACED if notify is not None else 0)
         except ChildProcessError:
             return 1
         except InterruptedError:
+            continue
+        if os.WIFSTOPPED(status):
+            if pid == main and notify is not None:
+                try:
+                    os.write(notify, b"s")
+                except OSError:
+                    notify = None  # the harness went away: only reap from now on
             continue
         if pid == main:
             if os.WIFSIGNALED(status):

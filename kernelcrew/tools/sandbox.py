@@ -256,7 +256,7 @@ def describe_layers(layers: dict | None) -> str:
 
 def _stock_command(argv: Sequence[str], layers: dict, scratch: Path,
                    readonly: Sequence[Path], devices: Sequence[str],
-                   tool: Sequence[str] = ()) -> list[str]:
+                   tool: Sequence[str] = (), notify: int | None = None) -> list[str]:
     """unshare ... [tool] python -I -S confine.py SPEC -- argv (the launcher applies the
     rest). A `tool` (a profiler that starts argv as its child) runs inside the namespaces
     but outside Landlock and seccomp, and starts the launcher: the command's own process
@@ -275,7 +275,8 @@ def _stock_command(argv: Sequence[str], layers: dict, scratch: Path,
         "write": [str(scratch)],
     }
     launcher = [sys.executable, "-I", "-S", str(Path(confine.__file__).resolve()),
-                *confine.encode_spec(spec), "--"]
+                *confine.encode_spec(spec), *([f"N:{notify}"] if notify is not None else []),
+                "--"]
     ns = layers["namespaces"]
     return [*(_unshare_prefix(ns) if ns else []), *tool, *launcher, *argv]
 
@@ -530,6 +531,8 @@ def run_confined(
     tool: Sequence[str] = (),
     pass_fds: Sequence[int] = (),
     on_start: Callable[[int], None] | None = None,
+    notify: int | None = None,
+    notify_ready: Callable[[bool], None] | None = None,
 ) -> SandboxRun:
     """Run argv with cwd=scratch under the sandbox; stdout/stderr go to files in scratch.
 
@@ -544,7 +547,11 @@ def run_confined(
 
     `pass_fds` stay open in the command (the parent's shared buffers and pipes);
     `on_start` is called with the PID of the sandbox's first process as soon as it
-    exists (the caller finds the command's own process below it, see judge.procs)."""
+    exists (the caller finds the command's own process below it, see judge.procs);
+    `notify`, a pipe's write end: under the stock confinement with a PID namespace the
+    launcher writes one byte to it each time the command has stopped (a worker stopping
+    itself between calls); `notify_ready` is told, before the command starts, whether
+    it will (False: the caller must look for the stop itself)."""
     scratch = Path(scratch).resolve()
     scratch.mkdir(parents=True, exist_ok=True)
     kind = confinement()
@@ -565,8 +572,14 @@ def run_confined(
         prefix += ["--bind", str(scratch), str(scratch), "--chdir", str(scratch)]
         cmd = prefix + ["--"] + cmd
     elif kind == "stock":
-        cmd = _stock_command(argv, layers if layers is not None else stock_layers(), scratch,
-                             readonly, devices, tool)
+        layers = layers if layers is not None else stock_layers()
+        if notify is not None and "pid" in layers["namespaces"]:
+            pass_fds = (*pass_fds, notify)
+        else:
+            notify = None
+        cmd = _stock_command(argv, layers, scratch, readonly, devices, tool, notify)
+    if notify_ready is not None:
+        notify_ready(notify is not None and kind == "stock")
     # RLIMIT_NPROC counts every process and thread of the (outside) user, hence the
     # offset; it does not bind root (inside a user namespace too), so the pids cgroup
     # below is the cap that holds there. Both leave room for one thread per core.

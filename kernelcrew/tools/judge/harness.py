@@ -283,7 +283,8 @@ class Harness:
 
     def confined(self, job: dict, out_dir: Path, wrap: Sequence[str] = (),
                  timeout_s: float | None = None, pass_fds: Sequence[int] = (),
-                 on_start: Callable[[int], None] | None = None) -> SandboxRun:
+                 on_start: Callable[[int], None] | None = None, notify: int | None = None,
+                 notify_ready: Callable[[bool], None] | None = None) -> SandboxRun:
         env = {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
                "PYTHONDONTWRITEBYTECODE": "1", **self.backend.worker_env()}
         return run_confined(
@@ -294,7 +295,7 @@ class Harness:
             devices=self.backend.worker_devices(),
             file_size_mib=self.limits.file_size_mib, processes=self.limits.processes,
             open_files=self.limits.open_files, env=env, log_name="worker",
-            pass_fds=pass_fds, on_start=on_start)
+            pass_fds=pass_fds, on_start=on_start, notify=notify, notify_ready=notify_ready)
 
     # -- running a kernel ---------------------------------------------------------
     def run(self, comp: CompileResult, kf: KernelFile, *, mode: str = "bench",

@@ -190,12 +190,26 @@ class WorkerProcess:
     def resume(self) -> None:
         self.signal(signal.SIGCONT)
 
-    def set_realtime(self, on: bool) -> bool:
-        """Every thread of the worker real-time (SCHED_FIFO, WORKER_RT_PRIORITY) or back
-        to normal; the threads it starts later inherit it. False where the system refuses
-        (no CAP_SYS_NICE: then timings share the CPUs with the machine's other work)."""
+    @property
+    def parent(self) -> int:
+        """The worker's parent process (the launcher, under the stock confinement)."""
+        try:
+            with open(f"/proc/{self.pid}/stat") as f:
+                return int(_stat_fields(f.read())[1])
+        except (OSError, IndexError, ValueError):
+            return 0
+
+    def set_realtime(self, on: bool, pid: int | None = None) -> bool:
+        """Every thread of the worker (or of process `pid`) real-time (SCHED_FIFO,
+        WORKER_RT_PRIORITY) or back to normal; the threads it starts later inherit it.
+        False where the system refuses (no CAP_SYS_NICE: then timings share the CPUs with
+        the machine's other work)."""
         ok = True
-        for tid in self.threads():
+        if pid is not None and pid > 1:
+            tids = [pid]
+        else:
+            tids = self.threads()
+        for tid in tids:
             try:
                 if on:
                     os.sched_setscheduler(tid, os.SCHED_FIFO,

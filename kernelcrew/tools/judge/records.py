@@ -158,7 +158,8 @@ class HarnessView(Protocol):
                   pick: np.random.Generator, when: str) -> CaseRow | None: ...
     def confined(self, job: dict, out_dir: Path, wrap: Sequence[str] = (),
                  timeout_s: float | None = None, pass_fds: Sequence[int] = (),
-                 on_start: Callable[[int], None] | None = None) -> SandboxRun: ...
+                 on_start: Callable[[int], None] | None = None, notify: int | None = None,
+                 notify_ready: Callable[[bool], None] | None = None) -> SandboxRun: ...
 
 
 class Flusher:

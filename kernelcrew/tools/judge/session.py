@@ -25,6 +25,7 @@ import ctypes
 import json
 import os
 import select
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -32,7 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelcrew.tools.judge.procs import ProcessError, WorkerProcess, find_worker
+from kernelcrew.tools.judge.procs import STOP_GRACE_S, ProcessError, WorkerProcess, find_worker
 from kernelcrew.tools.judge.records import HarnessView
 from kernelcrew.tools.judge.shm import SharedBuffer
 from kernelcrew.tools.sandbox import SandboxRun
@@ -125,6 +126,11 @@ class Session:
         self.realtime = False  # the worker's threads run real-time (see _prompt)
         self.stopped_why = ""  # why the parent killed it when it was done with it
         self._started = threading.Event()
+        # the launcher's word that the worker has stopped (see confine._reap): read end
+        # here, write end to the sandbox; `notified` says whether it will come
+        self.stops_r, self._stops_w = os.pipe()
+        os.set_blocking(self.stops_r, False)
+        self.notified = False
         fds = [outputs.fd, *sorted({c["inputs"]["fd"] for c in job["cases"]})]
         self.thread = threading.Thread(target=self._main, args=(wall_s, wrap, fds), daemon=True)
 
@@ -134,9 +140,13 @@ class Session:
             self.root = pid
             self._started.set()
 
+        def ready(yes: bool) -> None:
+            self.notified = yes and self.freeze
+
         try:
             self.run = self.h.confined(self.job, self.out_dir, wrap, timeout_s=wall_s,
-                                       pass_fds=fds, on_start=started)
+                                       pass_fds=fds, on_start=started, notify=self._stops_w,
+                                       notify_ready=ready)
         finally:
             self._started.set()
 
@@ -145,6 +155,7 @@ class Session:
         _set_timer_slack()
         self.thread.start()
         self.expect("hello", timeout_s=timeout_s)
+        os.close(self._stops_w)  # the sandbox has its copy: EOF here when it ends
         if not self.freeze:
             return
         if self.root is None:
@@ -156,6 +167,8 @@ class Session:
                                 integrity=True) from None
         self._confirm_stopped()
         self.realtime = self.proc.set_realtime(True)
+        if self.realtime and self.notified:
+            self.proc.set_realtime(True, pid=self.proc.parent)  # the launcher: prompt word
 
     def calibrate(self, timeout_s: float, flush: Callable[[], None],
                   n: int = CALIBRATION_CALLS) -> None:
@@ -199,6 +212,8 @@ class Session:
         """Wait until every thread of the worker is stopped; the time it was seen so."""
         if self.proc is None:
             return time.perf_counter_ns()
+        if self.notified:
+            return self._stop_notice()
         try:
             ok = self.proc.wait_stopped()
         except ProcessError as e:
@@ -206,6 +221,30 @@ class Session:
         if not ok:
             raise SessionFailed("")  # it ended: its exit says why
         return time.perf_counter_ns()
+
+    def _stop_notice(self) -> int:
+        """Wait for the launcher's word that the worker stopped (no polling); the time it
+        came. The word is the kernel's report of a whole group stop, so every thread must
+        be stopped then: a worker seen running after it forged the word."""
+        deadline = time.monotonic() + STOP_GRACE_S
+        while time.monotonic() < deadline:
+            if select.select([self.stops_r], [], [], 0.05)[0]:
+                try:
+                    got = os.read(self.stops_r, 64)
+                except BlockingIOError:
+                    continue
+                t = time.perf_counter_ns()
+                if not got:
+                    raise SessionFailed("")  # the sandbox ended: its exit says why
+                if not self.proc.stopped():
+                    if self.proc.alive():
+                        raise SessionFailed("the worker was running when its stop was "
+                                            "reported (a forged report)", integrity=True)
+                    raise SessionFailed("")
+                return t
+        self.proc.signal(signal.SIGSTOP)
+        raise SessionFailed(f"the worker did not stop itself within {STOP_GRACE_S:.0f} s of "
+                            "its reply (its kernel kept it running)", integrity=True)
 
     def send(self, *words: object) -> None:
         os.write(self.tx, (" ".join(map(str, words)) + "\n").encode())
@@ -268,3 +307,8 @@ class Session:
     def release(self) -> None:
         if self.proc is not None:
             self.proc.close()
+        for fd in (self.stops_r, self._stops_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
