@@ -12,19 +12,18 @@ from kernelcrew.tools.backends.backend import get_backend
 from kernelcrew.tools.config import BenchSettings
 from kernelcrew.tools.judge.evaluate import race
 from kernelcrew.tools.judge.harness import Harness
-from tests.adversarial.conftest import TINY
 
-# vectorized with eight accumulators on every case but the unaligned one (101 rows),
-# where it does the row sums forty times over
+# vectorized on every case but the unaligned one (1001 rows), where it does the row sums
+# forty times over
 SLOW_ON_UNALIGNED = """/* kernelcrew
-entry: tiny_sss
+entry: scale_shift_sum
 flags: [-O3, -march=native, -fopenmp-simd]
 */
 #include <cstdint>
 
-extern "C" void tiny_sss(const float* __restrict__ x, float* __restrict__ out, float a,
-                         float b, int64_t rows, int64_t cols) {
-    const int passes = rows == 101 ? 40 : 1;
+extern "C" void scale_shift_sum(const float* __restrict__ x, float* __restrict__ out,
+                                float a, float b, int64_t rows, int64_t cols) {
+    const int passes = rows == 1001 ? 40 : 1;
     for (int p = 0; p < passes; ++p)
         for (int64_t i = 0; i < rows; ++i) {
             float acc = 0.0f;
@@ -37,7 +36,7 @@ extern "C" void tiny_sss(const float* __restrict__ x, float* __restrict__ out, f
 
 
 def test_a_regressed_group_is_timed_again_and_stays_a_regression(tmp_path: Path):
-    spec = load_op(TINY)
+    spec = load_op("scale_shift_sum")
     be = get_backend("cpu")
     path = tmp_path / "slow_on_unaligned.cpp"
     path.write_text(SLOW_ON_UNALIGNED)
@@ -45,7 +44,10 @@ def test_a_regressed_group_is_timed_again_and_stays_a_regression(tmp_path: Path)
     incumbent = load_kernel(spec.baseline_path("cpu"))
     comps = [be.compile(k, spec) for k in (challenger, incumbent)]
     assert all(c.ok for c in comps), [c.reason for c in comps]
-    with Harness(spec, be, seed=3, bench=BenchSettings(reps=8, rounds=8)) as h:
+    # one typical case (milliseconds) and the unaligned case of 1001 rows
+    cases = [c for c in spec.cases() if (c.group, c.index) in (("typical", 1), ("unaligned", 0))]
+    assert [c.sizes["rows"] for c in cases] == [16384, 1001]
+    with Harness(spec, be, seed=3, bench=BenchSettings(reps=8, rounds=8), cases=cases) as h:
         r = race(h, (comps[0], challenger), (comps[1], incumbent))
     assert r.gate.group_speedups["typical"] > 2.0, r.gate.reason
     assert r.gate.group_speedups["unaligned"] < 0.5, r.gate.reason
