@@ -75,12 +75,14 @@ def print_check(res: Any) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from kernelcrew.kernels.spec import load_op
     from kernelcrew.tools.config import Limits
     from kernelcrew.tools.judge.check import check
 
     bench = _bench_from_args(args)
     limits = Limits(**({"timeout_s": args.timeout} if args.timeout else {}))
-    res = check(args.op, args.kernel, args.backend, seed=args.seed, limits=limits, bench=bench,
+    # the backend's own shape groups (op.yaml `backend_shapes`, e.g. a GPU's larger cases)
+    res = check(load_op(args.op, args.backend), args.kernel, args.backend, seed=args.seed, limits=limits, bench=bench,
                 progress=None if args.json else _progress)
     if args.json:
         _print_json(res.model_dump(mode="json"))
