@@ -180,9 +180,9 @@ def render(tsv: Path, seconds: str, out_dir: Path) -> str:
     goals_missed = sum(r[3].count("NOT met)") for r in rows)
     text = "\n".join(["== kernelcrew GPU check (issue 43) ==", fmt(head),
                       "  ".join("-" * x for x in w) + "  " + "-" * 6, *map(fmt, rows),
-                      f"-- {len(rows)} lines, {len(bad)} failed, {len(skipped)} skipped; "
+                      (f"-- {len(rows)} lines, {len(bad)} failed, {len(skipped)} skipped; "
                       f"goals met {goals_met}, not met {goals_missed}; {seconds} s; logs: "
-                      f"{out_dir}/gpu-check.tar.gz"]) + "\n"
+                      f"{out_dir}/gpu-check.tar.gz")]) + "\n"
     (out_dir / "summary.txt").write_text(text)
     md = ["| stage | item | status | detail |", "|---|---|---|---|"]
     md += ["| " + " | ".join(c.replace("|", "/") for c in r) + " |" for r in rows]

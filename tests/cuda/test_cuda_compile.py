@@ -32,7 +32,10 @@ def _assert_resources(kf, res) -> None:
         assert k.shared_bytes is not None and k.stack_bytes is not None
 
 
-@pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
+ARCHS = ["sm_90", pytest.param("sm_80", marks=pytest.mark.slow)]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("op", OPS)
 def test_library_baseline_compiles_with_resources(backend: CudaBackend, op: str, arch: str,
                                                   monkeypatch) -> None:
@@ -42,7 +45,7 @@ def test_library_baseline_compiles_with_resources(backend: CudaBackend, op: str,
     assert f"-arch={arch}" in res.command
 
 
-@pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
+@pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("op", OPS)
 def test_fast_kernel_compiles_with_resources(backend: CudaBackend, op: str, arch: str,
                                              monkeypatch) -> None:

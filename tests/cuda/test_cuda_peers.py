@@ -148,3 +148,25 @@ def test_markdown_table_rows():
     assert "| rmsnorm |" in text and "no device: none here" in text
     assert "| ddot | 2 | - | 0.5 | - | 1 | 90%/- | 2.00x |" in text
     assert "Peaks: copy 4000 GB/s" in text
+
+
+def test_the_bench_part_renders_a_skip_and_measured_rows():
+    from kernelcrew.evals.bench.sections import SECTIONS
+    from kernelcrew.evals.bench.sections import cuda as part
+
+    assert SECTIONS[-1] is part.SECTION
+    text = "\n".join(part.render({"cuda": {"skipped": "no device: none here", "rows": []}}))
+    assert "Not measured: no device: none here" in text
+    assert part.goals({"cuda": {"skipped": "no device", "rows": []}}) == []
+    rows = [CP.CudaPeerRow("rmsnorm", ms={"baseline": 2.0, "hand-written": 0.5, "CuPy": 1.0},
+                           limit="bandwidth", shares={"hand-written": {"bandwidth": 0.9}}),
+            CP.CudaPeerRow("softmax_rows", ms={"hand-written": 2.0, "CuPy": 1.0},
+                           limit="bandwidth", shares={"hand-written": {"bandwidth": 0.5}})]
+    from dataclasses import asdict
+
+    data = {"cuda": {"skipped": "", "rows": [asdict(r) for r in rows], "peaks": "copy 4 TB/s"}}
+    text = "\n".join(part.render(data))
+    assert "| rmsnorm | 2 |" in text and "Peaks: copy 4 TB/s" in text
+    g = part.goals(data)
+    assert g[0][2] == "1 of 2" and "missed" in g[0][3]
+    assert g[1][2] == "1 of 2"

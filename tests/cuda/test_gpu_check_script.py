@@ -41,7 +41,7 @@ def test_help_lists_the_stages(tmp_path):
     r = script("--help", out=tmp_path)
     assert r.returncode == 0
     for s in STAGES:
-        assert re.search(rf"^\s+{s}\s", r.stdout, re.M), s
+        assert re.search(rf"^\s+{s}\s", r.stdout, re.MULTILINE), s
     assert "--dry-run" in r.stdout and "--budget" in r.stdout
 
 

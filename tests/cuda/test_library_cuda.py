@@ -67,9 +67,9 @@ def test_the_cpu_sees_the_shape_groups_op_yaml_gives_it():
         assert "small" not in spec.shapes
 
 
-# the kernels whose emulation is quick run in the default suite (about 3 s each); the
-# rest, and the tiled compute kernels (10-15 s), in the slow one
-QUICK = {"gelu_tanh", "cumsum_rows", "histogram", "stencil5", "matvec", "transpose"}
+# three ops in the default suite (a grid-stride elementwise kernel, shared-memory atomics
+# with dynamic shared memory, 2-D shared-memory tiles; 3-10 s each); the rest in the slow one
+QUICK = {"gelu_tanh", "histogram", "transpose"}
 EMULATED = [pytest.param(op, which, marks=() if op in QUICK else pytest.mark.slow,
                          id=f"{op}-{which}") for op in CUDA_OPS for which in ("baseline", "fast")]
 

@@ -107,8 +107,8 @@ CUPY_EXPRESSIONS: dict[str, list[tuple[str, Callable[..., Out]]]] = {
         ("a * x.sum(1) + b * cols", lambda xp, x, a, b, cols, **_: {
             "out": a * x.sum(axis=1) + b * xp.float32(cols)}),
     ],
-    "add_gelu_muladd": [("0.5 * v * (1 + cupyx.scipy.special.erf(v / sqrt(2))) * s + t, "
-                         "v = x + r", _add_gelu_muladd)],
+    "add_gelu_muladd": [(("0.5 * v * (1 + cupyx.scipy.special.erf(v / sqrt(2))) * s + t, "
+                         "v = x + r"), _add_gelu_muladd)],
     "gelu_tanh": [("0.5 * x * (1 + cp.tanh(sqrt(2/pi) * (x + 0.044715 * x**3)))", _gelu_tanh)],
     "layernorm": [("xc = x - x.mean(-1); xc / cp.sqrt((xc * xc).mean(-1) + eps) * w + b",
                    _layernorm)],

@@ -7,6 +7,7 @@ listing it here.
 from kernelcrew.evals.bench.section import Section
 from kernelcrew.evals.bench.sections import (
                                              baseline_only,
+                                             cuda,
                                              executors,
                                              knobs,
                                              library,
@@ -27,4 +28,5 @@ SECTIONS: list[Section] = [
     roofline.SECTION,  # 5c
     library.SECTION,  # 6: every op with its peers side by side
     executors.SECTION,  # 7: local against Ray with two local nodes
+    cuda.SECTION,  # 8: the CUDA kernels and their peers (a device only)
 ]
