@@ -75,18 +75,37 @@ def print_check(res: Any) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from kernelcrew.kernels.spec import load_op
     from kernelcrew.tools.config import Limits
     from kernelcrew.tools.judge.check import check
 
     bench = _bench_from_args(args)
     limits = Limits(**({"timeout_s": args.timeout} if args.timeout else {}))
-    res = check(args.op, args.kernel, args.backend, seed=args.seed, limits=limits, bench=bench,
+    # the backend's own shape groups (op.yaml `backend_shapes`, e.g. a GPU's larger cases)
+    spec = load_op(args.op, args.backend)
+    res = check(spec, args.kernel, args.backend, seed=args.seed, limits=limits, bench=bench,
                 progress=None if args.json else _progress)
+    static = _static_evidence(spec, args.kernel, res)
     if args.json:
-        _print_json(res.model_dump(mode="json"))
+        _print_json({**res.model_dump(mode="json"), **({"static": static} if static else {})})
     else:
         print_check(res)
+        if static:
+            print(f"static evidence ({static['arch']}): {static['text']}")
     return 1 if res.verdict == "rejected" else 0
+
+
+def _static_evidence(spec: Any, kernel: str, res: Any) -> dict | None:
+    """What the compiler says of a CUDA kernel that compiled but could not run (no
+    device): ptxas registers and spills, the occupancy of its launch on the first typical
+    case, SASS counts; None when it ran or did not compile."""
+    if res.backend != "cuda" or res.ran or not (res.compile and res.compile.ok):
+        return None
+    from kernelcrew.kernels.kernelfile import load_kernel
+    from kernelcrew.tools.backends.backend import get_backend
+    from kernelcrew.tools.observe.static import static_evidence
+
+    return static_evidence(spec, load_kernel(kernel), res.compile, get_backend("cuda"))
 
 
 def _live(event: dict) -> None:

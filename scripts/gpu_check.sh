@@ -1,25 +1,43 @@
 #!/usr/bin/env bash
-# GPU validation on real hardware (issue #10): one prepared command for a CUDA machine.
+# GPU validation on real hardware (issues 10 and 43): one prepared command for a CUDA machine.
 #
-#   scripts/gpu_check.sh                  run every check; summary table printed last
+#   scripts/gpu_check.sh [--dry-run] [--budget S] [--stages LIST] [--ops LIST]
 #   scripts/gpu_check.sh --fetch-wheels [core|graph|all]
-#                                         HERE, with network: download into .whl/ the
-#                                         Python packages kernelcrew needs that the lent
-#                                         machine's image lacks (core: check and profile;
-#                                         graph: + optimize's LangGraph stack; all: +
-#                                         Chroma), then carry .whl there
+#                      HERE, with network: download into .whl/ the Python packages
+#                      kernelcrew needs that the lent machine's image lacks (core: check
+#                      and profile; graph: + optimize's LangGraph stack; all: + Chroma),
+#                      then carry .whl there
+#
+# Stages, in this order (--stages takes a comma-separated subset; default all):
+#   setup      the interpreter, kernelcrew's packages, the device, nvcc, ncu, CuPy
+#   smoke      can a sandboxed worker run a cubin at all? (stops the worker stages early)
+#   bandwidth  the device's copy bandwidth and its spec-sheet FP32 rate
+#   check      `kernelcrew check OP fast.cu` on every op: the hand-written kernel and the
+#              op's baseline verified on every CUDA shape group and timed side by side (the
+#              timing cross-check must reject no honest kernel)
+#   tests      pytest -m "gpu and not slow" (tests/cuda/test_gpu.py)
+#   profile    `kernelcrew profile` with ncu inside the sandbox on two ops, and the no-ncu
+#              fallback
+#   crew       `kernelcrew optimize --backend cuda`, heuristic crew, several iterations, on
+#              every op (the time left is shared among them)
+#   peers      the baseline, nvcc alone, the hand-written kernel, the crew's best and CuPy,
+#              side by side, with the shares of copy bandwidth and FP32 rate
+# --ops: comma-separated library ops with a baseline.cu (default: all of them, the issue's
+# target ops first). --budget: seconds for the whole run (default 450, within the 8 minutes
+# a lent machine's call allows); each stage gets a share of it and each item of a stage a
+# share of the stage's time, every command runs under `timeout`, a failed step never stops
+# the next, and what the budget cuts is recorded as `skipped: time budget`. --dry-run runs
+# nothing: it writes the plan (every command with its time box) and the summary files.
 #
 # It uses the machine's own CuPy, nvcc and ncu and installs nothing from the network:
-# wheels carried in .whl/ (if any) go into a private folder on PYTHONPATH. It must end
-# within 8 minutes on an H200: every stage runs under a timeout and a global deadline
-# (KERNELCREW_GPU_BUDGET_S, default 450 s), later stages are skipped when time runs out,
-# and the summary is always printed. Without a GPU every device stage reports
-# "skipped: no GPU" (the kernels are still compiled).
+# wheels carried in .whl/ (if any) go into a private folder on PYTHONPATH.
 #
-# Output: $OUT if set, else ./gpu-out: summary.txt, summary.tsv and gpu-check.tar.gz
-# (full logs, check/profile/optimize JSON, raw ncu CSV exports and the .ncu-rep report).
-# Environment: KERNELCREW_PYTHON (the interpreter), KERNELCREW_GPU_BUDGET_S,
-# KERNELCREW_GPU_OPS (default: the 6 library ops).
+# Output, all under $OUT (else ./gpu-out): summary.txt, summary.md, summary.json,
+# summary.tsv, plan.txt, peers.json and gpu-check.tar.gz (full logs, check/profile/optimize
+# JSON, the crew's run folders, raw ncu exports). Exit 0 when nothing failed, 1 when
+# something did, 2 on bad arguments.
+# Environment: KERNELCREW_PYTHON (the interpreter), KERNELCREW_GPU_BUDGET_S (= --budget),
+# KERNELCREW_GPU_OPS (= --ops).
 
 set -u -o pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -124,83 +142,176 @@ PYEOF
     exit 0
 fi
 
-START=$SECONDS
+# -- arguments ------------------------------------------------------------------------------
+ALL_STAGES="setup smoke bandwidth check tests profile crew peers"
+# the issue's target ops first (fusion, the memory-bound ones, cuBLAS), then the others
+PRIORITY="add_gelu_muladd rmsnorm softmax_rows small_matmul transpose scale_shift_sum layernorm matvec gelu_tanh attention"
+usage() { sed -n '2,/^$/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+bad_usage() { echo "gpu_check.sh: $1; see --help" >&2; exit 2; }
+DRY=0
 BUDGET=${KERNELCREW_GPU_BUDGET_S:-450}
+STAGES=$ALL_STAGES
+OPS_ARG=${KERNELCREW_GPU_OPS:-}
+while [ $# -gt 0 ]; do
+    case $1 in
+        --dry-run) DRY=1 ;;
+        --budget) [ $# -ge 2 ] || bad_usage "--budget needs a number of seconds"; BUDGET=$2; shift ;;
+        --budget=*) BUDGET=${1#*=} ;;
+        --stages) [ $# -ge 2 ] || bad_usage "--stages needs a list, e.g. check,crew"; STAGES=$2; shift ;;
+        --stages=*) STAGES=${1#*=} ;;
+        --ops) [ $# -ge 2 ] || bad_usage "--ops needs a list, e.g. rmsnorm,transpose"; OPS_ARG=$2; shift ;;
+        --ops=*) OPS_ARG=${1#*=} ;;
+        -h|--help) usage; exit 0 ;;
+        *) bad_usage "unknown argument '$1'" ;;
+    esac
+    shift
+done
+case $BUDGET in
+    ''|*[!0-9]*) bad_usage "--budget '$BUDGET' is not a whole number of seconds" ;;
+esac
+[ "$BUDGET" -ge 30 ] || bad_usage "--budget $BUDGET is too short: give at least 30 seconds"
+STAGES=$(echo "$STAGES" | tr ',' ' ')
+for s in $STAGES; do
+    case " $ALL_STAGES " in *" $s "*) ;; *) bad_usage "unknown stage '$s' in --stages; use some of: ${ALL_STAGES// /,}" ;; esac
+done
+CUDA_OPS=$(for f in "$REPO"/kernelcrew/kernels/library/*/baseline.cu; do basename "$(dirname "$f")"; done)
+if [ -n "$OPS_ARG" ]; then
+    OPS=$(echo "$OPS_ARG" | tr ',' ' ')
+    for op in $OPS; do
+        echo "$CUDA_OPS" | grep -qx "$op" || bad_usage "--ops: '$op' is not a library op with a baseline.cu"
+    done
+else
+    OPS=$( (for op in $PRIORITY; do echo "$CUDA_OPS" | grep -x "$op"; done
+            echo "$CUDA_OPS" | grep -vxF -f <(echo "$PRIORITY" | tr ' ' '\n')) | tr '\n' ' ')
+fi
+want() { case " $STAGES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+count() { echo $#; }
+
+START=$SECONDS
 OUT_DIR=${OUT:-$REPO/gpu-out}
-mkdir -p "$OUT_DIR"
+mkdir -p "$OUT_DIR" || exit 2
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/kc-gpu-XXXXXX")
 LOGS=$WORK/logs
 mkdir -p "$LOGS" "$WORK/ncu" "$WORK/runs"
 SUMMARY=$WORK/summary.tsv
+PLAN=$OUT_DIR/plan.txt
 : >"$SUMMARY"
+: >"$PLAN"
 export KERNELCREW_CACHE_DIR=$WORK/cache KERNELCREW_GPU_OUT=$WORK/ncu PYTHONUNBUFFERED=1
-OPS=${KERNELCREW_GPU_OPS:-"add_gelu_muladd rmsnorm scale_shift_sum small_matmul softmax_rows transpose"}
 
-say() { printf '[gpu_check %4ds] %s\n' "$((SECONDS - START))" "$*"; }
+# a dry run spends no time: its clock moves by each planned command's whole time box, so the
+# plan shows what the budget would cut if every command used all of its box
+DRY_USED=0
+now() { echo $((SECONDS + DRY_USED)); }
+say() { printf '[gpu_check %4ds] %s\n' "$(($(now) - START))" "$*"; }
 record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "${4:-}" | tr -d '\r' >>"$SUMMARY"; }
-left() { echo $((BUDGET - (SECONDS - START))); }
-# run NAME MAX_SECONDS CMD...: output to logs/NAME.log; rc 124 on its timeout
+left() { echo $((BUDGET - ($(now) - START))); }
+# the stages' nominal shares of the budget (percent), in the order they run: a stage may
+# use what earlier stages left unused, never the shares of the stages after it (RESERVE)
+declare -A SHARE=([setup]=2 [smoke]=8 [bandwidth]=6 [check]=30 [tests]=10 [profile]=8 [crew]=26 [peers]=10)
+STAGE_END=0
+RESERVE=0
+stage() {  # STAGE: start it; it may run until the later stages' shares are all that is left
+    local s later=0 seen=0
+    for s in $ALL_STAGES; do
+        if [ $seen = 1 ] && want "$s"; then later=$((later + SHARE[$s])); fi
+        [ "$s" = "$1" ] && seen=1
+    done
+    RESERVE=$((BUDGET * later / 100))
+    STAGE_END=$(( $(now) + $(left) - RESERVE ))
+    say "stage $1: $((STAGE_END - $(now)))s"
+}
+item_time() {  # ITEMS_LEFT CAP [MIN]: this item's time box, a share of what its stage has
+    # left, at least MIN (the items run in priority order: the first ones get a box they
+    # can finish in and may run past the stage's end; once it has passed, the rest are
+    # skipped rather than cut short), at most CAP
+    local n=$1 cap=$2 min=${3:-10} t stage_left=$((STAGE_END - $(now)))
+    if [ "$stage_left" -le 0 ]; then echo 0; return; fi
+    t=$(( stage_left / (n > 0 ? n : 1) ))
+    [ "$t" -lt "$min" ] && t=$min
+    [ "$t" -gt "$cap" ] && t=$cap
+    echo "$t"
+}
+# run NAME MAX_SECONDS CMD...: output to logs/NAME.log; 124 on its timeout, 125 when the
+# budget is spent (nothing ran), 126 in a dry run (the plan records the command)
 run() {
     local name=$1 max=$2 rem
     shift 2
-    rem=$(($(left) - 15))
+    rem=$(($(left) - RESERVE - 10))
     [ "$rem" -lt "$max" ] && max=$rem
     if [ "$max" -lt 10 ]; then
         echo "skipped: time budget" >"$LOGS/$name.log"
         return 125
     fi
+    printf '%s\t(timeout %ss)\t%s\n' "$name" "$max" "$(printf '%s' "$*" | tr '\n\t' '  ' | sed 's/  */ /g')" >>"$PLAN"
+    if [ "$DRY" = 1 ]; then
+        DRY_USED=$((DRY_USED + max))
+        return 126
+    fi
     echo "\$ $* (timeout ${max}s)" >"$LOGS/$name.log"
     timeout -k 5 "$max" "$@" >>"$LOGS/$name.log" 2>&1
 }
+# after run: 0 when the caller goes on to read the log, else the step is recorded here
+ran() {  # RC STAGE ITEM
+    case $1 in
+        125) record "$2" "$3" "skipped: time budget"; return 1 ;;
+        126) record "$2" "$3" planned "$(tail -1 "$PLAN" | cut -f2- | tr '\t' ' ' | sed "s#$REPO/##g" | cut -c1-220)"; return 1 ;;
+        124) record "$2" "$3" FAIL "ran past its time box (logs/$(echo "$3" | tr ' ' '_').log)"; return 1 ;;
+    esac
+    return 0
+}
+summarize() { "${PY:-python3}" "$REPO/scripts/gpu_summary.py" "$@" >>"$SUMMARY" 2>>"$LOGS/summary.log" \
+    || record summary "$1 ${3:-}" ERROR "the summary writer failed (logs/summary.log)"; }
 finish() {
+    local rc=$?
     say "summary"
-    "${PY:-python3}" - "$SUMMARY" "$((SECONDS - START))" "$OUT_DIR" >"$WORK/summary.txt" \
-        2>>"$LOGS/summary.log" <<'PYEOF' || column -t -s $'\t' "$SUMMARY" >"$WORK/summary.txt"
-import sys
-rows = [line.rstrip("\n").split("\t") for line in open(sys.argv[1]) if line.strip()]
-head = ["stage", "item", "status", "detail"]
-w = [max(len(head[i]), *(len(r[i]) for r in rows)) if rows else len(head[i]) for i in range(3)]
-fmt = lambda r: "  ".join(r[i].ljust(w[i]) for i in range(3)) + "  " + r[3]
-print("== kernelcrew GPU check (issue #10) ==")
-print(fmt(head))
-print("  ".join("-" * x for x in w) + "  " + "-" * 6)
-for r in rows:
-    print(fmt((r + [""] * 4)[:4]))
-bad = sum(1 for r in rows if r[2].startswith(("FAIL", "ERROR")))
-print(f"-- {len(rows)} lines, {bad} failed; {sys.argv[2]} s; logs: {sys.argv[3]}/gpu-check.tar.gz")
-PYEOF
+    local took=$((SECONDS - START))
+    [ "$DRY" = 1 ] && took="0 (dry run; the plan's worst case: $(($(now) - START)))"
+    record run total info "$took s of a ${BUDGET} s budget; stages: ${STAGES// /,}; ops: $(count $OPS)"
     cp "$SUMMARY" "$OUT_DIR/summary.tsv"
-    cp "$WORK/summary.txt" "$OUT_DIR/summary.txt"
+    if ! "${PY:-python3}" "$REPO/scripts/gpu_summary.py" render "$SUMMARY" "$((SECONDS - START))" \
+            "$OUT_DIR" >/dev/null 2>>"$LOGS/summary.log"; then
+        column -t -s $'\t' "$SUMMARY" >"$OUT_DIR/summary.txt" 2>/dev/null || cp "$SUMMARY" "$OUT_DIR/summary.txt"
+    fi
+    [ -f "$WORK/peers.json" ] && cp "$WORK/peers.json" "$OUT_DIR/peers.json"
     tar -czf "$OUT_DIR/gpu-check.tar.gz" -C "$WORK" logs ncu runs summary.tsv 2>/dev/null
-    cat "$WORK/summary.txt"
+    cat "$OUT_DIR/summary.txt"
     rm -rf "$WORK"
+    if [ "$rc" = 2 ]; then exit 2; fi
+    if grep -qE $'\t(FAIL|ERROR)' "$OUT_DIR/summary.tsv"; then exit 1; fi
+    exit 0
 }
 trap finish EXIT
 
-# -- 0. interpreter, packages, device ------------------------------------------------------
+# -- setup: interpreter, packages, device ----------------------------------------------------
 PY=$(pick_python) || { record setup python ERROR "no python interpreter found"; exit 1; }
 SITE=$WORK/site
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
 KC=("$PY" -m kernelcrew.cli)
-importable() { "$PY" -c "import kernelcrew.tools.judge.check, kernelcrew.tools.backends.cuda" >"$LOGS/import.log" 2>&1; }
-if ! importable && ls "$REPO"/.whl/*.whl >/dev/null 2>&1; then
-    # the interpreter lacks some of kernelcrew's packages: add the carried wheels
-    run wheels 120 "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
-        --target "$SITE" "$REPO"/.whl/*.whl \
-        && record setup wheels ok "$(ls "$REPO"/.whl/*.whl | wc -l) wheels from .whl" \
-        || record setup wheels FAIL "pip install from .whl failed (logs/wheels.log)"
-    export PYTHONPATH="$PYTHONPATH:$SITE"
-fi
-if ! importable; then
-    missing=$(grep -o "No module named '[^']*'" "$LOGS/import.log" | head -1)
-    record setup kernelcrew ERROR "cannot import with $PY: ${missing:-see logs/import.log}; run scripts/gpu_check.sh --fetch-wheels here and carry .whl"
-    exit 1
-fi
-record setup python ok "$PY ($("$PY" -c 'import sys; print(sys.version.split()[0])'))"
-
-"$PY" - >"$LOGS/device.log" 2>&1 <<'PYEOF'
+HAVE_GPU=0
+WHY_NOGPU="not probed (--dry-run)"
+NOGPU="skipped: no GPU"
+if [ "$DRY" = 1 ]; then
+    record setup plan info "dry run: nothing is run; the commands and their time boxes are in plan.txt"
+else
+    stage setup
+    importable() { "$PY" -c "import kernelcrew.tools.judge.check, kernelcrew.tools.backends.cuda" >"$LOGS/import.log" 2>&1; }
+    if ! importable && ls "$REPO"/.whl/*.whl >/dev/null 2>&1; then
+        run wheels 120 "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+            --target "$SITE" "$REPO"/.whl/*.whl \
+            && record setup wheels ok "$(ls "$REPO"/.whl/*.whl | wc -l) wheels from .whl" \
+            || record setup wheels FAIL "pip install from .whl failed (logs/wheels.log)"
+        export PYTHONPATH="$PYTHONPATH:$SITE"
+    fi
+    if ! importable; then
+        missing=$(grep -o "No module named '[^']*'" "$LOGS/import.log" | head -1)
+        record setup kernelcrew ERROR "cannot import with $PY: ${missing:-see logs/import.log}; run scripts/gpu_check.sh --fetch-wheels here and carry .whl"
+        exit 1
+    fi
+    record setup python ok "$PY ($("$PY" -c 'import sys; print(sys.version.split()[0])'))"
+    timeout -k 5 120 "$PY" - >"$LOGS/device.log" 2>&1 <<'PYEOF'
 import shutil, subprocess
-from kernelcrew.tools.backends.cuda import CudaBackend, nvcc_path, nvcc_version, probe_device
+from kernelcrew.tools.backends.cuda import CudaBackend, nvcc_path, nvcc_version
 from kernelcrew.tools.observe.ncu import ncu_path
 from kernelcrew.tools.sandbox import sandbox_description
 be = CudaBackend()
@@ -222,83 +333,66 @@ except Exception as e:  # noqa: BLE001
 print("sandbox", sandbox_description())
 print("devices", be.worker_devices())
 if shutil.which("nvidia-smi"):
-    print(subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True,
-                         check=False).stdout.strip())
+    q = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm",
+                        "--format=csv,noheader"], capture_output=True, text=True, check=False)
+    print("nvidia-smi", q.stdout.strip())
 PYEOF
-HAVE_GPU=0
-if grep -q "^can_run True" "$LOGS/device.log"; then
-    HAVE_GPU=1
-    record setup device ok "$(sed -n 's/^describe //p' "$LOGS/device.log")"
-else
-    WHY_NOGPU=$(sed -n 's/^can_run False //p' "$LOGS/device.log")
-    NOGPU="skipped: no GPU"
-    record setup device "no GPU" "$WHY_NOGPU"
-fi
-record setup tools info "$(grep -E '^(nvcc|ncu|cupy) ' "$LOGS/device.log" | tr '\n' ';' | sed 's/;$//; s/;/; /g')"
-record setup sandbox info "$(sed -n 's/^sandbox //p' "$LOGS/device.log" | cut -c1-90)"
-
-# -- 1. smoke: can a sandboxed worker use the GPU at all? ---------------------------------
-WORKER_OK=0
-if [ "$HAVE_GPU" = 1 ]; then
-    say "smoke: transpose baseline through a worker"
-    run smoke 90 "${KC[@]}" check transpose kernelcrew/kernels/library/transpose/baseline.cu \
-        --json --reps 3 --seed 1
-    rc=$?
-    reason=$("$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["reason"][:160])' \
-        <(sed -n '/^{/,$p' "$LOGS/smoke.log") 2>/dev/null)
-    if grep -q '"correct": true' "$LOGS/smoke.log"; then
-        WORKER_OK=1
-        record smoke "transpose baseline" ok "a sandboxed worker ran a cubin through CuPy"
+    if grep -q "^can_run True" "$LOGS/device.log"; then
+        HAVE_GPU=1
+        record setup device ok "$(sed -n 's/^describe //p' "$LOGS/device.log")"
+        record setup driver info "$(sed -n 's/^nvidia-smi //p' "$LOGS/device.log")"
     else
-        record smoke "transpose baseline" FAIL "rc=$rc ${reason:-$(tail -1 "$LOGS/smoke.log" | cut -c1-160)}; later worker stages skipped"
-        # why: the sandbox's address-space limit, or device nodes missing inside bwrap?
-        run diagnose 60 "$PY" - <<'PYEOF'
-import resource, subprocess, sys
-from kernelcrew.tools.config import Limits
-from kernelcrew.tools.sandbox import bwrap_path
-gib = Limits().address_space_gib
-probe = "import cupy; cupy.cuda.runtime.getDeviceCount(); cupy.empty(1); print('cuda ok')"
-def limited():
-    resource.setrlimit(resource.RLIMIT_AS, (int(gib * 2**30), int(gib * 2**30)))
-r = subprocess.run([sys.executable, "-c", probe], preexec_fn=limited, capture_output=True,
-                   text=True, check=False)
-print(f"RLIMIT_AS {gib:g} GiB:", "cuda ok" if "cuda ok" in r.stdout
-      else "CUDA FAILS: " + (r.stderr.strip().splitlines() or ["?"])[-1][:150])
-bw = bwrap_path()
-if bw:
-    r = subprocess.run([bw, "--die-with-parent", "--unshare-all", "--ro-bind", "/", "/", "--dev",
-                        "/dev", "--proc", "/proc", sys.executable, "-c", probe],
-                       capture_output=True, text=True, check=False)
-    print("inside bwrap:", "cuda ok" if "cuda ok" in r.stdout
-          else "CUDA FAILS: " + (r.stderr.strip().splitlines() or ["?"])[-1][:150])
-else:
-    print("bwrap: not used here")
-from kernelcrew.tools.sandbox import available_confinements, run_confined, stock_layers
-if "stock" in available_confinements():  # unshare + Landlock + seccomp, with the GPU's nodes
-    import glob, os, tempfile
-    from pathlib import Path
-    devs = [d for d in sorted(glob.glob("/dev/nvidia*")) if not os.path.isdir(d)]
-    devs += [d for d in ["/dev/nvidia-caps"] if os.path.isdir(d)]
-    os.environ["KERNELCREW_SANDBOX"] = "stock"
-    for name, layers in (("all layers", None), ("no seccomp", {**stock_layers(), "seccomp": False}),
-                         ("namespaces only", {**stock_layers(), "seccomp": False, "landlock": 0})):
-        r = run_confined([sys.executable, "-c", probe], scratch=Path(tempfile.mkdtemp()),
-                         timeout_s=120, address_space_gib=None, devices=devs, layers=layers,
-                         env={"PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
-        print(f"inside stock ({name}):", "cuda ok" if "cuda ok" in r.stdout
-              else "CUDA FAILS: " + (r.stderr.strip().splitlines() or ["?"])[-1][:150])
-PYEOF
-        record diagnose "worker environment" info "$(grep -E '^(RLIMIT_AS|inside bwrap|bwrap|inside stock)' "$LOGS/diagnose.log" | tr '\n' ';' | sed 's/;$//; s/;/; /g')"
+        WHY_NOGPU=$(sed -n 's/^can_run False //p' "$LOGS/device.log")
+        record setup device "no GPU" "${WHY_NOGPU:-the device probe failed (logs/device.log)}"
+    fi
+    record setup tools info "$(grep -E '^(nvcc|ncu|cupy) ' "$LOGS/device.log" | tr '\n' ';' | sed 's/;$//; s/;/; /g')"
+    record setup sandbox info "$(sed -n 's/^sandbox //p' "$LOGS/device.log" | cut -c1-90)"
+fi
+# a device stage without a device: compile-only stages still run (check, crew), the others skip
+device_stage_skips() {  # STAGE ITEM
+    if [ "$DRY" = 0 ] && [ "$HAVE_GPU" = 0 ]; then record "$1" "$2" "$NOGPU" "$WHY_NOGPU"; return 0; fi
+    if [ "$DRY" = 0 ] && [ "$WORKER_OK" = 0 ]; then
+        record "$1" "$2" skipped "the smoke check failed: sandboxed workers cannot use the GPU here"
+        return 0
+    fi
+    return 1
+}
+
+# -- smoke: can a sandboxed worker use the GPU at all? -----------------------------------------
+WORKER_OK=1
+if want smoke; then
+    stage smoke
+    if [ "$DRY" = 0 ] && [ "$HAVE_GPU" = 0 ]; then
+        record smoke "transpose baseline" "$NOGPU" "$WHY_NOGPU"
+    else
+        say "smoke: transpose baseline through a worker (CPU-sized cases)"
+        run smoke "$(item_time 1 90 40)" "$PY" -c "
+from kernelcrew.kernels.spec import load_op
+from kernelcrew.tools.config import BenchSettings
+from kernelcrew.tools.judge.check import check
+spec = load_op('transpose')  # the shared (small) cases: quick
+r = check(spec, spec.baseline_path('cuda'), 'cuda', seed=1, bench=BenchSettings(reps=3, rounds=1))
+print('SMOKE', r.correct, r.verdict, r.reason[:160])
+"
+        rc=$?
+        if ran $rc smoke "transpose baseline"; then
+            if grep -q "^SMOKE True" "$LOGS/smoke.log"; then
+                record smoke "transpose baseline" ok "a sandboxed worker ran a cubin through CuPy"
+            else
+                WORKER_OK=0
+                record smoke "transpose baseline" FAIL "rc=$rc $(grep '^SMOKE' "$LOGS/smoke.log" || tail -1 "$LOGS/smoke.log" | cut -c1-160); later worker stages skipped"
+            fi
+        fi
     fi
 fi
-NOWORKER="skipped"
-WHY_NOWORKER="the smoke check failed: sandboxed workers cannot use the GPU here"
 
-# -- 2. the device's copy bandwidth (CuPy, device to device) ------------------------------
+# -- bandwidth: the device's copy bandwidth, and the peaks kernelcrew records --------------------
 BW_GBPS=""
-if [ "$HAVE_GPU" = 1 ]; then
-    say "copy bandwidth"
-    run bandwidth 60 "$PY" - <<'PYEOF'
+if want bandwidth; then
+    stage bandwidth
+    if ! device_stage_skips bandwidth "device copy"; then
+        say "copy bandwidth"
+        run bandwidth "$(item_time 1 90 40)" "$PY" -c "
 import cupy as cp
 n = 1 << 30  # 1 GiB each way
 a, b = cp.empty(n, dtype=cp.uint8), cp.empty(n, dtype=cp.uint8)
@@ -314,176 +408,134 @@ for _ in range(reps):
 e1.record(s)
 e1.synchronize()
 ms = cp.cuda.get_elapsed_time(e0, e1)
-print(f"COPY_GBPS {2 * n * reps / (ms / 1e3) / 1e9:.1f}  (bytes read + written, {reps} x 1 GiB)")
-PYEOF
-    BW_GBPS=$(sed -n 's/^COPY_GBPS \([0-9.]*\).*/\1/p' "$LOGS/bandwidth.log")
-    if [ -n "$BW_GBPS" ]; then
-        record bandwidth "device copy" ok "${BW_GBPS} GB/s (read + written)"
-    else
-        record bandwidth "device copy" FAIL "$(tail -1 "$LOGS/bandwidth.log" | cut -c1-160)"
+print(f'COPY_GBPS {2 * n * reps / (ms / 1e3) / 1e9:.1f}  (bytes read + written, {reps} x 1 GiB)')
+from kernelcrew.tools.backends.backend import get_backend
+from kernelcrew.tools.backends.peaks import cuda_peaks
+pk = cuda_peaks(get_backend('cuda'), remeasure=True)
+print('PEAKS', pk.model_dump_json())
+"
+        rc=$?
+        if ran $rc bandwidth "device copy"; then
+            BW_GBPS=$(sed -n 's/^COPY_GBPS \([0-9.]*\).*/\1/p' "$LOGS/bandwidth.log")
+            if [ -n "$BW_GBPS" ]; then
+                record bandwidth "device copy" ok "${BW_GBPS} GB/s (read + written, memcpy of 1 GiB)"
+                record bandwidth "kernelcrew peaks" info "$(sed -n 's/^PEAKS //p' "$LOGS/bandwidth.log" | cut -c1-200)"
+            else
+                record bandwidth "device copy" FAIL "$(tail -1 "$LOGS/bandwidth.log" | cut -c1-160)"
+            fi
+        fi
     fi
-else
-    record bandwidth "device copy" "$NOGPU" "$WHY_NOGPU"
 fi
 
-# check JSON -> one summary line (correctness, verdict, achieved bandwidth of typical cases)
-summarize_check() {  # NAME OP KIND
-    "$PY" - "$LOGS/$1.log" "$2" "$3" "${BW_GBPS:-0}" >>"$SUMMARY" 2>>"$LOGS/summary.log" <<'PYEOF'
-import json, math, sys
-path, op, kind, bw = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
-text = open(path).read()
-item = f"{op} {kind}"
-try:
-    d = json.loads(text[text.index("{"):])
-except ValueError:
-    print(f"check\t{item}\tERROR\t{text.strip().splitlines()[-1][:160] if text.strip() else 'no output'}")
-    sys.exit()
-from kernelcrew.kernels.spec import load_op
-spec = load_op(op)
-if not d.get("ran", True):
-    regs = ",".join(f"{k['kernel']}:{k['registers']}" for k in d["compile"]["resources"])
-    print(f"check\t{item}\tskipped: no GPU\tcompiled only; registers {regs}")
-    sys.exit()
-if d["verdict"] == "rejected" or not d["correct"]:
-    print(f"check\t{item}\tFAIL\t{d['verdict']}: {d['reason'][:150]}")
-    sys.exit()
-rates = [spec.cost_bytes(r["sizes"]) / (r["median_ms"] / 1e3) / 1e9 for r in d["rows"]
-         if r["group"] == "typical" and r.get("median_ms")]
-gbps = math.exp(sum(map(math.log, rates)) / len(rates)) if rates else None
-sp = f"{d['speedup']:.2f}x" if d.get("speedup") else "n/a"
-detail = f"correct; {d['verdict']} {sp} vs baseline"
-if gbps:
-    detail += f"; typical {gbps:.0f} GB/s"
-    if bw:
-        detail += f" = {100 * gbps / bw:.0f}% of copy"
-        if kind == "fast" and spec.family != "matmul":
-            detail += " (goal 80%: " + ("met" if gbps >= 0.8 * bw else "NOT met") + ")"
-if kind == "fast" and op == "add_gelu_muladd" and d.get("speedup"):
-    detail += " (fused goal 2x: " + ("met" if d["speedup"] >= 2 else "NOT met") + ")"
-print(f"check\t{item}\tok\t{detail}")
-PYEOF
-}
-
-# -- 3. check every op's faster kernel (it runs the baseline too) ----------------------------
-for op in $OPS; do
-    if [ "$HAVE_GPU" = 1 ] && [ "$WORKER_OK" = 0 ]; then
-        record check "$op fast" "$NOWORKER" "$WHY_NOWORKER"
-        continue
-    fi
-    say "check $op fast.cu"
-    run "check_${op}_fast" 100 "${KC[@]}" check "$op" "tests/kernels/$op/fast.cu" --json \
-        --reps 16 --seed 11
-    [ $? = 125 ] && { record check "$op fast" "skipped: time budget"; continue; }
-    summarize_check "check_${op}_fast" "$op" fast
-done
-
-# -- 4. the GPU-marked tests (the per-op checks above stand in for the slow ones) ----------
-say "pytest -m 'gpu and not slow'"
-run pytest_gpu 180 "$PY" -m pytest tests/cuda -m "gpu and not slow" -q -rA -p no:cacheprovider \
-    --junitxml="$LOGS/pytest-gpu.xml"
-rc=$?
-counts=$(grep -E '^(=+ )?[0-9]+ (passed|failed|skipped|error)' "$LOGS/pytest_gpu.log" | tail -1 \
-    | sed 's/=//g; s/^ *//; s/ *$//')
-if [ "$rc" = 125 ]; then
-    record tests "pytest -m gpu" "skipped: time budget"
-elif [ "$HAVE_GPU" = 0 ]; then
-    record tests "pytest -m gpu" "$NOGPU" "${counts:-see logs/pytest_gpu.log}"
-elif [ "$rc" = 0 ]; then
-    record tests "pytest -m gpu" ok "$counts"
-else
-    record tests "pytest -m gpu" FAIL "rc=$rc ${counts}; $(grep -E '^FAILED' "$LOGS/pytest_gpu.log" | head -3 | cut -c1-90 | tr '\n' ' ')"
+# -- check: every op's hand-written kernel against its baseline, on the CUDA shape groups -----
+if want check; then
+    stage check
+    n=$(count $OPS)
+    for op in $OPS; do
+        if [ "$DRY" = 0 ] && [ "$HAVE_GPU" = 1 ] && [ "$WORKER_OK" = 0 ]; then
+            device_stage_skips check "$op fast"; n=$((n - 1)); continue
+        fi
+        say "check $op fast.cu"
+        KERNELCREW_ROUNDS=4 run "check_${op}_fast" "$(item_time "$n" 120 40)" "${KC[@]}" check "$op" \
+            "tests/kernels/$op/fast.cu" --json --reps 8 --seed 11
+        rc=$?
+        n=$((n - 1))
+        ran $rc check "$op fast" || continue
+        summarize check "$LOGS/check_${op}_fast.log" "$op" fast "${BW_GBPS:-0}"
+    done
 fi
 
-# -- 5. profile with ncu on two ops, and the fallback without ncu --------------------------
-if ! "${KC[@]}" profile --help >/dev/null 2>&1; then
-    record profile "kernelcrew profile" "not available" "the profile command does not exist yet"
-elif ! "$PY" -c "import kernelcrew.tools.observe.profile, kernelcrew.tools.observe.cuda_profile" >"$LOGS/import_profile.log" 2>&1; then
-    record profile "kernelcrew profile" "skipped" "cannot import: $(tail -1 "$LOGS/import_profile.log" | cut -c1-100)"
-else
-    for spec in "softmax_rows:ncu" "add_gelu_muladd:ncu" "softmax_rows:fallback"; do
-        op=${spec%%:*} how=${spec#*:}
-        if [ "$HAVE_GPU" = 0 ]; then record profile "$op ($how)" "$NOGPU" "$WHY_NOGPU"; continue; fi
-        if [ "$WORKER_OK" = 0 ]; then record profile "$op ($how)" "$NOWORKER" "$WHY_NOWORKER"; continue; fi
+# -- tests: the GPU-marked tests ---------------------------------------------------------------
+if want tests; then
+    stage tests
+    if ! device_stage_skips tests "pytest -m gpu"; then
+        say "pytest -m 'gpu and not slow'"
+        run pytest_gpu "$(item_time 1 240 60)" "$PY" -m pytest tests/cuda -m "gpu and not slow" -q -rA \
+            -p no:cacheprovider --junitxml="$LOGS/pytest-gpu.xml"
+        rc=$?
+        if ran $rc tests "pytest -m gpu"; then
+            counts=$(grep -E '^(=+ )?[0-9]+ (passed|failed|skipped|error)' "$LOGS/pytest_gpu.log" | tail -1 \
+                | sed 's/=//g; s/^ *//; s/ *$//')
+            if [ "$rc" = 0 ]; then
+                record tests "pytest -m gpu" ok "$counts"
+            else
+                record tests "pytest -m gpu" FAIL "rc=$rc ${counts}; $(grep -E '^FAILED' "$LOGS/pytest_gpu.log" | head -3 | cut -c1-90 | tr '\n' ' ')"
+            fi
+        fi
+    fi
+fi
+
+# -- profile: ncu inside the sandbox on two ops, and the fallback without ncu -----------------
+if want profile; then
+    stage profile
+    PROFILE_ITEMS=""
+    for op in softmax_rows add_gelu_muladd; do
+        case " $OPS " in *" $op "*) PROFILE_ITEMS="$PROFILE_ITEMS $op:ncu" ;; esac
+    done
+    first=$(echo "$PROFILE_ITEMS" | awk '{print $1}' | cut -d: -f1)
+    [ -n "$first" ] || first=$(echo $OPS | awk '{print $1}')
+    PROFILE_ITEMS="$PROFILE_ITEMS $first:fallback"
+    [ -z "$(echo "$PROFILE_ITEMS" | grep ncu)" ] && PROFILE_ITEMS="$first:ncu $PROFILE_ITEMS"
+    n=$(count $PROFILE_ITEMS)
+    for item in $PROFILE_ITEMS; do
+        op=${item%%:*} how=${item#*:}
+        if device_stage_skips profile "$op ($how)"; then n=$((n - 1)); continue; fi
         say "profile $op ($how)"
         if [ "$how" = fallback ]; then
-            KERNELCREW_NCU=none run "profile_${op}_$how" 90 "${KC[@]}" profile "$op" \
+            KERNELCREW_NCU=none run "profile_${op}_$how" "$(item_time "$n" 90 30)" "${KC[@]}" profile "$op" \
                 --backend cuda --json --reps 5
         else
-            run "profile_${op}_$how" 150 "${KC[@]}" profile "$op" --backend cuda --json --reps 5
+            run "profile_${op}_$how" "$(item_time "$n" 150 40)" "${KC[@]}" profile "$op" --backend cuda --json --reps 5
         fi
         rc=$?
-        [ $rc = 125 ] && { record profile "$op ($how)" "skipped: time budget"; continue; }
-        "$PY" - "$LOGS/profile_${op}_$how.log" "$op ($how)" "$how" >>"$SUMMARY" 2>>"$LOGS/summary.log" <<'PYEOF'
-import json, sys
-text = open(sys.argv[1]).read()
-try:
-    d = json.loads(text[text.index("{"):])
-except ValueError:
-    print(f"profile\t{sys.argv[2]}\tFAIL\t{(text.strip().splitlines() or ['no output'])[-1][:160]}")
-    sys.exit()
-want = "ncu" if sys.argv[3] == "ncu" else "cuda-fallback"
-status = "ok" if d.get("source") == want else f"FAIL (source {d.get('source')}, wanted {want})"
-m = d.get("metrics", {})
-def v(k):
-    x = m.get(k, {}).get("value")
-    return "n/a" if x is None else f"{x:.3g}"
-print(f"profile\t{sys.argv[2]}\t{status}\t{d['bottleneck']['kind']}; dram {v('dram_throughput_pct')}%;"
-      f" sectors/req ld {v('l1_ld_sectors_per_request')}; {d.get('summary', '')[:90]}")
-PYEOF
+        n=$((n - 1))
+        ran $rc profile "$op ($how)" || continue
+        summarize profile "$LOGS/profile_${op}_$how.log" "$op ($how)" "$how"
     done
 fi
 
-# -- 6. check every op's baseline (against itself: correctness on the device; before the
-#       crew's runs, which the budget may cut) --------------------------------------------
-for op in $OPS; do
-    if [ "$HAVE_GPU" = 1 ] && [ "$WORKER_OK" = 0 ]; then
-        record check "$op baseline" "$NOWORKER" "$WHY_NOWORKER"
-        continue
-    fi
-    say "check $op baseline.cu"
-    run "check_${op}_baseline" 60 "${KC[@]}" check "$op" \
-        "kernelcrew/kernels/library/$op/baseline.cu" --json --reps 4 --seed 13
-    [ $? = 125 ] && { record check "$op baseline" "skipped: time budget"; continue; }
-    summarize_check "check_${op}_baseline" "$op" baseline
-done
-# -- 7. a short heuristic optimize on every op (the CUDA crew's transforms: fusion, vector
-#       access, block reductions, shared-memory tiles); without a GPU it compiles only -------
-if ! "${KC[@]}" optimize --help >/dev/null 2>&1; then
-    record optimize "kernelcrew optimize" "not available" "the optimize command does not exist yet"
-elif ! "$PY" -c "import kernelcrew.graph.runner" >"$LOGS/import_optimize.log" 2>&1; then
-    record optimize "kernelcrew optimize" "skipped" "cannot import: $(tail -1 "$LOGS/import_optimize.log" | cut -c1-80); carry wheels (--fetch-wheels graph)"
-else
+# -- crew: the heuristic CUDA crew, several iterations, on every op -----------------------------
+if want crew; then
+    stage crew
+    n=$(count $OPS)
     for op in $OPS; do
-        if [ "$HAVE_GPU" = 1 ] && [ "$WORKER_OK" = 0 ]; then record optimize "$op" "$NOWORKER" "$WHY_NOWORKER"; continue; fi
-        say "optimize $op (heuristic, short)"
-        # one round each (the observe step without ncu: stage 5 covers ncu), so six ops fit
-        KERNELCREW_NCU=none run "optimize_$op" 80 "${KC[@]}" optimize "$op" --backend cuda \
-            --agents heuristic --max-iters 1 --budget-s 40 --candidates-per-iter 2 --no-memory \
-            --reps 4 --seed 3 --run-dir "$WORK/runs/$op" --json
+        if [ "$DRY" = 0 ] && [ "$HAVE_GPU" = 1 ] && [ "$WORKER_OK" = 0 ]; then
+            device_stage_skips crew "$op"; n=$((n - 1)); continue
+        fi
+        box=$(item_time "$n" 150 60)
+        say "optimize $op (heuristic, up to 3 iterations, ${box}s)"
+        # ncu off in the crew's observe step (the profile stage covers ncu); the crew stops
+        # itself 15 s before the time box so it writes its result
+        KERNELCREW_NCU=none KERNELCREW_ROUNDS=4 run "optimize_$op" "$box" "${KC[@]}" optimize "$op" \
+            --backend cuda --agents heuristic --max-iters 3 --budget-s $((box > 30 ? box - 15 : 15)) \
+            --candidates-per-iter 3 --no-memory --reps 6 --seed 3 --run-dir "$WORK/runs/$op" --json
         rc=$?
-        [ $rc = 125 ] && { record optimize "$op" "skipped: time budget"; continue; }
-        "$PY" - "$LOGS/optimize_$op.log" "$op" "$rc" >>"$SUMMARY" 2>>"$LOGS/summary.log" <<'PYEOF'
-import json, sys
-text = open(sys.argv[1]).read()
-try:
-    d = json.loads(text[text.index("{"):])
-except ValueError:
-    print(f"optimize\t{sys.argv[2]}\tFAIL\trc={sys.argv[3]} {(text.strip().splitlines() or ['no output'])[-1][:150]}")
-    sys.exit()
-b = d.get("best") or {}
-if not d.get("ran", True):
-    cands = d.get("candidates", [])
-    ok = sum(1 for c in cands if c["outcome"] == "not-run")
-    kinds = ",".join(sorted({c["kind"] for c in cands}))[:90]
-    print(f"optimize\t{sys.argv[2]}\tskipped: no GPU\t{ok} candidates compiled, not run ({kinds})")
-    sys.exit()
-sp = f"{b['speedup']:.2f}x" if b.get("speedup") else "n/a"
-acc = ",".join(e["kind"] for e in d.get("accepted", []))[:80] or "none"
-print(f"optimize\t{sys.argv[2]}\tok\tbest {sp} (correct {b.get('correct')}) after "
-      f"{d.get('iterations')} iterations; accepted: {acc}; stop: {str(d.get('stop_reason'))[:50]}")
-PYEOF
+        n=$((n - 1))
+        ran $rc crew "$op" || continue
+        summarize optimize "$LOGS/optimize_$op.log" "$op" "$rc"
     done
 fi
 
-if grep -qE $'\t(FAIL|ERROR)' "$SUMMARY"; then exit 1; fi
+# -- peers: every kernel and CuPy side by side, shares of copy bandwidth and FP32 -------------
+if want peers; then
+    stage peers
+    if ! device_stage_skips peers "all ops"; then
+        say "peers (baseline, nvcc alone, hand-written, crew, CuPy)"
+        run peers "$(item_time 1 600 60)" "$PY" -m kernelcrew.evals.peers.cuda_peers \
+            --ops "$(echo $OPS | tr ' ' ',')" --crew-runs "$WORK/runs" --reps 6 --rounds 2 \
+            --out "$WORK/peers.json"
+        rc=$?
+        if ran $rc peers "all ops" || [ "$rc" = 124 ]; then
+            if [ -f "$WORK/peers.json" ]; then
+                summarize peers "$WORK/peers.json" "${BW_GBPS:-0}"
+            else  # cut by its time box: the rows printed so far (one JSON per line)
+                "$PY" -c "
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith('{\"op\"')]
+json.dump({'rows': rows, 'partial': True}, open(sys.argv[2], 'w'))
+" "$LOGS/peers.log" "$WORK/peers.json" 2>>"$LOGS/summary.log" && summarize peers "$WORK/peers.json" "${BW_GBPS:-0}"
+            fi
+        fi
+    fi
+fi
 exit 0

@@ -12,7 +12,15 @@ from typing import Any, Literal
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from kernelcrew.errors import ExprError, InputError
 from kernelcrew.kernels.expr import evaluate, names_in
@@ -35,6 +43,8 @@ DTYPES: dict[str, np.dtype] = {
 DType = Literal["float32", "float64", "float16", "int32", "int64", "uint8", "int8", "uint16",
                 "int16", "uint32"]
 GROUPS = ("typical", "boundary", "unaligned")
+BACKENDS = ("cpu", "cuda")
+Backend = Literal["cpu", "cuda"]
 # default input values of the integer dtypes, as [lo, hi) (an inputs.py chooses others):
 # wide ones small (-8..8: products and sums of them stay in range), 8-bit ones over their
 # whole range (pixels and quantized values use it all), 16-bit ones over 12 bits (samples,
@@ -126,7 +136,11 @@ class OpSpec(_Strict):
     cost: Cost
     tolerance: Tolerance
     shapes: dict[str, ShapeGroup] = Field(min_length=1)
-    baselines: dict[Literal["cpu", "cuda"], str] = Field(default_factory=dict)
+    # groups of one backend only (e.g. a GPU's `typical` a hundred times a CPU's): on that
+    # backend a group here replaces the shared group of the same name or adds one; other
+    # backends never see it (`for_backend`)
+    backend_shapes: dict[Backend, dict[str, ShapeGroup]] = Field(default_factory=dict)
+    baselines: dict[Backend, str] = Field(default_factory=dict)
     origin: Origin | None = None
     # how timed runs find the caches: cold (flushed before each run), warm (the previous
     # run's data left in place), auto (by the working set against the last-level cache)
@@ -136,6 +150,9 @@ class OpSpec(_Strict):
     # accepts a win; by default it does not, as fast math need not propagate them)
     specials: bool = False
     folder: Path | None = Field(default=None, exclude=True)
+    # after for_backend: op.yaml's `shapes:`, and the backend whose groups `shapes` holds
+    _shared: dict[str, ShapeGroup] | None = PrivateAttr(default=None)
+    _backend: str | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _check_symbols(self) -> OpSpec:
@@ -150,19 +167,45 @@ class OpSpec(_Strict):
                     _check_expr(dim, sizes, f"{kind}.{tname}.shape[{i}]")
         _check_expr(self.cost.bytes, sizes, "cost.bytes")
         _check_expr(self.cost.flops, sizes, "cost.flops")
-        for gname, g in self.shapes.items():
+        groups = [(f"shapes.{g}", s) for g, s in self.shapes.items()]
+        groups += [(f"backend_shapes.{b}.{g}", s) for b, gs in self.backend_shapes.items()
+                   for g, s in gs.items()]
+        for where, g in groups:
             for i, case in enumerate(g.cases):
                 missing, extra = sizes - set(case), set(case) - sizes
                 if missing or extra:
                     raise ValueError(
-                        f"shapes.{gname}.cases[{i}]: "
+                        f"{where}.cases[{i}]: "
                         + (f"missing sizes {sorted(missing)}" if missing else "")
                         + (f" unknown sizes {sorted(extra)}" if extra else "")
                         + f"; give exactly {self.sizes}"
                     )
                 if any(v < 0 for v in case.values()):
-                    raise ValueError(f"shapes.{gname}.cases[{i}]: sizes must be >= 0")
+                    raise ValueError(f"{where}.cases[{i}]: sizes must be >= 0")
         return self
+
+    def for_backend(self, backend: str | None) -> OpSpec:
+        """This spec with the shape groups `backend` runs: the shared groups, each replaced
+        by the backend's group of the same name where `backend_shapes` has one, then the
+        backend's other groups. The spec itself when the backend declares no groups (so a
+        CPU run sees exactly what op.yaml's `shapes:` says). None: the shared groups."""
+        shared = self._shared_shapes()
+        own = self.backend_shapes.get(backend, {}) if backend else {}
+        if (own and backend == self._backend) or (not own and self._backend is None):
+            return self
+        merged = {g: own.get(g, s) for g, s in shared.items()}
+        merged.update({g: s for g, s in own.items() if g not in shared})
+        out = self.model_copy(update={"shapes": merged})
+        out._shared, out._backend = (shared, backend) if own else (None, None)
+        return out
+
+    @property
+    def shapes_backend(self) -> str | None:
+        """The backend whose own groups `shapes` holds; None: op.yaml's `shapes:` as written."""
+        return self._backend
+
+    def _shared_shapes(self) -> dict[str, ShapeGroup]:
+        return self._shared if self._shared is not None else self.shapes
 
     # -- derived views -------------------------------------------------------------
     def signature(self) -> list[tuple[str, str]]:
@@ -301,10 +344,16 @@ def library_ops() -> list[str]:
     return sorted(p.name for p in LIBRARY.iterdir() if (p / "op.yaml").exists())
 
 
-def load_op(ref: str | Path | OpSpec) -> OpSpec:
-    """Load and validate an operator folder (or pass an OpSpec through)."""
+def load_op(ref: str | Path | OpSpec, backend: str | None = None) -> OpSpec:
+    """Load and validate an operator folder (or pass an OpSpec through); with a backend,
+    its shape groups are the ones that backend runs (`OpSpec.for_backend`)."""
     if isinstance(ref, OpSpec):
-        return ref
+        return ref.for_backend(backend) if backend else ref
+    spec = _load_folder(ref)
+    return spec.for_backend(backend) if backend else spec
+
+
+def _load_folder(ref: str | Path) -> OpSpec:
     folder = resolve_op_folder(ref)
     yml = folder / "op.yaml"
     if not yml.exists():

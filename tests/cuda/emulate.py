@@ -6,9 +6,11 @@ temps start as NaN, as in the harness, so an element nobody wrote fails the comp
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import shutil
 import subprocess
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -47,14 +49,17 @@ def _program(kf, spec: OpSpec) -> str:
         lines.append(f"    {_C[sc.dtype]} {n} = ({_C[sc.dtype]})real();")
     for n, dt in arrays.items():
         c = _C[dt]
-        lines.append(f"    std::vector<{c}> {n}_buf(num());")
+        # KC_EMU_MISALIGN=1: every array starts one element past a 16-byte boundary, so a
+        # kernel's vector path must notice and take its scalar one
+        lines.append(f"    size_t {n}_len = num();")
+        lines.append(f"    std::vector<{c}> {n}_buf({n}_len + 4);")
+        lines.append(f"    {c}* {n} = {n}_buf.data() + KC_EMU_MISALIGN;")
         if n in spec.inputs:
             lines.append(f"    {{ FILE* f = std::fopen(\"in_{n}.bin\", \"rb\"); "
-                         f"if (!f || std::fread({n}_buf.data(), sizeof({c}), {n}_buf.size(), f)"
-                         f" != {n}_buf.size()) std::exit(6); std::fclose(f); }}")
+                         f"if (!f || std::fread({n}, sizeof({c}), {n}_len, f)"
+                         f" != {n}_len) std::exit(6); std::fclose(f); }}")
         else:
-            lines.append(f"    std::fill({n}_buf.begin(), {n}_buf.end(), ({c})NAN);")
-        lines.append(f"    {c}* {n} = {n}_buf.data();")
+            lines.append(f"    std::fill({n}, {n} + {n}_len, ({c})NAN);")
     for lc in kf.meta.launch:
         lines.append("    { dim3 kc_g, kc_b; kc_g.x = num(); kc_g.y = num(); kc_g.z = num(); "
                      "kc_b.x = num(); kc_b.y = num(); kc_b.z = num(); size_t kc_s = num();")
@@ -62,17 +67,25 @@ def _program(kf, spec: OpSpec) -> str:
     for n in spec.outputs:
         c = _C[spec.outputs[n].dtype]
         lines.append(f"    {{ FILE* f = std::fopen(\"out_{n}.bin\", \"wb\"); "
-                     f"std::fwrite({n}_buf.data(), sizeof({c}), {n}_buf.size(), f); "
+                     f"std::fwrite({n}, sizeof({c}), {n}_len, f); "
                      "std::fclose(f); }")
     lines.append("    return 0;\n}")
     return "\n".join(lines) + "\n"
 
 
-def build(kernel_text: str, spec: OpSpec, work: Path) -> Path:
-    """Compile the emulation program for a kernel file (cached by content in `work`)."""
+def build(kernel_text: str, spec: OpSpec, work: Path, *, coverage: bool = False,
+          misalign: bool = False) -> Path:
+    """Compile the emulation program for a kernel file (cached by content in `work`).
+
+    With `misalign`, every array is passed one element past a 16-byte boundary (the
+    vector paths' alignment checks must send the kernel down its scalar path). With
+    `coverage`, the program is built for gcov (no optimization): every run adds its
+    line and branch counts to the object's .gcda, which `coverage` reads back per line of
+    the kernel file."""
     kf = parse_kernel_text(kernel_text, "cuda")
     defines = [f"-D{k}={v}" for k, v in kf.meta.knobs.items()]
-    key = hashlib.sha256((kernel_text + str(defines)).encode()).hexdigest()[:16]
+    defines.append(f"-DKC_EMU_MISALIGN={int(misalign)}")
+    key = hashlib.sha256((kernel_text + str(defines) + str(coverage)).encode()).hexdigest()[:16]
     exe = work / f"emu-{key}"
     if exe.exists():
         return exe
@@ -84,11 +97,62 @@ def build(kernel_text: str, spec: OpSpec, work: Path) -> Path:
     gxx = shutil.which("g++")
     if gxx is None:
         raise EmulationFailed("g++ not found")
-    r = subprocess.run([gxx, "-std=c++17", "-O1", "-w", f"-I{EMU}", *defines, str(src), "-o",
-                        str(exe)], capture_output=True, text=True, check=False, timeout=300)
-    if r.returncode != 0:
-        raise EmulationFailed(f"emulation build failed:\n{r.stderr[-3000:]}")
+    base = [gxx, "-std=c++17", "-w", f"-I{EMU}", *defines]
+    if coverage:
+        obj = exe.with_suffix(".o")
+        steps = [[*base, "-O0", "--coverage", "-c", str(src), "-o", str(obj)],
+                 [gxx, "--coverage", str(obj), "-o", str(exe)]]
+    else:
+        steps = [[*base, "-O1", str(src), "-o", str(exe)]]
+    for argv in steps:
+        r = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=300)
+        if r.returncode != 0:
+            raise EmulationFailed(f"emulation build failed:\n{r.stderr[-3000:]}")
     return exe
+
+
+@dataclass
+class LineCoverage:
+    """gcov's counts for the lines of the kernel file (1-based, as in the file)."""
+
+    lines: dict[int, int] = field(default_factory=dict)  # line -> times executed
+    branches: dict[int, list[int]] = field(default_factory=dict)  # line -> taken counts
+
+    def merge(self, other: LineCoverage, shift: int = 0) -> None:
+        for ln, n in other.lines.items():
+            self.lines[ln + shift] = self.lines.get(ln + shift, 0) + n
+        for ln, b in other.branches.items():
+            cur = self.branches.setdefault(ln + shift, [0] * len(b))
+            if len(cur) == len(b):
+                self.branches[ln + shift] = [x + y for x, y in zip(cur, b, strict=True)]
+
+
+def coverage(exe: Path) -> LineCoverage:
+    """Line and branch counts of kernel.cu from a coverage build's runs so far."""
+    gcov = shutil.which("gcov")
+    if gcov is None:
+        raise EmulationFailed("gcov not found")
+    obj = exe.with_suffix(".o")
+    r = subprocess.run([gcov, "--json-format", "--stdout", "--branch-probabilities", obj.name],
+                       cwd=obj.parent, capture_output=True, text=True, check=False, timeout=120)
+    if r.returncode != 0:
+        raise EmulationFailed(f"gcov failed: {r.stderr[-1000:]}")
+    cov = LineCoverage()
+    for chunk in r.stdout.splitlines():
+        if not chunk.strip().startswith("{"):
+            continue
+        for f in json.loads(chunk).get("files", []):
+            if f["file"] != "kernel.cu":
+                continue
+            for ln in f["lines"]:
+                n = ln["line_number"]
+                cov.lines[n] = cov.lines.get(n, 0) + ln["count"]
+                taken = [b["count"] for b in ln.get("branches", []) if not b.get("throw")]
+                if taken:
+                    old = cov.branches.get(n)
+                    cov.branches[n] = [x + y for x, y in zip(old, taken, strict=True)] \
+                        if old and len(old) == len(taken) else taken
+    return cov
 
 
 def run(exe: Path, kernel_text: str, spec: OpSpec, sizes: dict[str, int],

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from kernelcrew.tools.backends.cuda import CudaBackend
-from tests.cuda.helpers import FIXTURES, baseline_cu, fast_cu, run_cli
+from tests.cuda.helpers import FIXTURES, OPS, baseline_cu, fast_cu, run_cli
 
 # file -> (line of the offence in the file, words the reason must hold)
 REFUSED = {
@@ -65,3 +65,31 @@ def test_without_a_device_check_compiles_only_and_says_so(which: str, needs_nvcc
     assert text.returncode == 0, text.stderr
     assert "compiled only, not run" in text.stdout
     assert "registers" in text.stdout and "spill_st_B" in text.stdout
+
+
+QUICK_CLI = {"histogram", "stencil5"}
+
+
+@pytest.mark.skipif(CudaBackend().can_run()[0], reason="a CUDA device is present: check runs")
+@pytest.mark.parametrize("op", [pytest.param(o, marks=() if o in QUICK_CLI else pytest.mark.slow)
+                                for o in OPS])
+def test_check_of_every_cuda_kernel_without_a_device_gives_static_evidence(op, needs_nvcc):
+    """Baseline and fast kernel of every CUDA op: compiled, not run, a pending row for every
+    CUDA shape group (the datacenter typical cases and the small ones), and the compiler's
+    evidence for every launched kernel: registers, spills, occupancy, SASS counts."""
+    from kernelcrew.kernels.spec import load_op
+
+    groups = set(load_op(op, "cuda").shapes)
+    for path in (baseline_cu(op), fast_cu(op)):
+        proc = run_cli("check", op, str(path), "--json")
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        res = json.loads(proc.stdout)
+        assert res["ran"] is False and res["correct"] is None and res["speedup"] is None
+        assert {r["group"] for r in res["rows"]} == groups
+        assert {r["status"] for r in res["rows"]} == {"pending"}
+        static = res["static"]
+        assert static["arch"] == "sm_90" and static["launches"] >= 1
+        launched = [k for k in static["kernels"] if k["launched"]]
+        assert launched and all(k["registers"] > 0 and k["spill_bytes"] == 0 for k in launched)
+        assert all(k["sass"] and k["sass"]["instructions"] > 0 for k in launched), launched
+        assert "regs" in static["text"] and "SASS" in static["text"]

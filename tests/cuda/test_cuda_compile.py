@@ -32,23 +32,29 @@ def _assert_resources(kf, res) -> None:
         assert k.shared_bytes is not None and k.stack_bytes is not None
 
 
+ARCHS = ["sm_90", pytest.param("sm_80", marks=pytest.mark.slow)]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("op", OPS)
-def test_library_baseline_compiles_for_sm90_with_resources(backend: CudaBackend, op: str,
-                                                           monkeypatch) -> None:
-    monkeypatch.setenv("KERNELCREW_CUDA_ARCH", "sm_90")
+def test_library_baseline_compiles_with_resources(backend: CudaBackend, op: str, arch: str,
+                                                  monkeypatch) -> None:
+    monkeypatch.setenv("KERNELCREW_CUDA_ARCH", arch)
     kf, res = _compile(backend, op, baseline_cu(op))
     _assert_resources(kf, res)
-    assert "-arch=sm_90" in res.command
+    assert f"-arch={arch}" in res.command
 
 
+@pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("op", OPS)
-def test_fast_kernel_compiles_for_sm90_with_resources(backend: CudaBackend, op: str,
-                                                      monkeypatch) -> None:
-    monkeypatch.setenv("KERNELCREW_CUDA_ARCH", "sm_90")
+def test_fast_kernel_compiles_with_resources(backend: CudaBackend, op: str, arch: str,
+                                             monkeypatch) -> None:
+    monkeypatch.setenv("KERNELCREW_CUDA_ARCH", arch)
     path = fast_cu(op)
     assert path.exists(), f"{path} is missing: every library op needs a faster CUDA kernel"
     kf, res = _compile(backend, op, path)
     _assert_resources(kf, res)
+    assert f"-arch={arch}" in res.command
 
 
 def test_temps_two_launches_and_dynamic_shared_compile(backend: CudaBackend) -> None:
@@ -264,7 +270,7 @@ def test_every_case_of_every_library_kernel_is_launchable_on_sm90(backend: CudaB
     regs = {k.kernel: k for k in res.resources}
     launch = [x.model_dump() for x in kf.meta.launch]
     temps = {n: t.model_dump() for n, t in kf.meta.temps.items()}
-    for case in load_op(op).cases():
+    for case in load_op(op, "cuda").cases():  # the datacenter groups too
         temp_shapes(temps, kf.meta.knobs, case.sizes)
         for d in plan_launches(launch, kf.meta.knobs, case.sizes,
                                max_shared_bytes=sm_limits("sm_90").max_shared_per_block):

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from kernelcrew.tools.backends.cuda import CudaBackend, nvcc_path
-from tests.cuda.helpers import run_cli
+from tests.cuda.helpers import OPS, run_cli
 
 pytestmark = [
     pytest.mark.skipif(nvcc_path() is None, reason="nvcc not found"),
@@ -43,3 +43,25 @@ def test_optimize_without_a_device_compiles_candidates_and_says_not_run(op, tmp_
         [c["kind"] for c in cands]
     # the evidence is the compiler's: registers and SASS counts of the candidate
     assert all(" regs, " in c["detail"] and "SASS" in c["detail"] for c in compiled)
+
+
+# the library ops added with CUDA baselines later: every one compiles its candidates and
+# describes them by the compiler's evidence (which rewrites apply is the crew's business)
+NEWER = [op for op in OPS if op not in EXPECTED]
+
+
+@pytest.mark.slow  # 7-17 s each; add_gelu_muladd above runs the same path in the quick suite
+@pytest.mark.parametrize("op", NEWER)
+def test_optimize_without_a_device_on_every_newer_cuda_op(op, tmp_path):
+    proc = run_cli("optimize", op, "--backend", "cuda", "--no-memory", "--json",
+                   "--run-dir", str(tmp_path / "run"), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads(proc.stdout)
+    assert res["ran"] is False and "not run" in res["stop_reason"]
+    assert res["best"]["speedup"] is None and res["best"]["correct"] is None
+    cands = res["candidates"]
+    compiled = [c for c in cands if c["outcome"] == "not-run"]
+    assert compiled, [(c["kind"], c["outcome"], c["detail"][:120]) for c in cands]
+    assert all("compiled for sm_90, not run" in c["detail"] and " regs, " in c["detail"]
+               and "SASS" in c["detail"] for c in compiled)
+    assert (tmp_path / "run" / "best.cu").exists()

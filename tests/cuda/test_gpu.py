@@ -134,3 +134,22 @@ def test_ncu_profiles_one_kernel_of_a_worker_run(tmp_path: Path) -> None:
     assert not missing, {k: summary.metrics[k].reason for k in missing}
     assert summary.metrics["registers_per_thread"].value > 0
     assert summary.top_stalls and summary.hot_regions, source[-2000:]
+
+
+def test_cupy_peer_is_correct_and_timed_on_the_device() -> None:
+    from kernelcrew.evals.peers.cuda_peers import cupy_peer
+
+    res = cupy_peer("gelu_tanh", reps=3)
+    assert not res.error, res.error
+    assert res.typical_ms and res.typical_ms > 0
+    assert res.cases and all(c.correct for c in res.cases)
+
+
+def test_device_peaks_have_the_copy_bandwidth_and_the_fp32_rate() -> None:
+    from kernelcrew.tools.backends.peaks import cuda_peaks
+
+    pk = cuda_peaks(CudaBackend(), remeasure=True)
+    assert pk.copy_gbps > 100
+    assert pk.sm_count and pk.sm_count == probe_device().sm_count
+    if probe_device().arch in ("sm_80", "sm_90"):
+        assert pk.fp32_gflops and pk.fp32_gflops > 1000, pk

@@ -28,7 +28,7 @@ class Bound:
 @dataclass
 class Peaks:
     gbps: float  # bandwidth peak (GB/s): the triad on the CPU, a copy on a device
-    gflops: float | None  # FLOP/s peak (GFLOP/s), None when not measured (CUDA)
+    gflops: float | None  # FLOP/s peak (GFLOP/s); CUDA: the spec-sheet FP32 rate, or None
     source: str  # how it was measured
     read_gbps: float | None = None  # the CPU's read-only sweep (None: not measured)
 
@@ -44,7 +44,9 @@ def machine_peaks(backend: str = "cpu") -> Peaks:
     """The machine's measured peaks (kernelcrew.tools.backends.peaks)."""
     if backend == "cuda":
         p = cuda_peaks(get_backend("cuda"))
-        return Peaks(p.copy_gbps, None, p.method)
+        flops = (f"; FP32 {p.fp32_gflops:.0f} GFLOP/s from the spec sheet ({p.sm_count} SMs at "
+                 f"{p.clock_mhz:.0f} MHz)" if p.fp32_gflops else "; FP32 peak unknown")
+        return Peaks(p.copy_gbps, p.fp32_gflops, p.method + flops)
     p = cpu_peaks()
     return Peaks(p.triad_gbps, p.fma_gflops, f"kernelcrew.tools.backends.peaks: {p.method}",
                  p.read_gbps)

@@ -387,8 +387,31 @@ for i in range(12):
         best = min(best, cp.cuda.get_elapsed_time(start, end) / 1e3)
 props = cp.cuda.runtime.getDeviceProperties(0)
 name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
-print(json.dumps({"copy_gbps": 2 * a.nbytes / best / 1e9, "device": name}))
+clock = props.get("clockRate")  # kHz; CUDA 13 dropped it from the properties
+if not clock:
+    try:
+        clock = cp.cuda.runtime.deviceGetAttribute(13, 0)  # cudaDevAttrClockRate, kHz
+    except Exception:
+        clock = None
+print(json.dumps({"copy_gbps": 2 * a.nbytes / best / 1e9, "device": name,
+                  "sm_count": props.get("multiProcessorCount"), "clock_khz": clock,
+                  "cc": [props.get("major"), props.get("minor")]}))
 """
+
+# FP32 lanes (CUDA cores) per SM by compute capability: Volta/Turing and the A100 (8.0)
+# 64, the consumer Amperes, Ada and Hopper 128, Blackwell 128
+FP32_LANES = {(7, 0): 64, (7, 2): 64, (7, 5): 64, (8, 0): 64, (8, 6): 128, (8, 7): 128,
+              (8, 9): 128, (9, 0): 128, (10, 0): 128, (10, 3): 128, (12, 0): 128}
+
+
+def fp32_peak_gflops(sm_count: int | None, clock_khz: int | None,
+                     cc: tuple[int, int] | list[int] | None) -> float | None:
+    """The FP32 FLOP rate the spec sheet quotes: SMs x FP32 lanes x 2 (an FMA) x the
+    boost clock. None when a part is unknown (not a measurement: no kernel is run)."""
+    lanes = FP32_LANES.get(tuple(cc)) if cc else None
+    if not (sm_count and clock_khz and lanes):
+        return None
+    return sm_count * lanes * 2 * clock_khz / 1e6
 
 
 class CudaPeaks(BaseModel):
@@ -397,6 +420,11 @@ class CudaPeaks(BaseModel):
     measured_at: str
     seconds: float
     method: str = "cupy.copyto of 1 GiB float32 arrays timed with CUDA events, best of 10"
+    # the spec-sheet FP32 rate (fp32_peak_gflops): computed from the device's SM count,
+    # compute capability and boost clock, not measured
+    fp32_gflops: float | None = None
+    sm_count: int | None = None
+    clock_mhz: float | None = None
 
 
 def cuda_peaks(backend, *, remeasure: bool = False) -> CudaPeaks:
@@ -407,7 +435,7 @@ def cuda_peaks(backend, *, remeasure: bool = False) -> CudaPeaks:
     dev = backend.device_info()
     if not dev.ok:
         raise RuntimeError(f"no device: {dev.reason}")
-    key = cache_key("cuda-peaks-v1", dev.name, dev.arch, dev.memory_bytes)
+    key = cache_key("cuda-peaks-v2", dev.name, dev.arch, dev.memory_bytes)
     path = cache_dir() / "peaks" / f"cuda-{key}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path) + ".lock"):
@@ -430,9 +458,14 @@ def cuda_peaks(backend, *, remeasure: bool = False) -> CudaPeaks:
         if run.returncode != 0:
             raise RuntimeError(f"the copy benchmark failed: {run.describe()}")
         out = json.loads(run.stdout.strip().splitlines()[-1])
+        clock = out.get("clock_khz")
         peaks = CudaPeaks(copy_gbps=out["copy_gbps"], device=out["device"],
                           measured_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
-                          seconds=round(time.monotonic() - t0, 3))
+                          seconds=round(time.monotonic() - t0, 3),
+                          fp32_gflops=fp32_peak_gflops(out.get("sm_count"), clock,
+                                                       out.get("cc")),
+                          sm_count=out.get("sm_count"),
+                          clock_mhz=clock / 1e3 if clock else None)
         path.write_text(peaks.model_dump_json(indent=2))
         return peaks
 

@@ -108,8 +108,8 @@ def workbench_for(setup: RunSetup) -> Workbench:
             tmp.rename(folder)
         except OSError:  # another worker of this node made it first
             shutil.rmtree(tmp, ignore_errors=True)
-    spec = load_op(folder)
     backend = get_backend(setup.backend)
+    spec = load_op(folder, backend.name)  # the backend's own shape groups
     harness = Harness(spec, backend, seed=setup.seed, limits=Limits(**setup.limits),
                       bench=BenchSettings(**setup.bench))
     _BENCHES[key] = Workbench(spec, backend, harness)

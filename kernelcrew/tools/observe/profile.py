@@ -31,11 +31,11 @@ def profile(op: str | Path | OpSpec, kernel: str | Path | KernelFile | None = No
     """Profile `kernel` (default: the op's baseline) on one case; see the module doc.
 
     `threads` (CPU): OpenMP threads for the kernel, default all this process may use."""
-    spec = load_op(op)
     if backend == "auto":
         backend = auto_backend()
     if backend not in ("cpu", "cuda"):
         raise InputError(f"unknown backend {backend!r}; use cpu or cuda")
+    spec = load_op(op, backend)  # the backend's own shape groups (op.yaml `backend_shapes`)
     if kernel is None:
         kf = load_kernel(spec.baseline_path(backend))
     elif isinstance(kernel, KernelFile):

@@ -13,7 +13,7 @@
 // - a state in which no thread can move (a barrier some threads never reach) aborts with
 //   "kc_emu: deadlock".
 // Only what kernels commonly use is here: dim3, threadIdx/blockIdx/blockDim/gridDim,
-// warpSize, float2/float4/double2 and make_*, __ldg, __syncthreads, __syncwarp,
+// warpSize, float2/float4/double2/int2/int4 and make_*, __ldg, __int_as_float, __syncthreads, __syncwarp,
 // __shfl_sync/__shfl_down_sync/__shfl_xor_sync/__shfl_up_sync, atomicAdd/Max, and the
 // float math functions (libm's).
 #pragma once
@@ -44,7 +44,10 @@ struct dim3 {
 struct alignas(16) float4 { float x, y, z, w; };
 struct alignas(8) float2 { float x, y; };
 struct alignas(16) double2 { double x, y; };
+struct alignas(16) int4 { int x, y, z, w; };
+struct alignas(8) int2 { int x, y; };
 inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
+inline int4 make_int4(int a, int b, int c, int d) { return {a, b, c, d}; }
 inline float2 make_float2(float a, float b) { return {a, b}; }
 inline double2 make_double2(double a, double b) { return {a, b}; }
 
@@ -60,6 +63,8 @@ inline float __logf(float a) { return logf(a); }
 inline float rsqrtf(float a) { return 1.0f / sqrtf(a); }
 inline float __frcp_rn(float a) { return 1.0f / a; }
 inline float __saturatef(float a) { return a < 0.f ? 0.f : a > 1.f ? 1.f : a; }
+inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+inline int __float_as_int(float f) { int i; std::memcpy(&i, &f, 4); return i; }
 
 namespace kc_emu {
 

@@ -8,6 +8,7 @@ from kernelcrew.evals.bench.section import Section
 from kernelcrew.evals.bench.sections import (
                                              baseline_only,
                                              codebases,
+                                             cuda,
                                              executors,
                                              knobs,
                                              library,
@@ -29,4 +30,5 @@ SECTIONS: list[Section] = [
     library.SECTION,  # 6: every op with its peers side by side
     executors.SECTION,  # 7: local against Ray with two local nodes
     codebases.SECTION,  # 8: functions imported from public C code bases, with their peers
+    cuda.SECTION,  # 9: the CUDA kernels and their peers (a device only)
 ]
