@@ -32,8 +32,8 @@ def check(op: str | Path | OpSpec, kernel: str | Path | KernelFile, backend: str
           bench: BenchSettings | None = None, progress: Progress | None = None) -> CheckResult:
     """Compile, verify on every shape group, time against the baseline, and gate."""
     say = progress or (lambda _msg: None)
-    spec = load_op(op)
     be = get_backend(backend)
+    spec = load_op(op, be.name)
     bench = bench or BenchSettings()
     name = str(kernel.path if isinstance(kernel, KernelFile) else kernel)
 

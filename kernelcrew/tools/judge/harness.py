@@ -64,10 +64,11 @@ class Harness:
     def __init__(self, spec: OpSpec, backend: Backend, *, seed: int | None = None,
                  limits: Limits | None = None, bench: BenchSettings | None = None,
                  cases: list[Case] | None = None) -> None:
-        self.spec, self.backend = spec, backend
+        # the shape groups this backend runs (a CUDA op may size its own for a device)
+        self.spec, self.backend = spec.for_backend(backend.name), backend
         self.seed = seed if seed is not None else secrets.randbits(31)
         self.limits, self.bench = limits or Limits(), bench or BenchSettings()
-        self.cases = cases if cases is not None else list(spec.cases())
+        self.cases = cases if cases is not None else list(self.spec.cases())
         self.root = scratch_root() / f"h-{spec.name}-{uuid.uuid4().hex[:8]}"
         self.root.mkdir(parents=True)
         self._data: dict[str, CaseData] = {}
