@@ -289,25 +289,27 @@ SECCOMP_MACHINES = frozenset(SECCOMP)
 # -- the guard a CPU worker puts on itself before it loads a kernel ----------------------
 # A CPU kernel runs inside the worker's process. Before the worker loads it, the worker
 # adds this filter to the launcher's: no new processes (fork, vfork, clone without
-# CLONE_THREAD: threads stay allowed, OpenMP needs them), no exec, no signal handlers
-# (rt_sigaction: no code run on a fault, a timer or a SIGCONT), no timers that deliver
-# signals, no moving threads between CPUs (the parent places them), no signals to other
-# processes, no ptrace or reading and writing other processes' memory. Refused calls
+# CLONE_THREAD: threads stay allowed, OpenMP needs them; clone3 answers ENOSYS), no exec,
+# no signal handlers set (rt_sigaction with a new action: no code run on a fault, a timer
+# or a SIGCONT; reading one is allowed), no timers that deliver
+# signals, no signals to other processes, no ptrace or reading and writing other
+# processes' memory. (Moving its own threads between CPUs stays allowed: LLVM's OpenMP
+# runtime sets their affinity when it starts, and it takes nothing from the parent,
+# whose thread runs at a higher real-time priority.) Refused calls
 # fail with EPERM. Every thread the kernel runs is then a thread of the worker, which the
 # parent stops, sees and times; and the guard holds where the launcher's layers could
 # not be applied (limits only), since the worker applies it to itself.
-_GUARD_DENY = ("fork", "vfork", "execve", "execveat", "rt_sigaction", "setitimer", "alarm",
-               "timer_create", "sched_setaffinity", "ptrace", "process_vm_readv",
-               "process_vm_writev", "tkill")
+_GUARD_DENY = ("fork", "vfork", "execve", "execveat", "setitimer", "alarm",
+               "timer_create", "ptrace", "process_vm_readv", "process_vm_writev", "tkill")
+# per machine: (audit arch, denied calls, clone, clone3, kill, tgkill, rt_sigaction)
 GUARD = {
-    "x86_64": (0xC000003E, dict(zip(_GUARD_DENY, (57, 58, 59, 322, 13, 38, 37, 222, 203, 101,
-                                                   310, 311, 200), strict=True)),
-               56, 62, 234),
-    "aarch64": (0xC00000B7, {"execve": 221, "execveat": 281, "rt_sigaction": 134,
-                             "setitimer": 103, "timer_create": 107, "sched_setaffinity": 122,
-                             "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271,
-                             "tkill": 130},
-                220, 129, 131),
+    "x86_64": (0xC000003E, dict(zip(_GUARD_DENY, (57, 58, 59, 322, 38, 37, 222, 101, 310,
+                                                   311, 200), strict=True)),
+               56, 435, 62, 234, 13),
+    "aarch64": (0xC00000B7, {"execve": 221, "execveat": 281, "setitimer": 103,
+                             "timer_create": 107, "ptrace": 117, "process_vm_readv": 270,
+                             "process_vm_writev": 271, "tkill": 130},
+                220, 435, 129, 131, 134),
 }
 _CLONE_THREAD = 0x00010000
 
@@ -316,14 +318,22 @@ def guard_program(machine: str, pid: int) -> list[tuple[int, int, int, int]]:
     """The guard's BPF program for this machine; `pid`: the process it guards (kill and
     tgkill may name only it: no signal reaches another process, the parent included,
     even where no PID namespace hides it)."""
-    arch, deny, nr_clone, nr_kill, nr_tgkill = GUARD[machine]
+    arch, deny, nr_clone, nr_clone3, nr_kill, nr_tgkill, nr_sigaction = GUARD[machine]
     ld, jeq, jset, ret = 0x20, 0x15, 0x45, 0x06
-    allow, kill, eperm = 0x7FFF0000, 0x80000000, 0x00050000 | 1
+    allow, kill, eperm, enosys = 0x7FFF0000, 0x80000000, 0x00050000 | 1, 0x00050000 | 38
     prog = [(ld, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, kill), (ld, 0, 0, 0)]
     if machine == "x86_64":  # the x32 ABI's numbers (bit 30) would pass the list below
         prog += [(0x35, 0, 1, 0x40000000), (ret, 0, 0, kill)]
     for nr in sorted(set(deny.values())):
         prog += [(jeq, 0, 1, nr), (ret, 0, 0, eperm)]
+    # clone3 takes its flags in memory a filter cannot read: ENOSYS, so libc falls back to
+    # clone, whose flags it can (under the stock confinement the launcher's filter does the
+    # same; under bubblewrap or limits only this is the one that does)
+    prog += [(jeq, 0, 1, nr_clone3), (ret, 0, 0, enosys)]
+    # rt_sigaction: reading a handler (argument 1, the new action, NULL) is allowed (LLVM's
+    # OpenMP runtime reads them all when it starts); setting one is not
+    prog += [(jeq, 0, 6, nr_sigaction), (ld, 0, 0, 24), (jeq, 0, 3, 0), (ld, 0, 0, 28),
+             (jeq, 0, 1, 0), (ret, 0, 0, allow), (ret, 0, 0, eperm), (ld, 0, 0, 0)]
     for nr in (nr_kill, nr_tgkill):  # argument 0, the target, must be this process
         prog += [(jeq, 0, 4, nr), (ld, 0, 0, 16), (jeq, 0, 1, pid), (ret, 0, 0, allow),
                  (ret, 0, 0, eperm)]
