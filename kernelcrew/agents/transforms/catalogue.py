@@ -39,6 +39,7 @@ from kernelcrew.agents.transforms.cuda import (
     block_reduce,
     kernel_attributes,
     launch_fusion,
+    matmul_tile,
     smem_tile,
     vector_access,
 )
@@ -261,6 +262,18 @@ register_transform(
     "writes both coalesced; 2-D grid of tiles, block [TILE, TILE_ROWS]",
     smem_tile.smem_tile_in_file,
     whole_file=True, tile=32, tile_rows=8)
+
+# ---------------------------------------------------------------- CUDA: the GPU engineer's moves
+
+register_transform(
+    "matmul_tile", ("cuda",),
+    "one thread per output of a product loop (acc += A[row, q] * B[q, col]) -> one block "
+    "per TILE_M x TILE_N output tile: A and B staged through shared memory TILE_K at a "
+    "time (coalesced, zero-padded at the edges), REG_M x REG_N outputs per thread in "
+    "registers; the kernel's own epilogue finishes each output",
+    matmul_tile.matmul_tile_in_file,
+    whole_file=True, tile_m=64, tile_n=64, tile_k=16, reg_m=4, reg_n=4,
+    why_not=matmul_tile.why_not)
 
 # ---------------------------------------------------------------- why a move does not apply
 

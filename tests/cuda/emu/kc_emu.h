@@ -15,7 +15,8 @@
 // Only what kernels commonly use is here: dim3, threadIdx/blockIdx/blockDim/gridDim,
 // warpSize, float2/float4/double2 and make_*, __ldg, __syncthreads, __syncwarp,
 // __shfl_sync/__shfl_down_sync/__shfl_xor_sync/__shfl_up_sync, atomicAdd/Max, and the
-// float math functions (libm's).
+// float math functions (libm's). kc_emu_ext.h adds half/bfloat16 numbers, tensor-core
+// fragments (nvcuda::wmma) and asynchronous copies (__pipeline_*).
 #pragma once
 #include <ucontext.h>
 
@@ -144,9 +145,12 @@ inline bool release() {
     return false;
 }
 
+inline void block_started();  // kc_emu_ext.h: per-block state (queued asynchronous copies)
+
 inline void run_block() {
     auto& fs = fibers();
     int n = nthreads();
+    block_started();
     for (int t = 0; t < n; ++t) {
         Fiber& f = fs[t];
         if (f.stack.empty()) f.stack.resize(stack_bytes());
@@ -244,3 +248,5 @@ template <class T> inline T __shfl_xor_sync(unsigned mask, T v, int m, int width
 template <class T> inline T atomicAdd(T* p, T v) { T o = *p; *p = o + v; return o; }
 template <class T> inline T atomicMax(T* p, T v) { T o = *p; *p = o > v ? o : v; return o; }
 template <class T> inline T atomicMin(T* p, T v) { T o = *p; *p = o < v ? o : v; return o; }
+
+#include "kc_emu_ext.h"
