@@ -36,11 +36,13 @@ from kernelcrew.agents.transforms.cpu import (
     vector_tanh_log,
 )
 from kernelcrew.agents.transforms.cuda import (
+    async_copy,
     block_reduce,
     kernel_attributes,
     launch_fusion,
     matmul_tile,
     smem_tile,
+    tensor_core,
     vector_access,
 )
 from kernelcrew.agents.transforms.kernel_files import parse_any
@@ -274,6 +276,20 @@ register_transform(
     matmul_tile.matmul_tile_in_file,
     whole_file=True, tile_m=64, tile_n=64, tile_k=16, reg_m=4, reg_n=4,
     why_not=matmul_tile.why_not)
+register_transform(
+    "tensor_core", ("cuda",),
+    "the same product kernels on the tensor cores (wmma, fp32 accumulation): a 64 x 64 "
+    "tile per block of four warps, __half/__nv_bfloat16 operands, float ones as TF32 only "
+    "with tf32=1; legal only where the op's tolerance (rtol, atol) allows the precision",
+    tensor_core.tensor_core_in_file,
+    whole_file=True, rtol=-1.0, atol=-1.0, tf32=0, why_not=tensor_core.why_not)
+register_transform(
+    "async_copy", ("cuda",),
+    "element copies from a read-only buffer into shared memory (S[e] = G[f]) as "
+    "asynchronous copies (cp.async, sm_80+: no register round trip), completed just "
+    "before the barrier that publishes the array",
+    async_copy.async_copy_in_file,
+    whole_file=True, why_not=async_copy.why_not)
 
 # ---------------------------------------------------------------- why a move does not apply
 

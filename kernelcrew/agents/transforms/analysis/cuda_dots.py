@@ -684,6 +684,34 @@ def launch_range(dk: DotKernel, coord: str, names: dict[str, str]) -> str | None
     return " + ".join(out) if out else None
 
 
+def _contiguous_first(dk: DotKernel, which: str) -> bool:
+    """Whether the operand's slice is read with q fastest (it is contiguous along q), or
+    with its row/column fastest."""
+    op = dk.a if which == "A" else dk.b
+    return op.stride_q == {(): 1} or op.stride_x != {(): 1}
+
+
+def stage_loop(src: Source, dk: DotKernel, which: str, batch: dict[str, str], pad: str,
+               size: str, depth: str, slot: str) -> str:
+    """The loop by which a block's threads (`kc_tid` of `kc_nthreads`) copy the `size` x
+    `depth` slice of operand `which` ("A": rows from kc_row0, "B": columns from kc_col0;
+    the reduction from kc_k0) into shared memory at `slot` (an expression of kc_x, kc_q),
+    consecutive threads on consecutive addresses of the operand, zero outside it."""
+    op, x0, extent = (dk.a, "kc_row0", dk.range_text(dk.row)) if which == "A" else \
+        (dk.b, "kc_col0", dk.range_text(dk.col))
+    if _contiguous_first(dk, which):
+        split = f"const int kc_x = kc_e / {depth}, kc_q = kc_e % {depth};"
+    else:
+        split = f"const int kc_q = kc_e / {size}, kc_x = kc_e % {size};"
+    load = operand_load(src, dk, op, "kc_gx", "kc_gq", batch)
+    return (f"{pad}for (int kc_e = kc_tid; kc_e < {size} * {depth}; kc_e += kc_nthreads) {{\n"
+            f"{pad}    {split}\n"
+            f"{pad}    const {INDEX} kc_gx = {x0} + kc_x, kc_gq = kc_k0 + kc_q;\n"
+            f"{pad}    if (kc_gx < ({extent}) && kc_gq < ({dk.k_bound})) {slot} = {load};\n"
+            f"{pad}    else {slot} = ({op.elem})0.0f;\n"
+            f"{pad}}}")
+
+
 def uses_thread_words(src: Source, nodes: list[Node]) -> bool:
     return any(n.type == "identifier" and n.text.decode() in THREAD_WORDS
                for st in nodes for n in walk(st))

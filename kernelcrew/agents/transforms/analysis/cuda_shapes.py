@@ -127,9 +127,17 @@ def blocker(s: Source, nodes: list[Node], var: str | None = None) -> str | None:
                     n.child_by_field_name("argument") if n.type == "update_expression" else None
                 if t is not None and t.type == "identifier" and t.text.decode() == var:
                     return f"changes the index {var} at line {s.line_of(n)}"
-        if "__shared__" in s.text_of(st):
+        if "__shared__" in s.text_of(st) or any(is_shared_decl(s, n) for n in walk(st)):
             return "uses shared memory"
     return None
+
+
+def is_shared_decl(s: Source, node: Node) -> bool:
+    """A `__shared__` declaration (the parser sees CUDA's words blanked, so the word may
+    sit before the declaration node on its line)."""
+    if node.type != "declaration":
+        return False
+    return "__shared__" in s.data[s.line_start(node):node.end_byte].decode()
 
 
 def renamed_text(s: Source, start: int, end: int, names: dict[str, str],

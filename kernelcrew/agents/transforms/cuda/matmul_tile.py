@@ -36,6 +36,7 @@ from kernelcrew.agents.transforms.analysis.cuda_dots import (
     operand_load,
     per_output,
     poly_c,
+    stage_loop,
     update_with,
 )
 from kernelcrew.agents.transforms.kernel_files import Outcome, entries
@@ -43,32 +44,6 @@ from kernelcrew.csource.syntax import Edit, Source, apply_edits, walk
 from kernelcrew.kernels.kernelfile import KernelFile
 
 KNOBS = ("TILE_M", "TILE_N", "TILE_K", "REG_M", "REG_N")
-
-
-def _contiguous_first(dk: DotKernel, which: str) -> bool:
-    """Whether the operand's slice is read with q fastest (it is contiguous along q), or
-    with its row/column fastest."""
-    op = dk.a if which == "A" else dk.b
-    return op.stride_q == {(): 1} or op.stride_x != {(): 1}
-
-
-def stage_loop(src: Source, dk: DotKernel, which: str, batch: dict[str, str], pad: str) -> str:
-    """The loop that copies one operand's TILE_K slice into shared memory (zero outside
-    the operand and the reduction)."""
-    op, x0, size, extent, buf = (dk.a, "kc_row0", "TILE_M", dk.range_text(dk.row), "kc_As") \
-        if which == "A" else (dk.b, "kc_col0", "TILE_N", dk.range_text(dk.col), "kc_Bs")
-    k = dk.k_bound
-    if _contiguous_first(dk, which):
-        split = "const int kc_x = kc_e / TILE_K, kc_q = kc_e % TILE_K;"
-    else:
-        split = f"const int kc_q = kc_e / {size}, kc_x = kc_e % {size};"
-    load = operand_load(src, dk, op, "kc_gx", "kc_gq", batch)
-    return (f"{pad}for (int kc_e = kc_tid; kc_e < {size} * TILE_K; kc_e += kc_nthreads) {{\n"
-            f"{pad}    {split}\n"
-            f"{pad}    const {INDEX} kc_gx = {x0} + kc_x, kc_gq = kc_k0 + kc_q;\n"
-            f"{pad}    if (kc_gx < ({extent}) && kc_gq < ({k})) {buf}[kc_q][kc_x] = {load};\n"
-            f"{pad}    else {buf}[kc_q][kc_x] = ({op.elem})0.0f;\n"
-            f"{pad}}}")
 
 
 def tiled_body(src: Source, dk: DotKernel) -> str:
@@ -106,8 +81,8 @@ def tiled_body(src: Source, dk: DotKernel) -> str:
          f"({dk.acc_type})0;"),
         "    }",
         f"    for ({INDEX} kc_k0 = 0; kc_k0 < ({dk.k_bound}); kc_k0 += TILE_K) {{",
-        stage_loop(src, dk, "A", bnames, " " * 8),
-        stage_loop(src, dk, "B", bnames, " " * 8),
+        stage_loop(src, dk, "A", bnames, " " * 8, "TILE_M", "TILE_K", "kc_As[kc_q][kc_x]"),
+        stage_loop(src, dk, "B", bnames, " " * 8, "TILE_N", "TILE_K", "kc_Bs[kc_q][kc_x]"),
         "        __syncthreads();",
         "        #pragma unroll",
         "        for (int kc_q = 0; kc_q < TILE_K; ++kc_q) {",
