@@ -184,9 +184,8 @@ def barrier_after(s: Source, st: Node, body: Node) -> tuple[Node, list[Node], li
         elif parent.type in ("for_statement", "while_statement", "do_statement"):
             between.append(parent.child_by_field_name("body"))
             loops.append(parent)
-        elif parent.type not in ("if_statement", "else_clause", "condition_clause"):
-            if parent.type in ("switch_statement", "case_statement", "lambda_expression"):
-                return None
+        elif parent.type in ("switch_statement", "case_statement", "lambda_expression"):
+            return None
         node = parent
     return None
 

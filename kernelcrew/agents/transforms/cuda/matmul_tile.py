@@ -33,7 +33,6 @@ from kernelcrew.agents.transforms.analysis.cuda_dots import (
     batch_decode,
     dot_kernel,
     launch_range,
-    operand_load,
     per_output,
     poly_c,
     stage_loop,

@@ -96,77 +96,72 @@ def wmma_body(src: Source, dk: DotKernel) -> str:
     bdec, bnames = batch_decode(dk, "kc_t", "    ")
     finish = per_output(src, dk, "kc_i", "kc_j", bnames, f"kc_Cs[kc_e / {BN}][kc_e % {BN}]",
                         " " * 8)
-    conv = []
-    if tf32:
-        conv = [
-            "                #pragma unroll",
-            "                for (int kc_t2 = 0; kc_t2 < kc_fa[kc_f].num_elements; ++kc_t2)",
-            "                    kc_fa[kc_f].x[kc_t2] = wmma::__float_to_tf32(kc_fa[kc_f].x[kc_t2]);",
-            "                #pragma unroll",
-            "                for (int kc_t2 = 0; kc_t2 < kc_fb[kc_f].num_elements; ++kc_t2)",
-            "                    kc_fb[kc_f].x[kc_t2] = wmma::__float_to_tf32(kc_fb[kc_f].x[kc_t2]);",
-        ]
-    return "\n".join([
-        "{",
-        f"    // kernelcrew tensor_core: a {BM} x {BN} output tile per block of four warps, "
-        "each warp",
-        "    // 32 x 32 of it on the tensor cores (wmma, fp32 accumulation); the operands "
-        f"staged {depth} deep",
-        "    // through shared memory, the sums through shared memory to the epilogue",
-        "    using namespace nvcuda;",
-        f"    alignas(32) __shared__ {elem} kc_As[{BM}][{depth} + {pad_ab}];",
-        f"    alignas(32) __shared__ {elem} kc_Bs[{depth}][{BN} + {pad_ab}];",
-        f"    alignas(32) __shared__ float kc_Cs[{BM}][{BN} + 4];",
-        f"    const {INDEX} kc_tiles_n = (({n}) + {BN} - 1) / {BN};",
-        f"    const {INDEX} kc_tiles_m = (({m}) + {BM} - 1) / {BM};",
-        f"    {INDEX} kc_t = blockIdx.x;",
-        f"    const {INDEX} kc_col0 = (kc_t % kc_tiles_n) * {BN};",
-        "    kc_t /= kc_tiles_n;",
-        f"    const {INDEX} kc_row0 = (kc_t % kc_tiles_m) * {BM};",
-        "    kc_t /= kc_tiles_m;",
-        *bdec,
-        "    const int kc_tid = threadIdx.x, kc_nthreads = blockDim.x;",
-        "    const int kc_wr = (threadIdx.x / 32) / 2, kc_wc = (threadIdx.x / 32) % 2;",
-        f"    wmma::fragment<wmma::accumulator, 16, 16, {kstep}, float> kc_acc[2][2];",
-        "    #pragma unroll",
-        "    for (int kc_f = 0; kc_f < 4; ++kc_f) wmma::fill_fragment(kc_acc[kc_f / 2][kc_f % 2], "
-        "0.0f);",
-        f"    for ({INDEX} kc_k0 = 0; kc_k0 < ({dk.k_bound}); kc_k0 += {depth}) {{",
-        stage_loop(src, dk, "A", bnames, " " * 8, str(BM), str(depth), "kc_As[kc_x][kc_q]"),
-        stage_loop(src, dk, "B", bnames, " " * 8, str(BN), str(depth), "kc_Bs[kc_q][kc_x]"),
-        "        __syncthreads();",
-        "        #pragma unroll",
-        f"        for (int kc_kk = 0; kc_kk < {depth}; kc_kk += {kstep}) {{",
-        f"            wmma::fragment<wmma::matrix_a, 16, 16, {kstep}, {frag_t}, wmma::row_major> "
-        "kc_fa[2];",
-        f"            wmma::fragment<wmma::matrix_b, 16, 16, {kstep}, {frag_t}, wmma::row_major> "
-        "kc_fb[2];",
-        "            #pragma unroll",
-        "            for (int kc_f = 0; kc_f < 2; ++kc_f) {",
-        "                wmma::load_matrix_sync(kc_fa[kc_f], &kc_As[kc_wr * 32 + kc_f * 16][kc_kk], "
-        f"{depth} + {pad_ab});",
-        "                wmma::load_matrix_sync(kc_fb[kc_f], &kc_Bs[kc_kk][kc_wc * 32 + kc_f * 16], "
-        f"{BN} + {pad_ab});",
-        *conv,
-        "            }",
-        "            #pragma unroll",
-        "            for (int kc_f = 0; kc_f < 4; ++kc_f)",
-        "                wmma::mma_sync(kc_acc[kc_f / 2][kc_f % 2], kc_fa[kc_f / 2], kc_fb[kc_f % 2], "
-        "kc_acc[kc_f / 2][kc_f % 2]);",
-        "        }",
-        "        __syncthreads();",
-        "    }",
-        "    #pragma unroll",
-        "    for (int kc_f = 0; kc_f < 4; ++kc_f)",
-        "        wmma::store_matrix_sync(&kc_Cs[kc_wr * 32 + (kc_f / 2) * 16][kc_wc * 32 + "
-        f"(kc_f % 2) * 16], kc_acc[kc_f / 2][kc_f % 2], {BN} + 4, wmma::mem_row_major);",
-        "    __syncthreads();",
-        f"    for (int kc_e = threadIdx.x; kc_e < {BM} * {BN}; kc_e += blockDim.x) {{",
-        f"        const {INDEX} kc_i = kc_row0 + kc_e / {BN}, kc_j = kc_col0 + kc_e % {BN};",
-        finish,
-        "    }",
-        "}",
-    ])
+    conv = ""
+    if tf32:  # round the operands to TF32 as the conversion instruction does
+        conv = """
+                #pragma unroll
+                for (int kc_t2 = 0; kc_t2 < kc_fa[kc_f].num_elements; ++kc_t2)
+                    kc_fa[kc_f].x[kc_t2] = wmma::__float_to_tf32(kc_fa[kc_f].x[kc_t2]);
+                #pragma unroll
+                for (int kc_t2 = 0; kc_t2 < kc_fb[kc_f].num_elements; ++kc_t2)
+                    kc_fb[kc_f].x[kc_t2] = wmma::__float_to_tf32(kc_fb[kc_f].x[kc_t2]);"""
+    stage_a = stage_loop(src, dk, "A", bnames, " " * 8, str(BM), str(depth), "kc_As[kc_x][kc_q]")
+    stage_b = stage_loop(src, dk, "B", bnames, " " * 8, str(BN), str(depth), "kc_Bs[kc_q][kc_x]")
+    decode = "\n".join(bdec)
+    frag = f"16, 16, {kstep}"
+    return f"""{{
+    // kernelcrew tensor_core: a {BM} x {BN} output tile per block of four warps, each warp
+    // 32 x 32 of it on the tensor cores (wmma, fp32 accumulation); the operands staged
+    // {depth} deep through shared memory, the sums through shared memory to the epilogue
+    using namespace nvcuda;
+    alignas(32) __shared__ {elem} kc_As[{BM}][{depth} + {pad_ab}];
+    alignas(32) __shared__ {elem} kc_Bs[{depth}][{BN} + {pad_ab}];
+    alignas(32) __shared__ float kc_Cs[{BM}][{BN} + 4];
+    const {INDEX} kc_tiles_n = (({n}) + {BN} - 1) / {BN};
+    const {INDEX} kc_tiles_m = (({m}) + {BM} - 1) / {BM};
+    {INDEX} kc_t = blockIdx.x;
+    const {INDEX} kc_col0 = (kc_t % kc_tiles_n) * {BN};
+    kc_t /= kc_tiles_n;
+    const {INDEX} kc_row0 = (kc_t % kc_tiles_m) * {BM};
+    kc_t /= kc_tiles_m;
+{decode}
+    const int kc_tid = threadIdx.x, kc_nthreads = blockDim.x;
+    const int kc_wr = (threadIdx.x / 32) / 2, kc_wc = (threadIdx.x / 32) % 2;
+    wmma::fragment<wmma::accumulator, {frag}, float> kc_acc[2][2];
+    #pragma unroll
+    for (int kc_f = 0; kc_f < 4; ++kc_f) wmma::fill_fragment(kc_acc[kc_f / 2][kc_f % 2], 0.0f);
+    for ({INDEX} kc_k0 = 0; kc_k0 < ({dk.k_bound}); kc_k0 += {depth}) {{
+{stage_a}
+{stage_b}
+        __syncthreads();
+        #pragma unroll
+        for (int kc_kk = 0; kc_kk < {depth}; kc_kk += {kstep}) {{
+            wmma::fragment<wmma::matrix_a, {frag}, {frag_t}, wmma::row_major> kc_fa[2];
+            wmma::fragment<wmma::matrix_b, {frag}, {frag_t}, wmma::row_major> kc_fb[2];
+            #pragma unroll
+            for (int kc_f = 0; kc_f < 2; ++kc_f) {{
+                wmma::load_matrix_sync(kc_fa[kc_f], &kc_As[kc_wr * 32 + kc_f * 16][kc_kk],
+                                       {depth} + {pad_ab});
+                wmma::load_matrix_sync(kc_fb[kc_f], &kc_Bs[kc_kk][kc_wc * 32 + kc_f * 16],
+                                       {BN} + {pad_ab});{conv}
+            }}
+            #pragma unroll
+            for (int kc_f = 0; kc_f < 4; ++kc_f)
+                wmma::mma_sync(kc_acc[kc_f / 2][kc_f % 2], kc_fa[kc_f / 2], kc_fb[kc_f % 2],
+                               kc_acc[kc_f / 2][kc_f % 2]);
+        }}
+        __syncthreads();
+    }}
+    #pragma unroll
+    for (int kc_f = 0; kc_f < 4; ++kc_f)
+        wmma::store_matrix_sync(&kc_Cs[kc_wr * 32 + (kc_f / 2) * 16][kc_wc * 32 + (kc_f % 2) * 16],
+                                kc_acc[kc_f / 2][kc_f % 2], {BN} + 4, wmma::mem_row_major);
+    __syncthreads();
+    for (int kc_e = threadIdx.x; kc_e < {BM} * {BN}; kc_e += blockDim.x) {{
+        const {INDEX} kc_i = kc_row0 + kc_e / {BN}, kc_j = kc_col0 + kc_e % {BN};
+{finish}
+    }}
+}}"""
 
 
 def _grid(dk: DotKernel, args: list[str]) -> str | None:
