@@ -37,10 +37,12 @@ from kernelcrew.agents.transforms.cpu import (
 )
 from kernelcrew.agents.transforms.cuda import (
     async_copy,
+    atomic_reduce,
     block_reduce,
     kernel_attributes,
     launch_fusion,
     matmul_tile,
+    online_softmax,
     smem_tile,
     tensor_core,
     vector_access,
@@ -290,6 +292,20 @@ register_transform(
     "before the barrier that publishes the array",
     async_copy.async_copy_in_file,
     whole_file=True, why_not=async_copy.why_not)
+register_transform(
+    "atomic_reduce", ("cuda",),
+    "sums added with atomicAdd to one address (per element, or per block after a "
+    "shared-memory tree) -> a register sum per thread over a grid-stride loop, one block "
+    "reduction with warp shuffles and one atomicAdd per block; the grid capped by GRID_CAP",
+    atomic_reduce.atomic_reduce_in_file,
+    whole_file=True, knob="GRID_CAP", default=1056, why_not=atomic_reduce.why_not)
+register_transform(
+    "online_softmax", ("cuda",),
+    "a softmax's max pass and exp-sum pass as one pass (the sum rescaled when the maximum "
+    "grows), the exponentials recomputed where they were stored and read back; on one "
+    "block per row (after block_reduce) one block reduction of (max, sum) pairs",
+    online_softmax.online_softmax_in_file,
+    whole_file=True, why_not=online_softmax.why_not)
 
 # ---------------------------------------------------------------- why a move does not apply
 

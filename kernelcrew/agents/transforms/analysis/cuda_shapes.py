@@ -106,14 +106,16 @@ def per_index(s: Source, kernel: str) -> PerIndex | None:
                     params(fn))
 
 
-def blocker(s: Source, nodes: list[Node], var: str | None = None) -> str | None:
+def blocker(s: Source, nodes: list[Node], var: str | None = None,
+            allowed: frozenset[int] = frozenset()) -> str | None:
     """Why code cannot be regrouped across threads: synchronization, shared memory, warp
-    operations, atomics, thread built-ins, early returns or a write to the index."""
+    operations, atomics, thread built-ins, early returns or a write to the index. Calls
+    that start at a byte in `allowed` are the caller's business (atomics it rewrites)."""
     for st in nodes:
         for n in walk(st):
             if n.type in ("return_statement", "goto_statement"):
                 return f"returns early at line {s.line_of(n)}"
-            if n.type == "call_expression":
+            if n.type == "call_expression" and n.start_byte not in allowed:
                 name = s.text_of(n.child_by_field_name("function")).strip()
                 if _SYNC.match(name):
                     return f"calls {name} at line {s.line_of(n)}"
