@@ -39,6 +39,7 @@ from kernelcrew.agents.transforms.cuda import (
     async_copy,
     atomic_reduce,
     block_reduce,
+    coarsen,
     kernel_attributes,
     launch_fusion,
     matmul_tile,
@@ -225,11 +226,13 @@ register_transform(
     whole_file=True, why_not="no read-only global load left without __ldg")
 register_transform(
     "launch_bounds", ("cuda",),
-    "__launch_bounds__(BLOCK) on kernels launched with block [BLOCK]; with min_blocks, "
+    "__launch_bounds__(BLOCK) on kernels launched with block [BLOCK] (or one block shape "
+    "of knobs and integers: their product); with min_blocks, "
     "__launch_bounds__(BLOCK, min_blocks)",
     kernel_attributes.launch_bounds_in_file,
     whole_file=True, knob="BLOCK", min_blocks=None,
-    why_not="no kernel launched with block [BLOCK]")
+    why_not="no kernel launched with one block shape made of knobs and integers, or every "
+            "such kernel has its bound already")
 register_transform(
     "grid_stride", ("cuda",),
     "one-element-per-thread kernels -> grid-stride loops; the grid is capped by a "
@@ -306,6 +309,13 @@ register_transform(
     "block per row (after block_reduce) one block reduction of (max, sum) pairs",
     online_softmax.online_softmax_in_file,
     whole_file=True, why_not=online_softmax.why_not)
+register_transform(
+    "coarsen", ("cuda",),
+    "thread coarsening: COARSEN indices per thread a block apart (each step coalesced, "
+    "the steps' loads in flight together), any element type, gathers too; the grid "
+    "divided by COARSEN",
+    coarsen.coarsen_in_file,
+    whole_file=True, knob="COARSEN", default=4, why_not=coarsen.why_not)
 
 # ---------------------------------------------------------------- why a move does not apply
 

@@ -244,3 +244,6 @@ inline void mma_sync(fragment<accumulator, M, N, K, TC, void>& d,
 }  // namespace nvcuda
 
 inline void kc_emu::block_started() { reset_pipelines(); }
+
+struct alignas(8) uint2 { unsigned x, y; };
+struct alignas(16) uint4 { unsigned x, y, z, w; };
