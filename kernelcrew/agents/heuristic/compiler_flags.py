@@ -8,6 +8,7 @@ import re
 
 from kernelcrew.agents.context import AgentContext
 from kernelcrew.agents.heuristic.base import HeuristicSpecialist, Move
+from kernelcrew.agents.heuristic.cuda_moves import register_moves
 from kernelcrew.agents.heuristic.evidence import Evidence
 
 
@@ -122,7 +123,7 @@ class CompilerFlags(HeuristicSpecialist):
                 why=f"The register cap {current} makes ptxas spill {ev.spill_bytes:.0f} bytes.",
                 plan="Remove -maxrregcount so the kernel keeps its values in registers.",
                 risks="lower occupancy"))
-        return out
+        return out + register_moves(ev)
 
     def _register_choice(self, ev: Evidence) -> Move | None:
         """Case 4.2: the profile ranked smaller blocks, launch bounds with a min-blocks value

@@ -10,6 +10,7 @@ import functools
 
 from kernelcrew.agents.context import AgentContext
 from kernelcrew.agents.heuristic.base import HeuristicSpecialist, Move
+from kernelcrew.agents.heuristic.cuda_moves import product_moves, reduction_moves
 from kernelcrew.agents.heuristic.evidence import Evidence
 from kernelcrew.agents.transforms import apply_transform
 
@@ -39,7 +40,7 @@ class MemoryAccess(HeuristicSpecialist):
     field = "memory traffic and access patterns: passes, strides, tiling, aliasing, loads"
 
     def moves(self, ctx: AgentContext, ev: Evidence) -> list[Move]:
-        return self._cuda_moves(ev) if ev.backend == "cuda" else self._cpu_moves(ev)
+        return self._cuda_moves(ev, ctx) if ev.backend == "cuda" else self._cpu_moves(ev)
 
     def _cpu_moves(self, ev: Evidence) -> list[Move]:
         """The CPU moves in the order of their rules: passes fused, strided nests reordered
@@ -197,8 +198,11 @@ class MemoryAccess(HeuristicSpecialist):
                     plan=f"Set TILE {t} -> {new}.",
                     risks="a worse size for shapes that are not multiples of the tile")
 
-    def _cuda_moves(self, ev: Evidence) -> list[Move]:
-        out: list[Move] = []
+    def _cuda_moves(self, ev: Evidence, ctx: AgentContext) -> list[Move]:
+        """Launches fused, rows to blocks, tiles; the product kernels tiled (or on the
+        tensor cores), atomics and softmax passes reduced (`cuda_moves`); vector width and
+        read-only loads."""
+        out: list[Move] = product_moves(ev, ctx) + reduction_moves(ev)
         launches = len(ev.kf.meta.launch) if ev.kf is not None else 0
         mem = ev.kind in (None, "memory-bound", "latency-bound")
         if launches > 1:
