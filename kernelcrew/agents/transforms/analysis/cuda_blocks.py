@@ -171,27 +171,28 @@ ONLINE_HELPERS = r"""// kernelcrew: a row's softmax statistics combined over the
 __device__ __forceinline__ float kc_exp(float v) { return expf(v); }
 __device__ __forceinline__ double kc_exp(double v) { return exp(v); }
 
-template <class T>
-__device__ __forceinline__ void kc_online_merge(T& m, T& s, T m2, T s2) {
-    const T mm = m > m2 ? m : m2;
-    if (mm == -(T)INFINITY) return;  // both empty
-    s = (m == mm ? s : s * kc_exp(m - mm)) + (m2 == mm ? s2 : s2 * kc_exp(m2 - mm));
+template <class M, class S>
+__device__ __forceinline__ void kc_online_merge(M& m, S& s, M m2, S s2) {
+    const M mm = m > m2 ? m : m2;
+    if (mm == -(M)INFINITY) return;  // both empty
+    s = (m == mm ? s : s * (S)kc_exp(m - mm)) + (m2 == mm ? s2 : s2 * (S)kc_exp(m2 - mm));
     m = mm;
 }
 
-template <class T>
-__device__ __forceinline__ void kc_warp_online(T& m, T& s, int lane, int count, unsigned mask) {
+template <class M, class S>
+__device__ __forceinline__ void kc_warp_online(M& m, S& s, int lane, int count, unsigned mask) {
     #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
-        const T m2 = __shfl_down_sync(mask, m, o);
-        const T s2 = __shfl_down_sync(mask, s, o);
+        const M m2 = __shfl_down_sync(mask, m, o);
+        const S s2 = __shfl_down_sync(mask, s, o);
         if (lane + o < count) kc_online_merge(m, s, m2, s2);
     }
 }
 
-template <class T>
-__device__ __forceinline__ void kc_block_online_softmax(T& m, T& s) {
-    __shared__ T kc_pm[32], kc_ps[32];
+template <class M, class S>
+__device__ __forceinline__ void kc_block_online_softmax(M& m, S& s) {
+    __shared__ M kc_pm[32];
+    __shared__ S kc_ps[32];
     const int n = blockDim.x * blockDim.y * blockDim.z;
     const int t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
     const int lane = t & 31, warp = t >> 5, warps = (n + 31) >> 5;
@@ -202,8 +203,8 @@ __device__ __forceinline__ void kc_block_online_softmax(T& m, T& s) {
     if (lane == 0) { kc_pm[warp] = m; kc_ps[warp] = s; }
     __syncthreads();
     if (warp == 0) {
-        m = lane < warps ? kc_pm[lane] : -(T)INFINITY;
-        s = lane < warps ? kc_ps[lane] : (T)0;
+        m = lane < warps ? kc_pm[lane] : -(M)INFINITY;
+        s = lane < warps ? kc_ps[lane] : (S)0;
         kc_warp_online(m, s, lane, warps, mask);
         if (lane == 0) { kc_pm[0] = m; kc_ps[0] = s; }
     }

@@ -30,6 +30,7 @@ import re
 from typing import Any
 
 from kernelcrew.agents.transforms.analysis.cuda_blocks import online_helpers_edit
+from kernelcrew.agents.transforms.analysis.cuda_shapes import per_index
 from kernelcrew.agents.transforms.kernel_files import Outcome, entries
 from kernelcrew.csource.syntax import (
     Edit,
@@ -197,7 +198,22 @@ def online_softmax(src: str, kernel: str) -> tuple[str | None, str]:
     fn = find_function(s, kernel)
     if fn is None:
         return None, f"{kernel} is not defined"
-    stmts = [c for c in fn.child_by_field_name("body").named_children if c.type != "comment"]
+    pi = per_index(s, kernel)  # one row per thread: its work; else each block of the body
+    blocks = [pi.stmts] if pi is not None else \
+        [[c for c in b.named_children if c.type != "comment"] for b in walk(fn)
+         if b.type == "compound_statement"]
+    why = "no running-maximum loop (mx = fmaxf(mx, x[j])) followed by an exp-sum loop"
+    for stmts in blocks:
+        out, why2 = _in_block(s, fn, stmts)
+        if out is not None:
+            return out, ""
+        why = why2 or why
+    return None, why
+
+
+def _in_block(s: Source, fn: Node, stmts: list[Node]) -> tuple[str | None, str | None]:
+    """The rewrite on one list of sibling statements: (source, None), or (None, why not;
+    None when no running-maximum loop is there)."""
     for k, l1 in enumerate(stmts):
         if l1.type != "for_statement":
             continue
@@ -277,8 +293,8 @@ def online_softmax(src: str, kernel: str) -> tuple[str | None, str]:
         if any(n.type == "identifier" and n.text.decode() == "kc_x" for n in walk(fn)):
             return None, "the name kc_x is taken"
         out = apply_edits(s, edits)
-        return (None, "the rewrite does not parse") if Source(out).has_errors() else (out, "")
-    return None, "no running-maximum loop (mx = fmaxf(mx, x[j])) followed by an exp-sum loop"
+        return (None, "the rewrite does not parse") if Source(out).has_errors() else (out, None)
+    return None, None
 
 
 def _rewritten_later(s: Source, after: list[Node], store: str, var: str, cond: str,
