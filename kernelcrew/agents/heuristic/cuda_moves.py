@@ -101,7 +101,16 @@ def product_moves(ev: Evidence, ctx: AgentContext) -> list[Move]:
 def reduction_moves(ev: Evidence) -> list[Move]:
     """Atomics and per-row loops as warp/block reductions; a softmax's passes as one."""
     mem = ev.kind in (None, "memory-bound", "latency-bound")
+    where = ev.facts.strided[0] if ev.facts.strided else ""
     return [
+        Move("split_reduce", "split_reduce", 3.0 if where else 1.3, 0.7 if where else 0.4,
+             why=(f"Each thread reduces a long loop that walks memory with a stride ({where})"
+                  ": neighbouring threads read neighbouring addresses already, but there are "
+                  "only as many threads as outputs, each with a long serial loop."
+                  if where else "Each output's reduction runs on one thread."),
+             plan="Blocks of 32 x 8 threads: the loop split over the 8 y threads (each step "
+                  "still coalesced across x), the partials combined in shared memory.",
+             risks="short loops gain nothing; 8 x the threads per output"),
         Move("atomic_reduce", "atomic_reduce", 3.0, 0.7,
              why="Every element (or every block of the full grid) adds to one address with "
                  "atomicAdd: the atomics on that address serialize in L2.",

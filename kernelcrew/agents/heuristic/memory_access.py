@@ -203,6 +203,9 @@ class MemoryAccess(HeuristicSpecialist):
         tensor cores), atomics and softmax passes reduced (`cuda_moves`); vector width and
         read-only loads."""
         out: list[Move] = product_moves(ev, ctx) + reduction_moves(ev)
+        # a reduction loop that walks memory with a stride (down a column) is coalesced
+        # across threads already: its loop is split over the block, not handed to a block
+        column = bool(ev.facts.strided)
         launches = len(ev.kf.meta.launch) if ev.kf is not None else 0
         mem = ev.kind in (None, "memory-bound", "latency-bound")
         if launches > 1:
@@ -217,7 +220,7 @@ class MemoryAccess(HeuristicSpecialist):
                      "become registers and the plan has one launch.",
                 risks="more registers per thread in the fused kernel"))
         out.append(Move(
-            "block_reduce", "block_reduce", 4.0 if mem else 2.0, 0.75,
+            "block_reduce", "block_reduce", (4.0 if mem else 2.0) if not column else 1.2, 0.75,
             why="One thread walks each row: neighbouring threads read addresses a whole row "
                 "apart (one cache line per element per thread), and only as many threads run "
                 "as there are rows.",

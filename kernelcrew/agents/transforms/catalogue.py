@@ -45,6 +45,7 @@ from kernelcrew.agents.transforms.cuda import (
     matmul_tile,
     online_softmax,
     smem_tile,
+    split_reduce,
     tensor_core,
     vector_access,
 )
@@ -316,6 +317,13 @@ register_transform(
     "divided by COARSEN",
     coarsen.coarsen_in_file,
     whole_file=True, knob="COARSEN", default=4, why_not=coarsen.why_not)
+register_transform(
+    "split_reduce", ("cuda",),
+    "one output per thread with a long reduction loop whose reads are already coalesced "
+    "across threads (a column sum, a transposed mat-vec) -> blocks [SPLIT_X, SPLIT_Y]: the "
+    "loop split over the y threads, partials combined in shared memory",
+    split_reduce.split_reduce_in_file,
+    whole_file=True, x=32, y=8, why_not=split_reduce.why_not)
 
 # ---------------------------------------------------------------- why a move does not apply
 
