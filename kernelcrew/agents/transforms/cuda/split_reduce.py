@@ -76,8 +76,8 @@ def split(src: str, kernel: str) -> tuple[str | None, str]:
             if n.type in ("subscript_expression", "call_expression") or \
                     (n.type == "pointer_expression" and
                      n.child_by_field_name("operator").type == "*"):
-                return None, "a declaration before the loop reads memory (threads past the " \
-                    "end run it too)"
+                return None, ("a declaration before the loop reads memory (threads past "
+                              "the end run it too)")
         for name, init, ptr, arr in declarators(st):
             if name in v.reductions:
                 if ptr or arr or len(list(declarators(st))) != 1:
