@@ -7,7 +7,8 @@
 // - __syncthreads() is a block barrier (released when every thread of the block that has
 //   not exited waits at it), __shfl_*_sync a warp barrier over the lanes of its mask, so a
 //   thread that reads a shared or shuffled value before the others wrote it sees what the
-//   hardware would order, not what a sequential loop would;
+//   hardware would order, not what a sequential loop would (KC_EMU_SCHEDULE=ahead lets one
+//   warp run ahead of the others, which shows races between warps);
 // - __shared__ variables are function statics: one copy, shared by the threads of the
 //   block that is running (blocks never overlap);
 // - a state in which no thread can move (a barrier some threads never reach) aborts with
@@ -161,10 +162,18 @@ inline void run_block() {
         makecontext(&f.ctx, trampoline, 0);
         f.state = RUNNABLE;
     }
+    // KC_EMU_SCHEDULE=ahead: each round runs only the first warp that can move, so one
+    // warp runs as far ahead of the others as the barriers let it (a race on data another
+    // warp has not written yet shows); by default every thread that can move runs
+    static const bool ahead = std::getenv("KC_EMU_SCHEDULE") &&
+                              std::strcmp(std::getenv("KC_EMU_SCHEDULE"), "ahead") == 0;
     for (;;) {
         bool ran = false;
+        int first = -1;
+        for (int t = 0; t < n && ahead; ++t)
+            if (fs[t].state == RUNNABLE) { first = t / 32; break; }
         for (int t = 0; t < n; ++t) {
-            if (fs[t].state != RUNNABLE) continue;
+            if (fs[t].state != RUNNABLE || (first >= 0 && t / 32 != first)) continue;
             current() = t;
             set_thread_index(t);
             swapcontext(&sched(), &fs[t].ctx);
