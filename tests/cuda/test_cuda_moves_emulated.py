@@ -54,6 +54,7 @@ CASES = [
     ("softmax_rows", None, [("block_reduce", {}), ("online_softmax", {})], []),
     ("softmax_rows", "softmax_if_max", [("block_reduce", {}), ("online_softmax", {})], []),
     ("rmsnorm", "rms_two_pass", [("launch_fusion", {}), ("block_reduce", {})], []),
+    ("colsum", "column_max_sum", [("split_reduce", {})], [{"rows": 1000, "cols": 40}]),
 ]
 
 
@@ -112,6 +113,7 @@ def test_move_matches_the_reference_on_every_group(case, tmp_path, monkeypatch):
 def test_the_kernels_of_the_wild_are_right_before_the_moves(tmp_path):
     """The test kernels themselves match their ops (so a move's pass is not luck)."""
     for op, kernel in (("sgemm", "sgemm_2d"), ("gemm_nt", "gemm_nt_flat"),
+                       ("colsum", "column_max_sum"),
                        ("hgemm", "hgemm_2d"), ("ddot", "dot_tree"),
                        ("softmax_rows", "softmax_if_max"), ("rmsnorm", "rms_two_pass")):
         spec = spec_of(op)
