@@ -205,7 +205,10 @@ class MemoryAccess(HeuristicSpecialist):
         out: list[Move] = product_moves(ev, ctx) + reduction_moves(ev)
         # a reduction loop that walks memory with a stride (down a column) is coalesced
         # across threads already: its loop is split over the block, not handed to a block
-        column = bool(ev.facts.strided)
+        # and a block sum finished with atomics is atomic_reduce's, which also drops the
+        # per-element (or per-block) atomics: block_reduce alone would only reshape the tree
+        not_per_row = bool(ev.facts.strided) or (
+            ev.kf is not None and apply_transform("atomic_reduce", ev.kf.text) is not None)
         launches = len(ev.kf.meta.launch) if ev.kf is not None else 0
         mem = ev.kind in (None, "memory-bound", "latency-bound")
         if launches > 1:
@@ -220,7 +223,7 @@ class MemoryAccess(HeuristicSpecialist):
                      "become registers and the plan has one launch.",
                 risks="more registers per thread in the fused kernel"))
         out.append(Move(
-            "block_reduce", "block_reduce", (4.0 if mem else 2.0) if not column else 1.2, 0.75,
+            "block_reduce", "block_reduce", (4.0 if mem else 2.0) if not not_per_row else 1.2, 0.75,
             why="One thread walks each row: neighbouring threads read addresses a whole row "
                 "apart (one cache line per element per thread), and only as many threads run "
                 "as there are rows.",
