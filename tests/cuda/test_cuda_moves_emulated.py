@@ -55,6 +55,7 @@ CASES = [
     ("softmax_rows", "softmax_if_max", [("block_reduce", {}), ("online_softmax", {})], []),
     ("rmsnorm", "rms_two_pass", [("launch_fusion", {}), ("block_reduce", {})], []),
     ("colsum", "column_max_sum", [("split_reduce", {})], [{"rows": 1000, "cols": 40}]),
+    ("haxpb", "haxpb", [("vector_access", {})], [{"n": 4099}]),
 ]
 
 

@@ -180,3 +180,13 @@ def test_split_reduce_meets_the_partials_in_shared_memory(arch):
     assert kf.meta.launch[0].block == ["SPLIT_X", "SPLIT_Y"]
     assert res["col_reduce"].shared_bytes == 1024 * 4
     no_spills(res, sass)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_vector_access_moves_four_halves_as_one_8_byte_access(arch):
+    _, _, base = built("haxpb", "haxpb", (), arch)
+    kf, res, sass = built("haxpb", "haxpb", (("vector_access", P()),), arch)
+    wide = {o: n for o, n in sass["haxpb"].ops.items() if ".64" in o and o[:3] in ("LDG", "STG")}
+    assert not any(".64" in o for o in base["haxpb"].ops if o[:3] in ("LDG", "STG"))
+    assert any(o.startswith("LDG") for o in wide) and any(o.startswith("STG") for o in wide)
+    no_spills(res, sass)
