@@ -13,6 +13,7 @@ what it claims, read from ptxas and the SASS of the cubin (no device needed):
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 
 import pytest
@@ -50,7 +51,6 @@ def built(op: str, kernel: str | None, seq: tuple, arch: str):
         assert new is not None, f"{name} does not apply to {kernel or op}"
         text = new
     kf = parse_kernel_text(text, "cuda")
-    import os
     old = os.environ.get("KERNELCREW_CUDA_ARCH")
     os.environ["KERNELCREW_CUDA_ARCH"] = arch
     try:
@@ -117,7 +117,7 @@ def test_tensor_core_uses_hmma(op, kernel, params, steps, arch):
     ("sgemm_tf32", "sgemm_2d", (("tensor_core", P(TF32.items())),)),
 ])
 def test_async_copy_makes_the_staging_copies_ldgsts(op, kernel, seq, arch):
-    kf0, _, before = built(op, kernel, seq, arch)
+    _, _, before = built(op, kernel, seq, arch)
     kf, res, sass = built(op, kernel, (*seq, ("async_copy", P())), arch)
     (name,) = {lc.kernel for lc in kf.meta.launch}
     assert before[name].features()["async_copies"] == 0
@@ -132,7 +132,7 @@ def test_async_copy_makes_the_staging_copies_ldgsts(op, kernel, seq, arch):
 @pytest.mark.parametrize("kernel", ["dot_atomic", "dot_tree"])
 def test_atomic_reduce_shuffles_and_adds_once_per_block(kernel, arch):
     _, _, base = built("ddot", kernel, (), arch)
-    kf, res, sass = built("ddot", kernel, (("atomic_reduce", P()),), arch)
+    _, res, sass = built("ddot", kernel, (("atomic_reduce", P()),), arch)
     f = sass[kernel].features()
     assert f["shuffles"] >= 5 and f["atomics"] == 1, f
     assert base[kernel].features()["atomics"] == 1  # one per thread (or per block), before
@@ -142,7 +142,7 @@ def test_atomic_reduce_shuffles_and_adds_once_per_block(kernel, arch):
 @pytest.mark.parametrize("arch", ARCHS)
 def test_online_softmax_on_a_block_per_row(arch):
     _, _, two = built("softmax_rows", None, (("block_reduce", P()),), arch)
-    kf, res, sass = built("softmax_rows", None,
+    _, res, sass = built("softmax_rows", None,
                           (("block_reduce", P()), ("online_softmax", P())), arch)
     f2, f1 = two["softmax_rows"].features(), sass["softmax_rows"].features()
     assert f1["shuffles"] >= 10  # (max, sum) pairs shuffled
@@ -185,7 +185,7 @@ def test_split_reduce_meets_the_partials_in_shared_memory(arch):
 @pytest.mark.parametrize("arch", ARCHS)
 def test_vector_access_moves_four_halves_as_one_8_byte_access(arch):
     _, _, base = built("haxpb", "haxpb", (), arch)
-    kf, res, sass = built("haxpb", "haxpb", (("vector_access", P()),), arch)
+    _, res, sass = built("haxpb", "haxpb", (("vector_access", P()),), arch)
     wide = {o: n for o, n in sass["haxpb"].ops.items() if ".64" in o and o[:3] in ("LDG", "STG")}
     assert not any(".64" in o for o in base["haxpb"].ops if o[:3] in ("LDG", "STG"))
     assert any(o.startswith("LDG") for o in wide) and any(o.startswith("STG") for o in wide)

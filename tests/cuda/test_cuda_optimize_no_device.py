@@ -6,10 +6,9 @@ compiler's evidence (registers, spills, SASS counts, occupancy)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
-
-from pathlib import Path
 
 from kernelcrew.tools.backends.cuda import CudaBackend, nvcc_path
 from tests.cuda.helpers import OPS, run_cli
