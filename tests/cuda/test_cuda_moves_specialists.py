@@ -101,3 +101,9 @@ def test_spills_in_a_register_tile_halve_it():
     bounds = next(p for p in props if p.change.kind == "launch_bounds")
     assert "__launch_bounds__((TILE_N / REG_N) * (TILE_M / REG_M))" in bounds.change.kernel
     assert parse_any(bounds.change.kernel).meta.knobs["REG_M"] == 8
+    assert "12% theoretical occupancy" in bounds.bottleneck
+    # measured occupancy, where ncu gave one, is what the choice cites
+    prof.metrics["achieved_occupancy_pct"] = Metric(value=9.5, unit="%")
+    props = proposals(ctx_for(tiled, profile=prof), "compiler_flags")
+    bounds = next(p for p in props if p.change.kind == "launch_bounds")
+    assert "10% achieved (ncu) occupancy" in bounds.bottleneck

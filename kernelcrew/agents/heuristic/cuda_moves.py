@@ -174,10 +174,20 @@ def launch_moves(ev: Evidence, ctx: AgentContext) -> list[Move]:
     return out
 
 
-def register_moves(ev: Evidence) -> list[Move]:
+def _occupancy(ev: Evidence, ctx: AgentContext) -> tuple[float | None, str]:
+    """The occupancy the register choice rests on: ncu's achieved occupancy when the
+    profile measured it, else the occupancy table's theoretical one."""
+    m = ctx.profile.metrics.get("achieved_occupancy_pct") if ctx.profile is not None else None
+    if m is not None and m.value is not None:
+        return float(m.value), "achieved (ncu)"
+    return ev.occupancy_pct, "theoretical"
+
+
+def register_moves(ev: Evidence, ctx: AgentContext) -> list[Move]:
     """Spills in a register-tiled kernel: fewer outputs per thread; a register-limited
-    tiled kernel: launch bounds on its block shape so ptxas budgets for it."""
+    kernel: launch bounds on its block shape so ptxas budgets for it."""
     out = []
+    occ, occ_src = _occupancy(ev, ctx)
     knobs = ev.knobs
     if ev.spill_bytes and "REG_M" in knobs and int(knobs["REG_M"]) > 1:
         rm = int(knobs["REG_M"])
@@ -190,12 +200,12 @@ def register_moves(ev: Evidence) -> list[Move]:
             plan=f"Halve the register tile (REG_M {rm} -> {max(1, rm // 2)}, REG_N {rn} -> "
                  f"{max(1, rn // 2)}): more threads per tile, fewer registers each.",
             risks="less reuse per shared-memory load"))
-    if ev.registers is not None and ev.registers > 64 and \
-            (ev.occupancy_pct is None or ev.occupancy_pct < 50):
+    if ev.registers is not None and ev.registers > 64 and (occ is None or occ < 50):
+        seen = f" at {occ:.0f}% {occ_src} occupancy" if occ is not None else ""
         out.append(Move(
             "launch_bounds", "launch_bounds", 1.1, 0.45, params={"knob": "BLOCK"},
-            why=f"{ev.registers:.0f} registers per thread limit the resident blocks"
-                f"{_regs(ev)}; ptxas does not know the block size.",
+            why=f"{ev.registers:.0f} registers per thread limit the resident blocks{seen}; "
+                "ptxas does not know the block size.",
             plan="Declare __launch_bounds__ with the launch's block shape (BLOCK, or the "
                  "tile's thread grid) so register allocation targets it.",
             risks="spills if the kernel needs more registers than the bound allows"))
