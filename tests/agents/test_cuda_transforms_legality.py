@@ -210,6 +210,13 @@ STAGE = """    __shared__ float s[128];
 
 @pytest.mark.parametrize(("copy", "between", "ok"), [
     ("if (i < n) s[threadIdx.x] = x[i]; else s[threadIdx.x] = 0.0f;", "", True),
+    ("if (i < n) { s[threadIdx.x] = x[i]; } else { s[threadIdx.x] = 0.0f; }", "", True),
+    # in a loop, the zero fill of the other branch writes the same element of its iteration
+    ("for (int r = threadIdx.x; r < 128; r += blockDim.x) { if (r < n) { s[r] = x[r]; } "
+     "else { s[r] = 0.0f; } }", "", True),
+    # ... but not when it writes another element
+    ("for (int r = threadIdx.x; r < 128; r += blockDim.x) { if (r < n) { s[r] = x[r]; } "
+     "else { s[0] = 0.0f; } }", "", False),
     # read before the barrier: the copy might not have landed
     ("if (i < n) s[threadIdx.x] = x[i];", "float v = s[threadIdx.x]; (void)v;", False),
     # another write to the array between the copy and the barrier

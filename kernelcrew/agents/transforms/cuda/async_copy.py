@@ -197,8 +197,11 @@ def _legal(s: Source, fn: Node, st: Node, arr: str, dest: Node) -> Node | None:
     if got is None:
         return None
     barrier, between, loops = got
-    own_if = st.parent if st.parent is not None and st.parent.type == "if_statement" else \
-        st.parent.parent if st.parent is not None and st.parent.type == "else_clause" else None
+    own_if = st.parent  # the if whose branch the copy is (through braces)
+    while own_if is not None and own_if.type in ("compound_statement", "else_clause"):
+        own_if = own_if.parent
+    if own_if is not None and own_if.type != "if_statement":
+        own_if = None
     exclusive = None
     if own_if is not None:
         branches = [own_if.child_by_field_name("consequence"),
