@@ -343,3 +343,23 @@ def test_launch_bounds_on_a_tile_shaped_block():
     # a block made of sizes is not known when the kernel is compiled
     sized = base("transpose").replace("block: [BLOCK]", "block: [rows]")
     assert apply_transform("launch_bounds", sized) is None
+
+
+def test_launch_fusion_through_shared_memory_and_its_refusals():
+    t = kernel("square_blur")
+    out = apply_transform("launch_fusion", t)
+    assert out is not None and "__shared__ float kc_stage[BLOCK + 2];" in out
+    kf = parse_any(out)
+    assert len(kf.meta.launch) == 1 and kf.meta.temps == {}
+    assert out.index("__syncthreads();") < out.index("y[i] = acc;")
+    # a neighbour at an index that is not a constant offset: no halo bounds it
+    bad = t.replace("acc += t[i - 1];", "acc += t[i / 2];")
+    assert apply_transform("launch_fusion", bad) is None
+    # a halo wider than MAX_HALO
+    assert apply_transform("launch_fusion", t.replace("t[i + 1]", "t[i + 40]")) is None
+    # the first pass writes something else too (its halo would be written twice)
+    two = t.replace("t[i] = x[i] * x[i];", "t[i] = x[i] * x[i];\n    ((float*)x)[i] = 0.0f;")
+    assert apply_transform("launch_fusion", two) is None
+    # a block size not known when compiling (the staged array's size)
+    sized = t.replace("block: [BLOCK]", "block: [n]")
+    assert apply_transform("launch_fusion", sized) is None

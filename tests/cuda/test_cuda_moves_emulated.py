@@ -56,6 +56,7 @@ CASES = [
     ("rmsnorm", "rms_two_pass", [("launch_fusion", {}), ("block_reduce", {})], []),
     ("colsum", "column_max_sum", [("split_reduce", {})], [{"rows": 1000, "cols": 40}]),
     ("haxpb", "haxpb", [("vector_access", {})], [{"n": 4099}]),
+    ("square_blur", "square_blur", [("launch_fusion", {})], [{"n": 129}, {"n": 255}]),
 ]
 
 
@@ -114,7 +115,7 @@ def test_move_matches_the_reference_on_every_group(case, tmp_path, monkeypatch):
 def test_the_kernels_of_the_wild_are_right_before_the_moves(tmp_path):
     """The test kernels themselves match their ops (so a move's pass is not luck)."""
     for op, kernel in (("sgemm", "sgemm_2d"), ("gemm_nt", "gemm_nt_flat"),
-                       ("colsum", "column_max_sum"),
+                       ("colsum", "column_max_sum"), ("square_blur", "square_blur"),
                        ("hgemm", "hgemm_2d"), ("ddot", "dot_tree"),
                        ("softmax_rows", "softmax_if_max"), ("rmsnorm", "rms_two_pass")):
         spec = spec_of(op)
