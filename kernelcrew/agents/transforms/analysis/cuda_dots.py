@@ -445,6 +445,43 @@ def _finish_operand(op: Operand, off: Poly, qkey: str, x: str, batch: set[str]) 
     return None
 
 
+@dataclass
+class _Coords:
+    form: str
+    flat: str | None
+    digits: dict[str, Poly]
+    ranges: dict[str, Poly]
+    expand: dict[str, Poly]
+    work: list[Node]
+
+
+def _coordinates(src: Source, m: FunctionModel, fn: Node, kernel: str) -> _Coords | str:
+    """The output coordinates of the kernel's threads, in either form; why not."""
+    body = fn.child_by_field_name("body")
+    pi = per_index(src, kernel)
+    if pi is not None:
+        cond = pi.guard.child_by_field_name("condition").named_children[0]
+        bside = cond.child_by_field_name("right") \
+            if src.text_of(cond.child_by_field_name("left")).strip() == pi.var \
+            else cond.child_by_field_name("left")
+        bound = _product(m, bside, body)
+        if bound is None:
+            return "the guard's bound is not a product of sizes"
+        got = _flat_coords(src, m, pi.var, bound, pi.stmts, body)
+        if isinstance(got, str):
+            return got
+        digits, ranges, expand, _ = got
+        return _Coords("flat", pi.var, digits, ranges, expand, pi.stmts)
+    got2 = _two_d(src, fn)
+    if isinstance(got2, str):
+        return got2
+    row, col, mt, nt, work = got2
+    mp, np_ = _product(m, mt, body), _product(m, nt, body)
+    if mp is None or np_ is None:
+        return "the guard's bounds are not products of sizes"
+    return _Coords("2d", None, {}, {row: mp, col: np_}, {}, work)
+
+
 def dot_kernel(src: Source, kernel: str) -> DotKernel | str:
     """The kernel as a matmul-like dot kernel, or why it is not one."""
     fn = find_function(src, kernel)
@@ -452,31 +489,11 @@ def dot_kernel(src: Source, kernel: str) -> DotKernel | str:
         return f"{kernel} is not defined in the file"
     m = FunctionModel(src, fn, expand_locals=True)
     body = fn.child_by_field_name("body")
-    pi = per_index(src, kernel)
-    if pi is not None:
-        form, flat = "flat", pi.var
-        work = pi.stmts
-        cond = pi.guard.child_by_field_name("condition").named_children[0]
-        bside = cond.child_by_field_name("right") \
-            if src.text_of(cond.child_by_field_name("left")).strip() == flat \
-            else cond.child_by_field_name("left")
-        bound = _product(m, bside, body)
-        if bound is None:
-            return "the guard's bound is not a product of sizes"
-        got = _flat_coords(src, m, flat, bound, work, body)
-        if isinstance(got, str):
-            return got
-        digits, ranges, expand, _ = got
-    else:
-        got2 = _two_d(src, fn)
-        if isinstance(got2, str):
-            return got2
-        row, col, mt, nt, work = got2
-        form, flat, digits, expand = "2d", None, {}, {}
-        mp, np_ = _product(m, mt, body), _product(m, nt, body)
-        if mp is None or np_ is None:
-            return "the guard's bounds are not products of sizes"
-        ranges = {row: mp, col: np_}
+    co = _coordinates(src, m, fn, kernel)
+    if isinstance(co, str):
+        return co
+    form, flat, digits, ranges, expand, work = (co.form, co.flat, co.digits, co.ranges,
+                                                co.expand, co.work)
     why = blocker(src, work, flat)
     if why is not None:
         return f"the per-output work {why}"

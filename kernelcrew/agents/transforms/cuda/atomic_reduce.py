@@ -179,6 +179,40 @@ def _thread_slot(s: Source, node: Node) -> bool:
     return d is not None and d.init is not None and norm(s.text_of(d.init)) == "threadIdx.x"
 
 
+def _slot(s: Source, slot: Node, var: str) -> tuple[str, Node, str] | str:
+    """(the shared array, the value, the bound) of `S[threadIdx.x] = var < N ? e : 0;`."""
+    bad = "the block sum's slot is not written as S[threadIdx.x] = i < N ? value : 0"
+    e = slot.named_children[0] if slot.type == "expression_statement" and \
+        slot.named_children else None
+    if e is None or e.type != "assignment_expression" or \
+            e.child_by_field_name("left").type != "subscript_expression":
+        return bad
+    left, right = e.child_by_field_name("left"), e.child_by_field_name("right")
+    buf = s.text_of(left.child_by_field_name("argument")).strip()
+    idx_node = left.child_by_field_name("indices")
+    slot_idx = idx_node.named_children[0] if idx_node is not None and idx_node.named_children \
+        else None
+    while right.type == "parenthesized_expression" and right.named_children:
+        right = right.named_children[0]
+    if slot_idx is None or not _thread_slot(s, slot_idx) or \
+            right.type != "conditional_expression":
+        return bad
+    cond = right.child_by_field_name("condition")
+    val, zero = right.child_by_field_name("consequence"), right.child_by_field_name(
+        "alternative")
+    while cond.type == "parenthesized_expression" and cond.named_children:
+        cond = cond.named_children[0]
+    if cond.type != "binary_expression" or not _ZERO.match(s.text_of(zero).strip()):
+        return bad
+    op = cond.child_by_field_name("operator").type
+    lt, rt = (s.text_of(cond.child_by_field_name(x)).strip() for x in ("left", "right"))
+    if op == "<" and lt == var:
+        return buf, val, rt
+    if op == ">" and rt == var:
+        return buf, val, lt
+    return "the block sum's slot is not guarded by i < N"
+
+
 def tree_form(s: Source, kernel: str) -> tuple[Node, str] | str:
     """(function, new body) of the textbook block sum; a reason otherwise."""
     fn = find_function(s, kernel)
@@ -198,38 +232,11 @@ def tree_form(s: Source, kernel: str) -> tuple[Node, str] | str:
     slot, sync, tree, final = stmts[k:k + 4]
     if k + 4 != len(stmts):
         return "statements after the block sum's atomicAdd"
-    # S[t] = i < N ? e : 0;
-    e = slot.named_children[0] if slot.type == "expression_statement" and \
-        slot.named_children else None
-    if e is None or e.type != "assignment_expression" or \
-            e.child_by_field_name("left").type != "subscript_expression":
-        return "the block sum's slot is not written as S[threadIdx.x] = i < N ? value : 0"
-    left, right = e.child_by_field_name("left"), e.child_by_field_name("right")
-    buf = s.text_of(left.child_by_field_name("argument")).strip()
-    idx_node = left.child_by_field_name("indices")
-    slot_idx = idx_node.named_children[0] if idx_node is not None and idx_node.named_children \
-        else None
-    while right.type == "parenthesized_expression" and right.named_children:
-        right = right.named_children[0]
-    if slot_idx is None or not _thread_slot(s, slot_idx) or \
-            right.type != "conditional_expression":
-        return "the block sum's slot is not written as S[threadIdx.x] = i < N ? value : 0"
-    cond = right.child_by_field_name("condition")
-    val, zero = right.child_by_field_name("consequence"), right.child_by_field_name(
-        "alternative")
-    while cond.type == "parenthesized_expression" and cond.named_children:
-        cond = cond.named_children[0]
     var = idx[0]
-    if cond.type != "binary_expression" or not _ZERO.match(s.text_of(zero).strip()):
-        return "the block sum's slot is not written as S[threadIdx.x] = i < N ? value : 0"
-    op = cond.child_by_field_name("operator").type
-    lt, rt = (s.text_of(cond.child_by_field_name(x)).strip() for x in ("left", "right"))
-    if op == "<" and lt == var:
-        bound = rt
-    elif op == ">" and rt == var:
-        bound = lt
-    else:
-        return "the block sum's slot is not guarded by i < N"
+    got = _slot(s, slot, var)
+    if isinstance(got, str):
+        return got
+    buf, val, bound = got
     if norm(s.text_of(sync)) != "__syncthreads();" or tree.type != "for_statement":
         return "no barrier and shared-memory tree after the block sum's slot"
     got = tree_loop(s, tree)

@@ -192,8 +192,6 @@ def _reduce_call(s: Source, st: Node | None, name: str, op: str) -> bool:
 
 def online_softmax(src: str, kernel: str) -> tuple[str | None, str]:
     """(the rewritten source, "") or (None, why not)."""
-    # stays long: one walk over the kernel's top-level statements, matching the two loops
-    # and the statements around them, then the edits they need
     s = Source(src)
     fn = find_function(s, kernel)
     if fn is None:
@@ -214,6 +212,8 @@ def online_softmax(src: str, kernel: str) -> tuple[str | None, str]:
 def _in_block(s: Source, fn: Node, stmts: list[Node]) -> tuple[str | None, str | None]:
     """The rewrite on one list of sibling statements: (source, None), or (None, why not;
     None when no running-maximum loop is there)."""
+    # stays long: one walk over the statements, matching the two loops and the statements
+    # around them, then the edits they need
     for k, l1 in enumerate(stmts):
         if l1.type != "for_statement":
             continue

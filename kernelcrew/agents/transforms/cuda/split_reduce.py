@@ -42,54 +42,63 @@ _OPS = {"+": "+", "max": "max", "min": "min"}
 _ZERO = re.compile(r"^\(?\s*(0|0\.0*|0\.0*f|0\.f|0f|0\.0*F|0L|0LL|0u)\s*\)?$")
 
 
-def split(src: str, kernel: str) -> tuple[str | None, str]:
-    """(the rewritten source, the guard's bound) or (None, why not)."""
-    # stays long: the checks read the same statements the rewrite then reorders
-    s = Source(src)
+def _parts(s: Source, kernel: str):
+    """(the per-output shape, the loop, its reductions, the statements before and after
+    it, the reduced values' types), or why the kernel is not of the form."""
     pi = per_index(s, kernel)
     if pi is None:
-        return None, "not one output per thread (blockIdx.x*blockDim.x + threadIdx.x)"
+        return "not one output per thread (blockIdx.x*blockDim.x + threadIdx.x)"
     why = blocker(s, pi.stmts, pi.var)
     if why is not None:
-        return None, f"the work {why}"
+        return f"the work {why}"
     loops = [st for st in pi.stmts if st.type == "for_statement"]
     if len(loops) != 1:
-        return None, "not one reduction loop in the per-output work"
+        return "not one reduction loop in the per-output work"
     lp_node = loops[0]
     m = FunctionModel(s, pi.fn)
     lp = next(x for x in loops_in(pi.fn.child_by_field_name("body"))
               if x.node.start_byte == lp_node.start_byte)
     if not lp.canonical or lp.step is not None or lp.inclusive:
-        return None, "the reduction loop is not `for (q = a; q < b; ++q)`"
+        return "the reduction loop is not `for (q = a; q < b; ++q)`"
     v = check_loop(m, lp, allow_reductions=True)
     if not v.ok or not v.reductions:
-        return None, "the loop is not a reduction with independent iterations"
+        return "the loop is not a reduction with independent iterations"
     if any(op not in _OPS for op in v.reductions.values()):
-        return None, "a reduction that is not a sum, max or min"
+        return "a reduction that is not a sum, max or min"
     pre = [st for st in pi.stmts if st.start_byte < lp_node.start_byte]
     post = [st for st in pi.stmts if st.start_byte > lp_node.start_byte]
     types = {}
     for st in pre:
         if st.type != "declaration":
-            return None, "statements before the loop that are not declarations"
+            return "statements before the loop that are not declarations"
         for n in walk(st):
             if n.type in ("subscript_expression", "call_expression") or \
                     (n.type == "pointer_expression" and
                      n.child_by_field_name("operator").type == "*"):
-                return None, ("a declaration before the loop reads memory (threads past "
+                return ("a declaration before the loop reads memory (threads past "
                               "the end run it too)")
         for name, init, ptr, arr in declarators(st):
             if name in v.reductions:
                 if ptr or arr or len(list(declarators(st))) != 1:
-                    return None, f"{name} is declared with other names"
+                    return f"{name} is declared with other names"
                 if v.reductions[name] == "+" and (init is None or
                                                  not _ZERO.match(s.text_of(init).strip())):
-                    return None, f"the sum {name} does not start at 0"
+                    return f"the sum {name} does not start at 0"
                 types[name] = s.text_of(st.child_by_field_name("type")).strip()
     if set(types) != set(v.reductions):
-        return None, "a reduced value is not declared before the loop"
+        return "a reduced value is not declared before the loop"
     if any(n.type == "identifier" and n.text.decode().startswith("kc_") for n in walk(pi.fn)):
-        return None, "names starting with kc_ are taken"
+        return "names starting with kc_ are taken"
+    return pi, lp, lp_node, v, pre, post, types
+
+
+def split(src: str, kernel: str) -> tuple[str | None, str]:
+    """(the rewritten source, the guard's bound) or (None, why not)."""
+    s = Source(src)
+    got = _parts(s, kernel)
+    if isinstance(got, str):
+        return None, got
+    pi, lp, lp_node, v, pre, post, types = got
     # the rewrite
     start, upd = lp.start, lp_node.child_by_field_name("update")
     cond = lp_node.child_by_field_name("condition")
