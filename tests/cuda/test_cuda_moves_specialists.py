@@ -1,7 +1,7 @@
-"""The rule-based CUDA specialists reach for the GPU engineer's moves where they apply,
-with the evidence they rest on: product kernels tiled (the tensor cores only with the op's
-tolerance), atomics reduced, column reductions split, a softmax in one pass, tile and
-register rungs from ptxas. No compiler needed: proposals are source rewrites."""
+"""The rule-based CUDA specialists reach for the moves a GPU performance engineer would,
+where they apply, with the evidence they rest on: product kernels tiled (the tensor cores
+only with the op's tolerance), atomics reduced, column reductions split, a softmax in one
+pass, tile and register rungs from ptxas. No compiler needed: proposals are rewrites."""
 
 from __future__ import annotations
 

@@ -271,7 +271,7 @@ register_transform(
     smem_tile.smem_tile_in_file,
     whole_file=True, tile=32, tile_rows=8)
 
-# ---------------------------------------------------------------- CUDA: the GPU engineer's moves
+# ---------------------------------------------------------------- CUDA: tiles, tensor cores, reductions
 
 register_transform(
     "matmul_tile", ("cuda",),
