@@ -230,7 +230,8 @@ def _flat_coords(s: Source, m: FunctionModel, var: str, bound: Poly, stmts: list
     top_range = _div(bound, w)
     if top_range is None:
         return f"the guard's bound is not a multiple of the digits' span {poly_c(w)}"
-    tops = [n for n, d in quot.items() if n != var and d == w]
+    tops = [n for n, d in quot.items() if n != var and d == w] or \
+        ([var] if w == {(): 1} else [])  # one coordinate: the index itself
     if top_range != {(): 1}:
         if not tops:
             return f"no coordinate holds {var} / ({poly_c(w)})"
@@ -502,7 +503,10 @@ def dot_kernel(src: Source, kernel: str) -> DotKernel | str:
         return "not one product loop per output (a single `for` over the reduction)"
     lp_node = loops[0]
     lp = next(x for x in loops_in(body) if x.node.start_byte == lp_node.start_byte)
-    if lp.children or not lp.canonical or lp.step is not None or lp.inclusive or \
+    if lp.children:
+        return "the product loop has loops inside it (a convolution's taps?): not one " \
+            "product per step"
+    if not lp.canonical or lp.step is not None or lp.inclusive or \
             src.text_of(lp.start).strip() not in ("0", "0LL", "0L"):
         return "the product loop is not `for (q = 0; q < K; ++q)`"
     k_poly = m.linear(lp.end, lp.node)

@@ -279,6 +279,10 @@ def tree_form(s: Source, kernel: str) -> tuple[Node, str] | str:
 def atomic_reduce(src: str, kernel: str) -> tuple[str | None, str]:
     """(the rewritten source, "") or (None, why the kernel is not of either form)."""
     s = Source(src)
+    fn = find_function(s, kernel)
+    if fn is None or not any(n.type == "call_expression" and s.text_of(
+            n.child_by_field_name("function")).strip() == "atomicAdd" for n in walk(fn)):
+        return None, "no atomicAdd in the kernel"
     got = per_thread_form(s, kernel)
     if isinstance(got, str):
         why = got
