@@ -200,6 +200,8 @@ def test_async_copy_on_staging_copies_only():
     assert "no __shared__ array" in not_applicable(base("softmax_rows"))["async_copy"]
 
 
+LOOP_COPY = ("for (int r = threadIdx.x; r < 128; r += blockDim.x) { if (r < n) { s[r] = x[r]; } "
+             "else { ZERO = 0.0f; } }")
 STAGE = """    __shared__ float s[128];
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     {copy}
@@ -212,11 +214,9 @@ STAGE = """    __shared__ float s[128];
     ("if (i < n) s[threadIdx.x] = x[i]; else s[threadIdx.x] = 0.0f;", "", True),
     ("if (i < n) { s[threadIdx.x] = x[i]; } else { s[threadIdx.x] = 0.0f; }", "", True),
     # in a loop, the zero fill of the other branch writes the same element of its iteration
-    ("for (int r = threadIdx.x; r < 128; r += blockDim.x) { if (r < n) { s[r] = x[r]; } "
-     "else { s[r] = 0.0f; } }", "", True),
+    (LOOP_COPY.replace("ZERO", "s[r]"), "", True),
     # ... but not when it writes another element
-    ("for (int r = threadIdx.x; r < 128; r += blockDim.x) { if (r < n) { s[r] = x[r]; } "
-     "else { s[0] = 0.0f; } }", "", False),
+    (LOOP_COPY.replace("ZERO", "s[0]"), "", False),
     # read before the barrier: the copy might not have landed
     ("if (i < n) s[threadIdx.x] = x[i];", "float v = s[threadIdx.x]; (void)v;", False),
     # another write to the array between the copy and the barrier
