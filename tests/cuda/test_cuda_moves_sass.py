@@ -190,3 +190,19 @@ def test_vector_access_moves_four_halves_as_one_8_byte_access(arch):
     assert not any(".64" in o for o in base["haxpb"].ops if o[:3] in ("LDG", "STG"))
     assert any(o.startswith("LDG") for o in wide) and any(o.startswith("STG") for o in wide)
     no_spills(res, sass)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_tensor_core_on_bfloat16_operands(arch, monkeypatch):
+    """__nv_bfloat16 operands take the bf16 fragments (HMMA ... BF16). Compiled only:
+    an op's inputs have no bfloat16 dtype, so this one is not emulated."""
+    t = (EMU / "kernels" / "hgemm_2d.cu").read_text()
+    t = t.replace("__half2float", "__bfloat162float").replace(
+        "const __half*", "const __nv_bfloat16*").replace("cuda_fp16.h", "cuda_bf16.h")
+    new = apply_transform("tensor_core", t, HALF)
+    assert new is not None and "wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16" in new
+    monkeypatch.setenv("KERNELCREW_CUDA_ARCH", arch)
+    res = CudaBackend().compile(parse_kernel_text(new, "cuda"), spec_of("hgemm"))
+    assert res.ok, res.reason
+    ops = disassemble(res.artifact)["hgemm"].ops
+    assert sum(n for o, n in ops.items() if o.startswith("HMMA") and "BF16" in o) >= 8
