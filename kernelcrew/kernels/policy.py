@@ -19,7 +19,7 @@ CPU_INCLUDES = frozenset({
     "type_traits", "numeric",
 })
 CUDA_INCLUDES = frozenset({"cuda_fp16.h", "cuda_bf16.h", "cstdint", "stdint.h", "math.h",
-                           "cmath", "cfloat", "climits"})
+                           "cmath", "cfloat", "climits", "mma.h", "cuda_pipeline.h"})
 
 _INCLUDE = re.compile(r"^\s*#\s*(include|include_next|import|embed)\b(.*)$")
 _CPU_RULES = [

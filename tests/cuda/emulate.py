@@ -20,7 +20,8 @@ from kernelcrew.kernels.spec import OpSpec
 from kernelcrew.tools.backends.cuda_runtime import plan_launches, temp_shapes
 
 EMU = Path(__file__).parent / "emu"
-_C = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long"}
+_C = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long",
+      "float16": "__half"}
 
 
 _DYN_SHARED = re.compile(r"extern\s+__shared__\s+(?:__align__\(\d+\)\s+)?([A-Za-z_][\w ]*?)\s+"

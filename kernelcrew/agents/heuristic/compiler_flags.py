@@ -8,6 +8,7 @@ import re
 
 from kernelcrew.agents.context import AgentContext
 from kernelcrew.agents.heuristic.base import HeuristicSpecialist, Move
+from kernelcrew.agents.heuristic.cuda_moves import register_moves
 from kernelcrew.agents.heuristic.evidence import Evidence
 
 
@@ -29,7 +30,7 @@ class CompilerFlags(HeuristicSpecialist):
     field = "compiler flags: optimization level, -march, math and unroll flags, register caps"
 
     def moves(self, ctx: AgentContext, ev: Evidence) -> list[Move]:
-        return self._cuda_moves(ev) if ev.backend == "cuda" else self._cpu_moves(ev)
+        return self._cuda_moves(ev, ctx) if ev.backend == "cuda" else self._cpu_moves(ev)
 
     def _cpu_moves(self, ev: Evidence) -> list[Move]:
         flags = ev.flags
@@ -89,7 +90,7 @@ class CompilerFlags(HeuristicSpecialist):
                 params={"add": ["-mprefer-vector-width=512"]}))
         return out
 
-    def _cuda_moves(self, ev: Evidence) -> list[Move]:
+    def _cuda_moves(self, ev: Evidence, ctx: AgentContext) -> list[Move]:
         flags = ev.flags
         out: list[Move] = []
         if "-O3" not in flags:
@@ -122,7 +123,7 @@ class CompilerFlags(HeuristicSpecialist):
                 why=f"The register cap {current} makes ptxas spill {ev.spill_bytes:.0f} bytes.",
                 plan="Remove -maxrregcount so the kernel keeps its values in registers.",
                 risks="lower occupancy"))
-        return out
+        return out + register_moves(ev, ctx)
 
     def _register_choice(self, ev: Evidence) -> Move | None:
         """Case 4.2: the profile ranked smaller blocks, launch bounds with a min-blocks value

@@ -9,6 +9,7 @@ import re
 
 from kernelcrew.agents.context import AgentContext
 from kernelcrew.agents.heuristic.base import HeuristicSpecialist, Move
+from kernelcrew.agents.heuristic.cuda_moves import launch_moves
 from kernelcrew.agents.heuristic.evidence import Evidence
 from kernelcrew.agents.transforms import apply_transform
 from kernelcrew.csource.syntax import Source, find_function, params
@@ -16,7 +17,9 @@ from kernelcrew.csource.syntax import Source, find_function, params
 # knobs searched elsewhere: TILE by memory_access, the threading threshold by its own rule;
 # RB/JB (register_block) are sized for the vector registers and not worth a ladder
 BIN_COPIES = 4  # interleaved copies of a histogram's bins per thread, as hand-written ones keep
-_NOT_MINE = {"TILE", "TILE_ROWS", "GRID_CAP", "OMP_MIN_WORK", "RB", "JB"}
+_NOT_MINE = {"TILE", "TILE_ROWS", "GRID_CAP", "OMP_MIN_WORK", "RB", "JB",
+             # CUDA: the tile shape and coarsening move by their own rungs (cuda_moves)
+             "TILE_M", "TILE_N", "TILE_K", "REG_M", "REG_N", "COARSEN"}
 # each threaded attempt that regressed a group raises the threshold one step
 MAX_KNOB_STEPS = 2
 
@@ -88,7 +91,7 @@ class Loop(HeuristicSpecialist):
     field = "loop structure: threads, SIMD and reductions, unrolling, launch shape, knobs"
 
     def moves(self, ctx: AgentContext, ev: Evidence) -> list[Move]:
-        out = self._cuda_moves(ev) if ev.backend == "cuda" else self._cpu_moves(ev, ctx)
+        out = self._cuda_moves(ev, ctx) if ev.backend == "cuda" else self._cpu_moves(ev, ctx)
         out += self._knobs(ev, ctx)
         return out
 
@@ -362,8 +365,8 @@ class Loop(HeuristicSpecialist):
                 risks="code growth; no gain when memory-bound"))
         return out
 
-    def _cuda_moves(self, ev: Evidence) -> list[Move]:
-        out: list[Move] = []
+    def _cuda_moves(self, ev: Evidence, ctx: AgentContext) -> list[Move]:
+        out: list[Move] = launch_moves(ev, ctx)
         body = ev.kf.body if ev.kf is not None else ""
         out.append(Move(
             "grid_stride", "grid_stride", 1.1, 0.5,

@@ -10,6 +10,7 @@ import functools
 
 from kernelcrew.agents.context import AgentContext
 from kernelcrew.agents.heuristic.base import HeuristicSpecialist, Move
+from kernelcrew.agents.heuristic.cuda_moves import product_moves, reduction_moves
 from kernelcrew.agents.heuristic.evidence import Evidence
 from kernelcrew.agents.transforms import apply_transform
 
@@ -39,7 +40,7 @@ class MemoryAccess(HeuristicSpecialist):
     field = "memory traffic and access patterns: passes, strides, tiling, aliasing, loads"
 
     def moves(self, ctx: AgentContext, ev: Evidence) -> list[Move]:
-        return self._cuda_moves(ev) if ev.backend == "cuda" else self._cpu_moves(ev)
+        return self._cuda_moves(ev, ctx) if ev.backend == "cuda" else self._cpu_moves(ev)
 
     def _cpu_moves(self, ev: Evidence) -> list[Move]:
         """The CPU moves in the order of their rules: passes fused, strided nests reordered
@@ -197,8 +198,17 @@ class MemoryAccess(HeuristicSpecialist):
                     plan=f"Set TILE {t} -> {new}.",
                     risks="a worse size for shapes that are not multiples of the tile")
 
-    def _cuda_moves(self, ev: Evidence) -> list[Move]:
-        out: list[Move] = []
+    def _cuda_moves(self, ev: Evidence, ctx: AgentContext) -> list[Move]:
+        """Launches fused, rows to blocks, tiles; the product kernels tiled (or on the
+        tensor cores), atomics and softmax passes reduced (`cuda_moves`); vector width and
+        read-only loads."""
+        out: list[Move] = product_moves(ev, ctx) + reduction_moves(ev)
+        # a reduction loop that walks memory with a stride (down a column) is coalesced
+        # across threads already: its loop is split over the block, not handed to a block
+        # and a block sum finished with atomics is atomic_reduce's, which also drops the
+        # per-element (or per-block) atomics: block_reduce alone would only reshape the tree
+        not_per_row = bool(ev.facts.strided) or (
+            ev.kf is not None and apply_transform("atomic_reduce", ev.kf.text) is not None)
         launches = len(ev.kf.meta.launch) if ev.kf is not None else 0
         mem = ev.kind in (None, "memory-bound", "latency-bound")
         if launches > 1:
@@ -213,7 +223,7 @@ class MemoryAccess(HeuristicSpecialist):
                      "become registers and the plan has one launch.",
                 risks="more registers per thread in the fused kernel"))
         out.append(Move(
-            "block_reduce", "block_reduce", 4.0 if mem else 2.0, 0.75,
+            "block_reduce", "block_reduce", (4.0 if mem else 2.0) if not not_per_row else 1.2, 0.75,
             why="One thread walks each row: neighbouring threads read addresses a whole row "
                 "apart (one cache line per element per thread), and only as many threads run "
                 "as there are rows.",

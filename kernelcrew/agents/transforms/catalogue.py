@@ -36,10 +36,17 @@ from kernelcrew.agents.transforms.cpu import (
     vector_tanh_log,
 )
 from kernelcrew.agents.transforms.cuda import (
+    async_copy,
+    atomic_reduce,
     block_reduce,
+    coarsen,
     kernel_attributes,
     launch_fusion,
+    matmul_tile,
+    online_softmax,
     smem_tile,
+    split_reduce,
+    tensor_core,
     vector_access,
 )
 from kernelcrew.agents.transforms.kernel_files import parse_any
@@ -220,11 +227,13 @@ register_transform(
     whole_file=True, why_not="no read-only global load left without __ldg")
 register_transform(
     "launch_bounds", ("cuda",),
-    "__launch_bounds__(BLOCK) on kernels launched with block [BLOCK]; with min_blocks, "
+    "__launch_bounds__(BLOCK) on kernels launched with block [BLOCK] (or one block shape "
+    "of knobs and integers: their product); with min_blocks, "
     "__launch_bounds__(BLOCK, min_blocks)",
     kernel_attributes.launch_bounds_in_file,
     whole_file=True, knob="BLOCK", min_blocks=None,
-    why_not="no kernel launched with block [BLOCK]")
+    why_not="no kernel launched with one block shape made of knobs and integers, or every "
+            "such kernel has its bound already")
 register_transform(
     "grid_stride", ("cuda",),
     "one-element-per-thread kernels -> grid-stride loops; the grid is capped by a "
@@ -261,6 +270,60 @@ register_transform(
     "writes both coalesced; 2-D grid of tiles, block [TILE, TILE_ROWS]",
     smem_tile.smem_tile_in_file,
     whole_file=True, tile=32, tile_rows=8)
+
+# ---------------------------------------------------------------- CUDA: tiles, tensor cores, reductions
+
+register_transform(
+    "matmul_tile", ("cuda",),
+    "one thread per output of a product loop (acc += A[row, q] * B[q, col]) -> one block "
+    "per TILE_M x TILE_N output tile: A and B staged through shared memory TILE_K at a "
+    "time (coalesced, zero-padded at the edges), REG_M x REG_N outputs per thread in "
+    "registers; the kernel's own epilogue finishes each output",
+    matmul_tile.matmul_tile_in_file,
+    whole_file=True, tile_m=64, tile_n=64, tile_k=16, reg_m=4, reg_n=4,
+    why_not=matmul_tile.why_not)
+register_transform(
+    "tensor_core", ("cuda",),
+    "the same product kernels on the tensor cores (wmma, fp32 accumulation): a 64 x 64 "
+    "tile per block of four warps, __half/__nv_bfloat16 operands, float ones as TF32 only "
+    "with tf32=1; legal only where the op's tolerance (rtol, atol) allows the precision",
+    tensor_core.tensor_core_in_file,
+    whole_file=True, rtol=-1.0, atol=-1.0, tf32=0, why_not=tensor_core.why_not)
+register_transform(
+    "async_copy", ("cuda",),
+    "element copies from a read-only buffer into shared memory (S[e] = G[f]) as "
+    "asynchronous copies (cp.async, sm_80+: no register round trip), completed just "
+    "before the barrier that publishes the array",
+    async_copy.async_copy_in_file,
+    whole_file=True, why_not=async_copy.why_not)
+register_transform(
+    "atomic_reduce", ("cuda",),
+    "sums added with atomicAdd to one address (per element, or per block after a "
+    "shared-memory tree) -> a register sum per thread over a grid-stride loop, one block "
+    "reduction with warp shuffles and one atomicAdd per block; the grid capped by GRID_CAP",
+    atomic_reduce.atomic_reduce_in_file,
+    whole_file=True, knob="GRID_CAP", default=1056, why_not=atomic_reduce.why_not)
+register_transform(
+    "online_softmax", ("cuda",),
+    "a softmax's max pass and exp-sum pass as one pass (the sum rescaled when the maximum "
+    "grows), the exponentials recomputed where they were stored and read back; on one "
+    "block per row (after block_reduce) one block reduction of (max, sum) pairs",
+    online_softmax.online_softmax_in_file,
+    whole_file=True, why_not=online_softmax.why_not)
+register_transform(
+    "coarsen", ("cuda",),
+    "thread coarsening: COARSEN indices per thread a block apart (each step coalesced, "
+    "the steps' loads in flight together), any element type, gathers too; the grid "
+    "divided by COARSEN",
+    coarsen.coarsen_in_file,
+    whole_file=True, knob="COARSEN", default=4, why_not=coarsen.why_not)
+register_transform(
+    "split_reduce", ("cuda",),
+    "one output per thread with a long reduction loop whose reads are already coalesced "
+    "across threads (a column sum, a transposed mat-vec) -> blocks [SPLIT_X, SPLIT_Y]: the "
+    "loop split over the y threads, partials combined in shared memory",
+    split_reduce.split_reduce_in_file,
+    whole_file=True, x=32, y=8, why_not=split_reduce.why_not)
 
 # ---------------------------------------------------------------- why a move does not apply
 

@@ -3,7 +3,8 @@
 The counts that show a CUDA rewrite did what it claims: 128-bit global loads/stores
 (LDG.E.128 / STG.E.128) after vectorization, warp shuffles (SHFL) and barriers (BAR)
 after a block reduction, shared-memory traffic (LDS/STS) after tiling, local-memory
-traffic (LDL/STL: spills) after a register change. cuobjdump (and the nvdisasm it calls)
+traffic (LDL/STL: spills) after a register change, tensor-core instructions (HMMA) and
+asynchronous copies into shared memory (LDGSTS). cuobjdump (and the nvdisasm it calls)
 come with the CUDA toolkit, or from the nvidia-cuda-cuobjdump / nvidia-cuda-nvdisasm
 wheels (the `dev` extra; `toolkit.cuda_tool` finds them); `sass_tool()` is None when
 neither is there.
@@ -41,7 +42,12 @@ class KernelSass:
                 "shuffles": self.count("SHFL"), "barriers": self.count("BAR"),
                 "shared_loads": self.count("LDS"), "shared_stores": self.count("STS"),
                 "local_loads": self.count("LDL"), "local_stores": self.count("STL"),
-                "atomics": self.count("ATOM") + self.count("RED"),
+                "atomics": self.count("ATOM") + self.count("RED") + self.count("REDG")
+                + self.count("ATOMG"),
+                # tensor-core matrix instructions (wmma / mma.sync), asynchronous copies
+                "tensor_ops": self.count("HMMA") + self.count("IMMA") + self.count("HGMMA")
+                + self.count("DMMA"),
+                "async_copies": self.count("LDGSTS"),
                 "instructions": sum(self.ops.values())}
 
 

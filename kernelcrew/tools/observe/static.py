@@ -16,7 +16,8 @@ from kernelcrew.tools.backends.sass import disassemble
 
 _SHOWN = (("global_loads_128", "LDG.128"), ("global_stores_128", "STG.128"),
           ("shuffles", "SHFL"), ("barriers", "BAR"), ("shared_loads", "LDS"),
-          ("shared_stores", "STS"), ("local_loads", "LDL"), ("local_stores", "STL"))
+          ("shared_stores", "STS"), ("local_loads", "LDL"), ("local_stores", "STL"),
+          ("tensor_ops", "HMMA"), ("async_copies", "LDGSTS"))
 
 
 def static_evidence(spec: OpSpec, kf: KernelFile, comp: CompileResult, backend) -> dict:

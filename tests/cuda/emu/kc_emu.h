@@ -7,7 +7,8 @@
 // - __syncthreads() is a block barrier (released when every thread of the block that has
 //   not exited waits at it), __shfl_*_sync a warp barrier over the lanes of its mask, so a
 //   thread that reads a shared or shuffled value before the others wrote it sees what the
-//   hardware would order, not what a sequential loop would;
+//   hardware would order, not what a sequential loop would (KC_EMU_SCHEDULE=ahead lets one
+//   warp run ahead of the others, which shows races between warps);
 // - __shared__ variables are function statics: one copy, shared by the threads of the
 //   block that is running (blocks never overlap);
 // - a state in which no thread can move (a barrier some threads never reach) aborts with
@@ -15,7 +16,8 @@
 // Only what kernels commonly use is here: dim3, threadIdx/blockIdx/blockDim/gridDim,
 // warpSize, float2/float4/double2/int2/int4 and make_*, __ldg, __int_as_float, __syncthreads, __syncwarp,
 // __shfl_sync/__shfl_down_sync/__shfl_xor_sync/__shfl_up_sync, atomicAdd/Max, and the
-// float math functions (libm's).
+// float math functions (libm's). kc_emu_ext.h adds half/bfloat16 numbers, tensor-core
+// fragments (nvcuda::wmma) and asynchronous copies (__pipeline_*).
 #pragma once
 #include <ucontext.h>
 
@@ -149,9 +151,12 @@ inline bool release() {
     return false;
 }
 
+inline void block_started();  // kc_emu_ext.h: per-block state (queued asynchronous copies)
+
 inline void run_block() {
     auto& fs = fibers();
     int n = nthreads();
+    block_started();
     for (int t = 0; t < n; ++t) {
         Fiber& f = fs[t];
         if (f.stack.empty()) f.stack.resize(stack_bytes());
@@ -162,10 +167,18 @@ inline void run_block() {
         makecontext(&f.ctx, trampoline, 0);
         f.state = RUNNABLE;
     }
+    // KC_EMU_SCHEDULE=ahead: each round runs only the first warp that can move, so one
+    // warp runs as far ahead of the others as the barriers let it (a race on data another
+    // warp has not written yet shows); by default every thread that can move runs
+    static const bool ahead = std::getenv("KC_EMU_SCHEDULE") &&
+                              std::strcmp(std::getenv("KC_EMU_SCHEDULE"), "ahead") == 0;
     for (;;) {
         bool ran = false;
+        int first = -1;
+        for (int t = 0; t < n && ahead; ++t)
+            if (fs[t].state == RUNNABLE) { first = t / 32; break; }
         for (int t = 0; t < n; ++t) {
-            if (fs[t].state != RUNNABLE) continue;
+            if (fs[t].state != RUNNABLE || (first >= 0 && t / 32 != first)) continue;
             current() = t;
             set_thread_index(t);
             swapcontext(&sched(), &fs[t].ctx);
@@ -249,3 +262,5 @@ template <class T> inline T __shfl_xor_sync(unsigned mask, T v, int m, int width
 template <class T> inline T atomicAdd(T* p, T v) { T o = *p; *p = o + v; return o; }
 template <class T> inline T atomicMax(T* p, T v) { T o = *p; *p = o > v ? o : v; return o; }
 template <class T> inline T atomicMin(T* p, T v) { T o = *p; *p = o < v ? o : v; return o; }
+
+#include "kc_emu_ext.h"

@@ -106,14 +106,16 @@ def per_index(s: Source, kernel: str) -> PerIndex | None:
                     params(fn))
 
 
-def blocker(s: Source, nodes: list[Node], var: str | None = None) -> str | None:
+def blocker(s: Source, nodes: list[Node], var: str | None = None,
+            allowed: frozenset[int] = frozenset()) -> str | None:
     """Why code cannot be regrouped across threads: synchronization, shared memory, warp
-    operations, atomics, thread built-ins, early returns or a write to the index."""
+    operations, atomics, thread built-ins, early returns or a write to the index. Calls
+    that start at a byte in `allowed` are the caller's business (atomics it rewrites)."""
     for st in nodes:
         for n in walk(st):
             if n.type in ("return_statement", "goto_statement"):
                 return f"returns early at line {s.line_of(n)}"
-            if n.type == "call_expression":
+            if n.type == "call_expression" and n.start_byte not in allowed:
                 name = s.text_of(n.child_by_field_name("function")).strip()
                 if _SYNC.match(name):
                     return f"calls {name} at line {s.line_of(n)}"
@@ -127,9 +129,17 @@ def blocker(s: Source, nodes: list[Node], var: str | None = None) -> str | None:
                     n.child_by_field_name("argument") if n.type == "update_expression" else None
                 if t is not None and t.type == "identifier" and t.text.decode() == var:
                     return f"changes the index {var} at line {s.line_of(n)}"
-        if "__shared__" in s.text_of(st):
+        if "__shared__" in s.text_of(st) or any(is_shared_decl(s, n) for n in walk(st)):
             return "uses shared memory"
     return None
+
+
+def is_shared_decl(s: Source, node: Node) -> bool:
+    """A `__shared__` declaration (the parser sees CUDA's words blanked, so the word may
+    sit before the declaration node on its line)."""
+    if node.type != "declaration":
+        return False
+    return "__shared__" in s.data[s.line_start(node):node.end_byte].decode()
 
 
 def renamed_text(s: Source, start: int, end: int, names: dict[str, str],

@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from kernelcrew.agents.transforms.analysis.cuda_blocks import helpers_edit, tree_loop
 from kernelcrew.agents.transforms.analysis.cuda_shapes import blocker, param_ref, per_index
 from kernelcrew.agents.transforms.analysis.dependence import check_loop
 from kernelcrew.agents.transforms.kernel_files import Outcome, entries
@@ -42,45 +43,6 @@ from kernelcrew.csource.syntax import (
 )
 from kernelcrew.kernels.kernelfile import KernelFile
 
-HELPERS_MARK = "kc_block_reduce"
-HELPERS = r"""// kernelcrew: block-wide reductions. Warp shuffles reduce each warp (lanes past the
-// block's end are left out), one shared-memory stage combines the warps, and every
-// thread gets the result. Every thread of the block must call it (it synchronizes).
-struct kc_op_sum { template <class T> __device__ static T f(T a, T b) { return a + b; } };
-struct kc_op_max { template <class T> __device__ static T f(T a, T b) { return a > b ? a : b; } };
-struct kc_op_min { template <class T> __device__ static T f(T a, T b) { return a < b ? a : b; } };
-
-template <class Op, class T>
-__device__ __forceinline__ T kc_warp_reduce(T v, int lane, int count, unsigned mask) {
-    #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        T w = __shfl_down_sync(mask, v, o);
-        if (lane + o < count) v = Op::f(v, w);
-    }
-    return v;
-}
-
-template <class Op, class T>
-__device__ __forceinline__ T kc_block_reduce(T v) {
-    __shared__ T kc_part[32];
-    const int n = blockDim.x * blockDim.y * blockDim.z;
-    const int t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-    const int lane = t & 31, warp = t >> 5, warps = (n + 31) >> 5;
-    const int here = min(32, n - (warp << 5));  // threads in this warp
-    const unsigned mask = here == 32 ? 0xffffffffu : ((1u << here) - 1u);
-    v = kc_warp_reduce<Op>(v, lane, here, mask);
-    __syncthreads();  // an earlier call's readers are done with kc_part
-    if (lane == 0) kc_part[warp] = v;
-    __syncthreads();
-    if (warp == 0) {
-        v = lane < warps ? kc_part[lane] : v;
-        v = kc_warp_reduce<Op>(v, lane, warps, mask);
-        if (lane == 0) kc_part[0] = v;
-    }
-    __syncthreads();
-    return kc_part[0];
-}
-"""
 _OPS = {"+": "kc_op_sum", "max": "kc_op_max", "min": "kc_op_min"}
 _ZERO = re.compile(r"^\(?\s*(0|0\.0*|0\.0*f|0\.f|0f|0\.0*F|0L|0LL|0u|0ULL)\s*\)?$")
 
@@ -165,13 +127,9 @@ def block_per_row(src: str, kernel: str) -> tuple[str, str] | None:
     # the row index: one block per row
     init_node = next(x[1] for x in declarators(pi.decl) if x[0] == pi.var)
     edits.append(Edit(init_node.start_byte, init_node.end_byte, f"({pi.ty})blockIdx.x"))
-    if HELPERS_MARK not in src:
-        top = pi.fn
-        while top.parent is not None and top.parent.type != "translation_unit":
-            top = top.parent
-        at = s.line_start(top)
-        # before any comment lines that introduce the kernel
-        edits.append(Edit(at, at, HELPERS + "\n"))
+    helpers = helpers_edit(s, pi.fn)  # before any comment lines that introduce the kernel
+    if helpers is not None:
+        edits.append(helpers)
     out = apply_edits(s, edits)
     if Source(out).has_errors():
         return None
@@ -235,82 +193,10 @@ def bound_as_grid(bound: str, names: dict[str, str], sizes: set[str]) -> str | N
     return " ".join(out)
 
 
-__all__ = ["HELPERS", "block_per_row", "bound_as_grid", "lookup", "param_ref"]
+__all__ = ["block_per_row", "bound_as_grid", "lookup", "param_ref"]
 
 
 # ---------------------------------------------------------------- shared-memory trees
-
-_HALF = re.compile(r"^blockDim\.x(/2|>>1)$")
-_TREE_OPS = {"+=": "kc_op_sum"}
-
-
-def _thread_name(s: Source, node: Node) -> bool:
-    """`threadIdx.x`, or a local initialized to it and never written."""
-    text = s.text_of(node).replace(" ", "")
-    if text == "threadIdx.x":
-        return True
-    if node.type != "identifier":
-        return False
-    d = lookup(node.text.decode(), node)
-    if d is None or d.param or d.init is None:
-        return False
-    init = re.sub(r"\(\s*(int|unsigned|unsigned int|long long)\s*\)", "",
-                  s.text_of(d.init)).replace(" ", "")
-    return init == "threadIdx.x"
-
-
-def _tree_step(s: Source, st: Node, var: str) -> tuple[str, str, str] | None:
-    """`if (t < s) B[t] op= B[t + s];` -> (B, t text, reducer)."""
-    if st.type != "if_statement" or st.child_by_field_name("alternative") is not None:
-        return None
-    cond = st.child_by_field_name("condition").named_children[0]
-    if cond.type != "binary_expression" or cond.child_by_field_name("operator").type != "<":
-        return None
-    t_node = cond.child_by_field_name("left")
-    if s.text_of(cond.child_by_field_name("right")).strip() != var or \
-            not _thread_name(s, t_node):
-        return None
-    t = s.text_of(t_node).strip()
-    body = st.child_by_field_name("consequence")
-    if body.type == "compound_statement":
-        inner = [c for c in body.named_children if c.type != "comment"]
-        if len(inner) != 1:
-            return None
-        body = inner[0]
-    if body.type != "expression_statement" or not body.named_children:
-        return None
-    e = body.named_children[0]
-    if e.type != "assignment_expression":
-        return None
-    left, right = e.child_by_field_name("left"), e.child_by_field_name("right")
-    op = e.child_by_field_name("operator").type
-    if left.type != "subscript_expression":
-        return None
-    buf = s.text_of(left.child_by_field_name("argument")).strip()
-    nospace = lambda n: s.text_of(n).replace(" ", "")
-    mine = f"{buf}[{t}]".replace(" ", "")
-    other = {f"{buf}[{t}+{var}]".replace(" ", ""), f"{buf}[{var}+{t}]".replace(" ", "")}
-    if nospace(left) != mine:
-        return None
-    if op == "+=" and nospace(right) in other:
-        return buf, t, "kc_op_sum"
-    if op == "=" and right.type == "binary_expression" and \
-            right.child_by_field_name("operator").type == "+":
-        a, b = nospace(right.child_by_field_name("left")), nospace(right.child_by_field_name(
-            "right"))
-        if {a, b} & {mine} and ({a, b} - {mine}) <= other and len({a, b}) == 2:
-            return buf, t, "kc_op_sum"
-    if op == "=" and right.type == "call_expression":
-        fn = s.text_of(right.child_by_field_name("function")).strip()
-        args = [nospace(a) for a in right.child_by_field_name("arguments").named_children]
-        if len(args) == 2 and mine in args and (set(args) - {mine}) <= other and \
-                len(set(args)) == 2:
-            if fn in ("fmaxf", "fmax", "max"):
-                return buf, t, "kc_op_max"
-            if fn in ("fminf", "fmin", "min"):
-                return buf, t, "kc_op_min"
-    return None
-
 
 def tree_to_shuffle(src: str, kernel: str) -> str | None:
     """A shared-memory tree reduction (`for (s = blockDim.x/2; s > 0; s >>= 1) { if (t < s)
@@ -323,25 +209,7 @@ def tree_to_shuffle(src: str, kernel: str) -> str | None:
         return None
     edits = []
     for lp in [n for n in walk(fn) if n.type == "for_statement"]:
-        init, cond = lp.child_by_field_name("initializer"), lp.child_by_field_name("condition")
-        upd, body = lp.child_by_field_name("update"), lp.child_by_field_name("body")
-        if init is None or init.type != "declaration" or cond is None or upd is None:
-            continue
-        ds = list(declarators(init))
-        if len(ds) != 1 or ds[0][1] is None or not _HALF.match(
-                s.text_of(ds[0][1]).replace(" ", "")):
-            continue
-        var = ds[0][0]
-        if s.text_of(cond).replace(" ", "") not in (f"{var}>0", f"{var}>=1", f"0<{var}"):
-            continue
-        if s.text_of(upd).replace(" ", "") not in (f"{var}>>=1", f"{var}/=2", f"{var}={var}/2",
-                                                    f"{var}={var}>>1"):
-            continue
-        stmts = [c for c in body.named_children if c.type != "comment"] \
-            if body.type == "compound_statement" else [body]
-        if len(stmts) != 2 or s.text_of(stmts[1]).replace(" ", "") != "__syncthreads();":
-            continue
-        got = _tree_step(s, stmts[0], var)
+        got = tree_loop(s, lp)
         if got is None:
             continue
         buf, t, op = got
@@ -359,13 +227,8 @@ def tree_to_shuffle(src: str, kernel: str) -> str | None:
         edits.append(Edit(lp.start_byte, lp.end_byte, new))
     if not edits:
         return None
-    if HELPERS_MARK not in src:
-        top = fn
-        while top.parent is not None and top.parent.type != "translation_unit":
-            top = top.parent
-        at = s.line_start(top)
-        edits.append(Edit(at, at, HELPERS + "\n"))
-    out = apply_edits(s, edits)
+    helpers = helpers_edit(s, fn)
+    out = apply_edits(s, edits + ([helpers] if helpers else []))
     return None if Source(out).has_errors() else out
 
 

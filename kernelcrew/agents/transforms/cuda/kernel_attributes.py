@@ -7,7 +7,8 @@ Legal because the harness passes each parameter its own buffer: a const restrict
 cannot change while the kernel runs. Refused where no such read is left to rewrite.
 
 launch_bounds: `__launch_bounds__(BLOCK)` on the kernels whose every launch in the front
-matter has a block of the BLOCK knob alone, so ptxas budgets registers for that block size
+matter has a block of the BLOCK knob alone (or one block shape made of knobs and integers:
+their product), so ptxas budgets registers for that block size
 (with `min_blocks`, for that many resident blocks per SM, replacing a bound the kernel
 has). Legal because the launches guarantee the bound; refused where a kernel has a bound
 already and no `min_blocks` is given.
@@ -242,15 +243,37 @@ def ldg_in_file(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
     return Outcome(body=body) if changed else None
 
 
-def launch_bounds_in_file(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
-    """`__launch_bounds__` on the kernels launched with a block of the `knob` alone."""
-    knob = str(p["knob"])
-    if knob not in kf.meta.knobs:
+def block_bound(kf: KernelFile, kernel: str, knob: str) -> str | None:
+    """The C expression of the threads per block every launch of `kernel` has: the
+    `knob` alone, or a product of knobs and integers (`TILE_N // REG_N` and `TILE_M //
+    REG_M` -> `(TILE_N / REG_N) * (TILE_M / REG_M)`); None when the launches differ or
+    a block uses a size (not known when the kernel is compiled)."""
+    blocks = {tuple(str(b) for b in lc.block) for lc in kf.meta.launch if lc.kernel == kernel}
+    if len(blocks) != 1:
         return None
-    names = [lc.kernel for lc in kf.meta.launch if [str(b) for b in lc.block] == [knob]]
+    (block,) = blocks
+    if list(block) == [knob]:
+        return knob
+    dims = []
+    for d in block:
+        names = re.findall(r"[A-Za-z_]\w*", d)
+        if any(n not in kf.meta.knobs and n not in ("min", "max") for n in names) or \
+                re.search(r"[^\w\s+*/()-]", d) or "ceil_div" in d:
+            return None
+        dims.append(f"({d.replace('//', '/')})")
+    return " * ".join(dims)
+
+
+def launch_bounds_in_file(kf: KernelFile, p: dict[str, Any]) -> Outcome | None:
+    """`__launch_bounds__` on the kernels whose launches all have one block shape made of
+    knobs and integers (the `knob` alone, or tiles such as [TILE, TILE_ROWS])."""
+    knob = str(p["knob"])
     body, changed = kf.body, False
-    for e in dict.fromkeys(names):
-        new = launch_bounds(body, e, knob, p.get("min_blocks"))
+    for e in dict.fromkeys(lc.kernel for lc in kf.meta.launch):
+        bound = block_bound(kf, e, knob)
+        if bound is None or (bound == knob and knob not in kf.meta.knobs):
+            continue
+        new = launch_bounds(body, e, bound, p.get("min_blocks"))
         if new is not None:
             body, changed = new, True
     return Outcome(body=body) if changed else None

@@ -1,4 +1,5 @@
-"""Several elements per thread with vector loads and stores (float4 / double2).
+"""Several elements per thread with vector loads and stores (float4 / double2; four
+__half or __nv_bfloat16 as one 8-byte load).
 
 A kernel that handles one index per thread (`T i = blockIdx.x*blockDim.x+threadIdx.x;
 if (i >= N) return; work`) handles VEC consecutive indices per thread instead: the arrays
@@ -32,7 +33,10 @@ from kernelcrew.agents.transforms.kernel_files import Outcome, entries
 from kernelcrew.csource.syntax import Edit, Node, Source, apply_edits, walk
 from kernelcrew.kernels.kernelfile import KernelFile
 
-VEC_TYPES = {"float": ("float4", 4), "double": ("double2", 2)}
+# element type -> (the vector type it moves in, elements per vector): 16 bytes for float
+# and double, 8 for the 16-bit floats (VEC = 4 of them per thread)
+VEC_TYPES = {"float": ("float4", 4), "double": ("double2", 2), "__half": ("uint2", 4),
+             "__nv_bfloat16": ("uint2", 4)}
 
 
 def _index_text(s: Source, sub: Node) -> str:
@@ -132,7 +136,7 @@ def vector_access(src: str, kernel: str, knob: str = "VEC") -> str | None:
     aligned = " | ".join(f"reinterpret_cast<unsigned long long>({p} + {base})" for p in vec)
     loads = []
     for p in vec:
-        loads.append(f"{et} {reg[p]}[{knob}];")
+        loads.append(f"alignas(16) {et} {reg[p]}[{knob}];")
     for p in read:
         ptr = by_param[p]
         fetch = (f"__ldg(reinterpret_cast<const {vty}*>({p} + {base}) + kc_v)"
