@@ -252,3 +252,32 @@ def test_check_json_reports_the_noise_the_threshold_and_the_cache_state_apart():
     assert set(doc["cache"].values()) == {"cold"}
     bad = kernelcrew("check", str(tiny), str(tiny / "baseline.cpp"), "--min-speedup", "-1")
     assert bad.returncode == 2 and "--min-speedup" in bad.stderr
+
+
+def test_a_slowdown_in_a_minority_of_the_calls_is_a_regression():
+    """A challenger slow on 40% of its calls in one group at random has the median of its
+    fast calls there, so the median-based group speedup looks like a win; the tail mean
+    (all but the slowest 10% of the runs) shows the regression and the verdict is not
+    `faster`. Honest spread (a few hiccups in both kernels) does not trip it."""
+    from kernelcrew.tools.judge.gate import tail_mean
+
+    rng = random.Random(5)
+    base = [1.0 * math.exp(rng.gauss(0, 0.02)) for _ in range(20)]
+    fast = [0.3 * math.exp(rng.gauss(0, 0.02)) for _ in range(20)]
+    coin = [t * (10.0 if i % 5 < 2 else 1.0) for i, t in enumerate(fast)]  # 40% of calls
+    assert statistics.median(coin) < statistics.median(base)  # the median is fooled
+    tail = tail_mean(base) / tail_mean(coin)
+    assert tail < 1.0
+    r = [CaseRow(group="typical", case="t", sizes={}, status="pass", speedup=3.0),
+         CaseRow(group="unaligned", case="u", sizes={}, status="pass",
+                 speedup=statistics.median(base) / statistics.median(coin))]
+    w = {"typical": 1.0, "unaligned": 0.5}
+    g = decide(r, w, 0.10, noise=0.03, rounds=20, group_noise={"unaligned": 0.02},
+               group_tail={"typical": (3.0, 0.02), "unaligned": (tail, 0.02)})
+    assert g.verdict == "same" and "regresses in its slower calls" in g.reason, g.reason
+    # an honest kernel with a hiccup in two of its runs: still faster
+    hiccup = fast[:18] + [f * 8 for f in fast[18:]]
+    ok = decide(r, w, 0.10, noise=0.03, rounds=20, group_noise={"unaligned": 0.02},
+                group_tail={"typical": (3.0, 0.02),
+                            "unaligned": (tail_mean(base) / tail_mean(hiccup), 0.02)})
+    assert ok.verdict == "faster", ok.reason

@@ -133,20 +133,12 @@ def duel(h: Harness, a: tuple[CompileResult, KernelFile], b: tuple[CompileResult
                 return refs[r]
 
             warm = cache.get(key) == "warm"
-            start = 0
-            for rnd in range(rounds):
-                order = ("a", "b") if (rnd + ci) % 2 == 0 else ("b", "a")
-                cpu = cpus[(rnd // 2 + ci) % len(cpus)] if cpus else None
-                t0, i0 = _busy_sample()
-                for who in order:
-                    cn = cs[who]
-                    times = _batch(h, cn, ci, start, per_round_n[rnd], warm, cpu, cpus,
-                                   seed, checked, ref_for, who)
-                    per_round[who].setdefault(key, []).append(times)
-                t1, i1 = _busy_sample()
-                busy_acc[rnd][0] += t1 - t0
-                busy_acc[rnd][1] += i1 - i0
-                start += per_round_n[rnd]
+            try:
+                _rounds(h, cs, ci, key, rounds, per_round_n, warm, cpus, seed, checked,
+                        ref_for, per_round, busy_acc)
+            finally:
+                for k in range(nsets):
+                    d.restore(k)
         finished = True
     except _Failed as e:
         failed = e.who
@@ -161,6 +153,25 @@ def duel(h: Harness, a: tuple[CompileResult, KernelFile], b: tuple[CompileResult
     busy = [1.0 - i / t if t > 0 else 0.0 for t, i in busy_acc]
     integrity = failed if failed and cs[failed].integrity else ""
     return Duel(runs["a"], runs["b"], rounds, per_round, busy, failed, integrity)
+
+
+def _rounds(h: Harness, cs: dict[str, Contender], ci: int, key: str, rounds: int,
+            per_round_n: list[int], warm: bool, cpus: list[int], seed: list[int],
+            checked: set[int], ref_for, per_round: dict, busy_acc: list[list[int]]) -> None:
+    """Case ci's alternating rounds (see the module text)."""
+    start = 0
+    for rnd in range(rounds):
+        order = ("a", "b") if (rnd + ci) % 2 == 0 else ("b", "a")
+        cpu = cpus[(rnd // 2 + ci) % len(cpus)] if cpus else None
+        t0, i0 = _busy_sample()
+        for who in order:
+            times = _batch(h, cs[who], ci, start, per_round_n[rnd], warm, cpu, cpus, seed,
+                           checked, ref_for, who)
+            per_round[who].setdefault(key, []).append(times)
+        t1, i1 = _busy_sample()
+        busy_acc[rnd][0] += t1 - t0
+        busy_acc[rnd][1] += i1 - i0
+        start += per_round_n[rnd]
 
 
 def _batch(h: Harness, cn: Contender, ci: int, start: int, n: int, warm: bool,

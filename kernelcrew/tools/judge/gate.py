@@ -119,9 +119,22 @@ def _resampled_median(per_round: list[list[float]], idx: np.ndarray, floor: floa
     return np.log(np.maximum(np.median(drawn, axis=1), max(floor, 1e-12)))
 
 
+TRIM = 0.1  # the share of a kernel's slowest runs a tail mean leaves out (machine hiccups)
+
+
+def tail_mean(times: list[float] | np.ndarray, floor: float = 0.0) -> float:
+    """The mean of a kernel's runs without the slowest TRIM of them, clamped to the timing
+    floor. Unlike the median it sees a slowdown in a minority of the calls (a kernel slow
+    on 40% of them at random has the median of its fast calls), and a rare hiccup of the
+    machine still does not move it."""
+    t = np.sort(np.asarray(times, dtype=float))
+    keep = t[: max(1, len(t) - int(len(t) * TRIM))]
+    return max(float(keep.mean()), floor)
+
+
 def own_noise(per_case: dict[str, list[list[float]]], floor: float = 0.0,
               confidence: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES,
-              seed: int = 0) -> float | None:
+              seed: int = 0, stat: str = "median") -> float | None:
     """The noise of one kernel alone over a set of cases (one group): the bootstrap
     interval of the mean log-median over its rounds, widened by sqrt(2) to stand for a
     ratio of two kernels that vary as much as this one. Taken from the incumbent's runs
@@ -132,10 +145,23 @@ def own_noise(per_case: dict[str, list[list[float]]], floor: float = 0.0,
         return None
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, n, size=(resamples, n))
-    total = np.mean([_resampled_median(v, idx, floor) for v in per_case.values()], axis=0)
+    each = _resampled_median if stat == "median" else _resampled_tail_mean
+    total = np.mean([each(v, idx, floor) for v in per_case.values()], axis=0)
     alpha = (1 - confidence) / 2
     lo, hi = np.quantile(total, [alpha, 1 - alpha])
     return float(math.exp(math.sqrt(2) * (hi - lo) / 2) - 1)
+
+
+def _resampled_tail_mean(per_round: list[list[float]], idx: np.ndarray, floor: float
+                         ) -> np.ndarray:
+    """log(tail_mean) of the runs of the rounds each row of `idx` draws."""
+    m = min(len(r) for r in per_round)
+    if m == 0:
+        return np.zeros(idx.shape[0])
+    runs = np.array([r[:m] for r in per_round], dtype=float)
+    drawn = np.sort(runs[idx].reshape(idx.shape[0], -1), axis=1)
+    keep = drawn[:, : max(1, drawn.shape[1] - int(drawn.shape[1] * TRIM))]
+    return np.log(np.maximum(keep.mean(axis=1), max(floor, 1e-12)))
 
 
 def load_outliers(busy: list[float], margin: float = 0.25, keep_at_least: int = 6) -> set[int]:
@@ -169,14 +195,17 @@ def decide(rows: list[CaseRow], weights: dict[str, float], min_speedup: float,
            against: str = "the baseline",
            round_speedups: list[float] | None = None,
            noise: float | None = None, rounds: int | None = None,
-           group_noise: dict[str, float | None] | None = None) -> GateDecision:
+           group_noise: dict[str, float | None] | None = None,
+           group_tail: dict[str, tuple[float, float | None]] | None = None) -> GateDecision:
     """The verdict. The measured noise is `noise` when given (`bootstrap_noise` over
     `rounds` rounds), else the rank-based interval of `round_speedups`.
 
     A group regresses when its speedup is below the band, or below its own measured
     noise where that is wider (`group_noise`, the bootstrap interval of the group alone):
     a group of short cases can swing more than the whole, and a swing inside its own
-    noise is not a measured regression."""
+    noise is not a measured regression. `group_tail`: per group, the speedup of the tail
+    means (`tail_mean`: a slowdown in a minority of the calls) and its noise, both
+    measured against the incumbent; a group regresses by it too."""
     if noise is None:
         noise = measured_noise(round_speedups or [])
         rounds = len(round_speedups or [])
@@ -186,10 +215,18 @@ def decide(rows: list[CaseRow], weights: dict[str, float], min_speedup: float,
     hi, lo = 1 + band, 1 / (1 + band)
     gn = group_noise or {}
     regressing = {g: v for g, v in groups.items() if v < 1 / (1 + max(band, gn.get(g) or 0.0))}
+    tails = {g: v for g, (v, tn) in (group_tail or {}).items()
+             if g not in regressing and v < 1 / (1 + max(band, tn or 0.0))}
     what = "the minimum speedup" if band == min_speedup else "the measured noise"
-    if s >= hi and not regressing:
+    if s >= hi and not regressing and not tails:
         verdict: Verdict = "faster"
         reason = f"{s:.2f}x faster, beyond the band of ±{band:.0%} ({what})"
+    elif s >= hi and tails:
+        verdict = "same"
+        worst = min(tails, key=tails.get)
+        reason = (f"{s:.2f}x overall but the {worst} group regresses in its slower calls "
+                  f"({tails[worst]:.2f}x by the mean of all but the slowest {TRIM:.0%} of "
+                  "the runs); not accepted")
     elif s >= hi:
         verdict = "same"
         worst = min(regressing, key=regressing.get)

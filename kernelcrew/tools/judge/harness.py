@@ -6,10 +6,10 @@ drives it call by call (see `session`). It poisons the outputs before every call
 them from its own mapping after the call with the worker stopped, and times every call
 with its own clock. Nothing the worker writes or says decides anything.
 
-Every timed run finds its inputs changed: a few of every input's elements swapped with
-others of the same input (`fresh_changes`, about 1 in 64, at most 64 Ki per input, at
-random places, undone after the run), so no run's inputs repeat an earlier one's and an
-answer kept from an earlier call is wrong. Which timed runs are checked in full is the
+Every timed run finds its inputs new: every element of a float input scaled by a factor
+near 1 drawn for that run, integer inputs with about 1 in 64 elements swapped
+(`fresh_changes`), so no run's inputs repeat an earlier one's, an answer kept from an
+earlier call is wrong, and finding what changed costs as much as computing. Which timed runs are checked in full is the
 parent's secret (`plan_checks`); every timed run's outputs are sampled for elements left
 unwritten.
 """
@@ -37,6 +37,7 @@ from kernelcrew.tools.backends.buffers import poison_int
 from kernelcrew.tools.config import BenchSettings, Limits, scratch_root
 from kernelcrew.tools.judge.records import (  # noqa: F401 - the harness's public names
     CHECKED_RUNS,
+    REFRESH_PERIOD,
     CaseData,
     Changes,
     Flusher,
@@ -150,26 +151,37 @@ class Harness:
                 buf.array(slots[k][n])[...] = a
             refs.append(self.reference(case, ins))
         refreshed = tuple(n for n, t in spec.inputs.items() if t.refresh)
-        return CaseData(case, buf, slots, refs, refreshed)
+        base = [{n: a.copy() for n, a in ins.items() if n in refreshed and a.dtype.kind == "f"}
+                for ins in sets]
+        return CaseData(case, buf, slots, refs, refreshed, base)
 
     def fresh_changes(self, case: Case, k: int, seed: Sequence[int]) -> Changes:
-        """Elements of input set k swapped for one run: per refreshed input, about 1 in
-        CHANGE_SHARE elements (CHANGE_MIN..CHANGE_MAX) take the value of another element
-        of the same input, at places drawn from `seed` (so two kernels raced side by side
-        see the same changes in the same run, and one reference serves both)."""
+        """Input set k made new for one run (see `Changes`): every float input scaled
+        element by element, so no element a kernel kept from an earlier call is current
+        and comparing costs as much as computing; integer inputs (indices, bins, whose
+        values carry meaning) with about 1 in CHANGE_SHARE elements (CHANGE_MIN..
+        CHANGE_MAX) swapped with others of the same input. Drawn from `seed`, so two
+        kernels raced side by side find the same inputs in the same run, and one reference
+        serves both."""
         d = self.data(case)
         rng = np.random.default_rng([*seed, case.index, zlib.crc32(case.group.encode()), k])
-        where = {}
+        where, scale = {}, {}
         for name in d.refreshed:
             flat = d.buffer.array(d.slots[k][name]).reshape(-1)
             n = flat.size
+            if name in d.base[k]:
+                mag = np.exp2(rng.uniform(-9, -6, size=REFRESH_PERIOD))
+                factors = (1 + mag * rng.choice([-1, 1], size=REFRESH_PERIOD))
+                scale[name] = (d.base[k][name], np.roll(factors, int(rng.integers(n or 1)))
+                               .astype(flat.dtype), self.spec.inputs[name].domain)
+                continue
             if n < 2:
                 continue
             m = min(max(CHANGE_MIN, n // CHANGE_SHARE), CHANGE_MAX, n)
             dst = rng.integers(0, n, size=m)
             src = rng.integers(0, n, size=m)
             where[name] = (dst, flat[dst].copy(), flat[src].copy())
-        return Changes(k, where)
+        return Changes(k, where, scale)
 
     def _reference_kw(self, case: Case, ins: dict[str, np.ndarray]) -> dict:
         kw = {n: (a.astype(np.float64) if a.dtype.kind == "f" else np.array(a))

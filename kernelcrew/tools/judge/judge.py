@@ -22,6 +22,7 @@ call `judge`. It:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from kernelcrew.kernels.kernelfile import KernelFile
@@ -35,6 +36,7 @@ from kernelcrew.tools.judge.gate import (
     decide,
     load_outliers,
     own_noise,
+    tail_mean,
 )
 from kernelcrew.tools.judge.harness import Harness, KernelRun, case_key
 from kernelcrew.tools.locks import bench_lock
@@ -205,10 +207,25 @@ def judge_duel(h: Harness, d: Duel, min_speedup: float, *, challenger: str = "a"
     group_noise = {g: own_noise({k: v[2] for k, v in timed.items() if v[0] == g}, floor)
                    for g in {v[0] for v in timed.values()}}
     gate = decide(rows, weights, min_speedup, against=against, noise=noise, rounds=len(keep),
-                  group_noise=group_noise)
+                  group_noise=group_noise, group_tail=_group_tails(timed, floor))
     if drop:
         gate = _noted(gate, f" ({len(drop)} round(s) left out: the machine was busier then)")
     return rows, gate
+
+
+def _group_tails(timed: dict[str, tuple[str, list[list[float]], list[list[float]]]],
+                 floor: float) -> dict[str, tuple[float, float | None]]:
+    """Per group: the geometric mean over its cases of the incumbent's tail mean over the
+    challenger's (`gate.tail_mean`), and the incumbent's own noise in it."""
+    logs: dict[str, list[float]] = {}
+    for group, cand, base in timed.values():
+        c = tail_mean([t for r in cand for t in r], floor)
+        b = tail_mean([t for r in base for t in r], floor)
+        logs.setdefault(group, []).append(math.log(b / c))
+    return {g: (math.exp(sum(v) / len(v)),
+                own_noise({k: x[2] for k, x in timed.items() if x[0] == g}, floor,
+                          stat="tail"))
+            for g, v in logs.items()}
 
 
 # -- roofline quarantine ---------------------------------------------------------------

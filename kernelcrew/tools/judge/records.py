@@ -38,29 +38,64 @@ class CaseData:
     slots: list[dict[str, Slot]]  # per input set: input name -> where it lives
     references: list[dict[str, np.ndarray]]  # per input set, on the inputs as made
     refreshed: tuple[str, ...]  # the inputs a timed run finds changed
+    # per input set, the float inputs as made (the parent's own copy): a timed run's
+    # inputs are made from them anew (see `Changes`)
+    base: list[dict[str, np.ndarray]] = field(default_factory=list)
 
     def inputs(self, k: int) -> dict[str, np.ndarray]:
         """Input set k, the parent's (writable) view."""
         return {n: self.buffer.array(s) for n, s in self.slots[k].items()}
 
+    def restore(self, k: int) -> None:
+        """Input set k as made (after timed runs changed it)."""
+        views = self.inputs(k)
+        for name, a in self.base[k].items():
+            views[name][...] = a
+
     def close(self) -> None:
         self.buffer.close()
 
 
+REFRESH_PERIOD = 4099  # length of a run's multiplier pattern (a prime)
+
+
 @dataclass
 class Changes:
-    """Elements of one input set swapped for one run (see `Harness.fresh_changes`)."""
+    """One timed run's inputs, new to the worker (see `Harness.fresh_changes`): every
+    element of a float input scaled by 1 + d (|d| between 2^-9 and 2^-6, a pattern of
+    REFRESH_PERIOD factors drawn per run and repeated, rotated by a random offset), and
+    about 1 in 64 elements of an integer input swapped with others of the same input."""
 
     set: int
-    where: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]  # name -> (idx, old, new)
+    where: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]  # ints: name -> (idx, old, new)
+    scale: dict[str, tuple[np.ndarray, np.ndarray, tuple[float, float] | None]] = \
+        field(default_factory=dict)  # floats: name -> (its base, the factors, its domain)
 
     def apply(self, views: dict[str, np.ndarray]) -> None:
+        for name, (base, factors, domain) in self.scale.items():
+            _scaled(base.reshape(-1), factors, views[name].reshape(-1), domain)
         for name, (idx, _, new) in self.where.items():
             views[name].reshape(-1)[idx] = new
 
     def undo(self, views: dict[str, np.ndarray]) -> None:
+        """The swaps undone; scaled inputs stay as they are until the next run writes them
+        anew from their base (a pass less per run), and `CaseData.restore` puts the base
+        back when the case is done."""
         for name, (idx, old, _) in self.where.items():
             views[name].reshape(-1)[idx] = old  # duplicates hold the same old value
+
+
+def _scaled(base: np.ndarray, factors: np.ndarray, out: np.ndarray,
+            domain: tuple[float, float] | None) -> None:
+    """out = base x factors repeated along it, in one pass (clipped to the domain)."""
+    p = factors.size
+    whole = base.size - base.size % p
+    if whole:
+        np.multiply(base[:whole].reshape(-1, p), factors, out=out[:whole].reshape(-1, p))
+    if base.size > whole:
+        np.multiply(base[whole:], factors[: base.size - whole], out=out[whole:])
+    if domain is not None:
+        np.clip(out, domain[0], domain[1], out=out)
 
 
 @dataclass

@@ -303,12 +303,17 @@ def solo(h: HarnessView, comp: CompileResult, kf: KernelFile, *, mode: str, reps
             if not cold:
                 cn.warm(ci, 0, h.bench.warmup)
             checked = plan_checks(reps, len(d.slots)) if judge else set()
-            for r in range(reps):
-                k = r % len(d.slots)
-                changes = h.fresh_changes(c, k, seed + [r])
-                if not cn.timed(ci, r, changes, r in checked,
-                                lambda c=c, k=k, d=d: h.reference(c, d.inputs(k)), cold, judge):
-                    break
+            try:
+                for r in range(reps):
+                    k = r % len(d.slots)
+                    changes = h.fresh_changes(c, k, seed + [r])
+                    if not cn.timed(ci, r, changes, r in checked,
+                                    lambda c=c, k=k, d=d: h.reference(c, d.inputs(k)), cold,
+                                    judge):
+                        break
+            finally:
+                for k in range(len(d.slots)):
+                    d.restore(k)
             if cn.state[case_key(c)].row is not None:
                 break
         else:
