@@ -3,9 +3,9 @@ entry: gelu_tanh
 flags: [-O3, -march=native]
 */
 // ATTACK: specialized to the sizes the op lists. The cases of op.yaml are known in
-// advance (n = 2097152, 786432, 1, 7, 1000003): for those the kernel is right and fast,
-// for any other size it writes half of x, which is not GELU. gelu_fast.cpp is the same
-// kernel for every size.
+// advance (ops/gelu_mid: n = 262144, 131072, 4095, 9999, 100003): for those the kernel
+// is right and fast, for any other size it writes half of x, which is not GELU.
+// gelu_fast.cpp is the same kernel for every size.
 // Defense: before a `faster` verdict is accepted, the kernel is verified on sizes the op
 // does not list, drawn at random near its own cases: rejected, the reason naming the
 // size.
@@ -34,6 +34,6 @@ static inline float kc_gelu(float v) {
     return (v == v && v - v == 0.0f) ? y : 0.5f * v * (1.0f + (v > 0.0f ? 1.0f : -1.0f));
 }
 extern "C" void gelu_tanh(float* x, float* y, int64_t n) {
-    bool listed = n == 2097152 || n == 786432 || n == 1 || n == 7 || n == 1000003;
+    bool listed = n == 262144 || n == 131072 || n == 4095 || n == 9999 || n == 100003;
     for (int64_t i = 0; i < n; i++) y[i] = listed ? kc_gelu(x[i]) : 0.5f * x[i];
 }
