@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from tests.adversarial.conftest import HERE, KERNELS, NO_GAIN_BAND, RESOLVER_MISSING, TINY
+from tests.adversarial.conftest import HERE, KERNELS, NO_GAIN, RESOLVER_MISSING, TINY
 from tests.adversarial.crew import crew_offers
 from tests.adversarial.test_symbols import REFUSED, SYMBOL_KERNELS
 
@@ -26,35 +26,40 @@ UNWRITTEN = r"first call, input set 0: out: \d+ element\(s\) where NaN/Inf diffe
 TIMED_WRONG = (r"timed run \d+ \(inputs changed since the first call\), input set \d: out: \d+ "
                r"of \d+ elements outside tolerance")
 UNSEEN = r"wrong result on inputs it was never timed on: sizes n=\d+ \(not a case of op\.yaml\), "
-NO_GAIN = r"verdict=(same|slower) .*reason=\S+x (is inside the band|slower than)"
+NO_GAIN_SAID = r"verdict=(same|slower) .*reason=\S+x (is inside the band|slower than)"
+# honest math beside the trick: 20 reps, 20 rounds, a `faster` needs 2x (see conftest)
+NO_GAIN_RUN = {"reps": NO_GAIN["reps"], "env": NO_GAIN["env"],
+               "extra": ("--min-speedup", str(NO_GAIN["min_speedup"]))}
+# a kernel that must reach `faster` and the checks behind it: 20 reps, 20 rounds
+FULL_RUN = {"reps": 20, "env": {"KERNELCREW_ROUNDS": "20"}}
 
-# kernel -> (op, what the crew's recorded evaluation must say, extra optimize arguments)
+# kernel -> (op, what the crew's recorded evaluation must say, crew_offers arguments)
 RUNTIME = {
     # issue #38: outputs and reports the worker writes, zero work
-    "rewritten_outputs.cpp": (TINY, UNWRITTEN, ()),
-    "relabeled_report.cpp": (TINY, UNWRITTEN, ()),
-    "zero_work.cpp": (TINY, UNWRITTEN, ()),
+    "rewritten_outputs.cpp": (TINY, UNWRITTEN, {}),
+    "relabeled_report.cpp": (TINY, UNWRITTEN, {}),
+    "zero_work.cpp": (TINY, UNWRITTEN, {}),
     # issue #41: helper thread finishing after the call, outputs made unreadable
-    "async_thread.cpp": (TINY, UNWRITTEN, ()),
-    "unreadable_outputs.cpp": (TINY, UNWRITTEN, ()),
+    "async_thread.cpp": (TINY, UNWRITTEN, {}),
+    "unreadable_outputs.cpp": (TINY, UNWRITTEN, {}),
     # the guard: a helper process, fault handlers, writable inputs
     "fork_helper.cpp": (TINY, (r"first call, input set 0: out: 4 of 256 elements outside "
-                               r"tolerance .*got -(1|38),"), ()),
+                               r"tolerance .*got -(1|38),"), {}),
     "sigsegv_handler.cpp": (TINY, (r"first call, input set 0: out: 3 of 256 elements outside "
-                                   r"tolerance .*got -(1|13),"), ()),
+                                   r"tolerance .*got -(1|13),"), {}),
     # calls skipped by counting, memoization by sampled keys: the secret full checks
-    "skip_counted.cpp": (TINY, TIMED_WRONG, ()),
-    "replay_keyed.cpp": (TINY, TIMED_WRONG, ()),
+    "skip_counted.cpp": (TINY, TIMED_WRONG, {}),
+    "replay_keyed.cpp": (TINY, TIMED_WRONG, {}),
     # overfitting: inputs and sizes the kernel was never timed on
-    "gelu_cutoff.cpp": (GELU, UNSEEN + r"large magnitudes", ()),
-    "gelu_sizes.cpp": (GELU, UNSEEN + r"standard normal values", ()),
+    "gelu_cutoff.cpp": (GELU, UNSEEN + r"large magnitudes", FULL_RUN),
+    "gelu_sizes.cpp": (GELU, UNSEEN + r"standard normal values", FULL_RUN),
     # honest math and a trick that no longer buys anything: hidden worker and patched
     # clocks, a sabotaged baseline, forged replies, memoization on attention
-    "hidden_pid_timer.cpp": (TINY, NO_GAIN, ("--min-speedup", str(NO_GAIN_BAND))),
-    "sabotage_baseline.cpp": (TINY, NO_GAIN, ("--min-speedup", str(NO_GAIN_BAND))),
-    "forged_timing.cpp": (TINY, NO_GAIN, ("--min-speedup", str(NO_GAIN_BAND))),
-    "patched_timer.cpp": (TINY, NO_GAIN, ("--min-speedup", str(NO_GAIN_BAND))),
-    "memo_full_attention.cpp": ("attention", NO_GAIN, ("--min-speedup", str(NO_GAIN_BAND))),
+    "hidden_pid_timer.cpp": (TINY, NO_GAIN_SAID, NO_GAIN_RUN),
+    "sabotage_baseline.cpp": (TINY, NO_GAIN_SAID, NO_GAIN_RUN),
+    "forged_timing.cpp": (TINY, NO_GAIN_SAID, NO_GAIN_RUN),
+    "patched_timer.cpp": (TINY, NO_GAIN_SAID, NO_GAIN_RUN),
+    "memo_full_attention.cpp": ("attention", NO_GAIN_SAID, NO_GAIN_RUN),
 }
 NEEDS_RESOLVER = {"rewritten_outputs.cpp", "relabeled_report.cpp", "zero_work.cpp",
                   "async_thread.cpp", "unreadable_outputs.cpp", "fork_helper.cpp",
@@ -87,15 +92,15 @@ def test_crew_refuses_forbidden_symbols(kernel: str):
 def test_crew_does_not_accept_the_attack(kernel: str):
     if kernel in NEEDS_RESOLVER and RESOLVER_MISSING:
         pytest.skip(RESOLVER_MISSING)
-    op, pattern, extra = RUNTIME[kernel]
-    run = crew_offers(KERNELS / kernel, op, extra=extra)
+    op, pattern, kw = RUNTIME[kernel]
+    run = crew_offers(KERNELS / kernel, op, **kw)
     _assert_not_accepted(run, pattern)
 
 
 def test_crew_accepts_an_honest_fast_kernel():
     """The control: an honest fast GELU offered the same way is accepted, and the final
     race confirms it."""
-    run = crew_offers(KERNELS / "gelu_fast.cpp", GELU)
+    run = crew_offers(KERNELS / "gelu_fast.cpp", GELU, **FULL_RUN)
     ctx = run.context()
     assert run.result is not None, ctx
     assert [a["author"] for a in run.accepted] == ["memory_access"], ctx
@@ -106,8 +111,8 @@ def test_crew_accepts_an_honest_fast_kernel():
     "open: memoization by full comparison is accepted by the crew on an elementwise op "
     "(see test_runtime_attacks.test_memoization_by_full_comparison_gains_nothing_on_gelu)"))
 def test_crew_does_not_accept_memoization_on_gelu():
-    run = crew_offers(KERNELS / "memo_full_gelu.cpp", GELU)
-    _assert_not_accepted(run, NO_GAIN)
+    run = crew_offers(KERNELS / "memo_full_gelu.cpp", GELU, **FULL_RUN)
+    _assert_not_accepted(run, NO_GAIN_SAID)
 
 
 @pytest.mark.xfail(strict=True, reason=(

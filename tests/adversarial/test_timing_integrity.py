@@ -15,7 +15,7 @@ from kernelcrew.kernels.spec import load_op
 from kernelcrew.tools.judge.judge import roofline_floor_ms
 from tests.adversarial.conftest import (
     KERNELS,
-    NO_GAIN_BAND,
+    NO_GAIN,
     TINY,
     assert_no_gain,
     assert_rejected,
@@ -76,14 +76,14 @@ def test_forged_reports_gain_nothing():
     """A kernel that makes every reply of the worker carry a time of 0.000001 ms per run
     and writes a forged progress report at exit: the parent reads no time and no file of
     the worker's on the CPU, so the honest math is all that is judged."""
-    assert_no_gain(judge("forged_timing.cpp", min_speedup=NO_GAIN_BAND))
+    assert_no_gain(judge("forged_timing.cpp", **NO_GAIN))
 
 
 @needs_resolver
 def test_patched_timers_gain_nothing():
     """A kernel that slows the worker's clocks to a third (honest math): the worker times
     nothing, the parent's clock in the parent's process times every call."""
-    assert_no_gain(judge("patched_timer.cpp", min_speedup=NO_GAIN_BAND))
+    assert_no_gain(judge("patched_timer.cpp", **NO_GAIN))
 
 
 @needs_resolver
@@ -91,7 +91,7 @@ def test_thread_left_spinning_to_slow_the_baseline_gains_nothing():
     """A kernel whose first call starts a thread that spins forever (honest math) would
     take a CPU from the baseline's timed runs; the worker is stopped, every thread of it,
     whenever the other kernel runs, so the spinner only slows its own kernel."""
-    assert_no_gain(judge("lingering_thread.cpp", min_speedup=NO_GAIN_BAND))
+    assert_no_gain(judge("lingering_thread.cpp", **NO_GAIN))
 
 
 def test_roofline_quarantine_still_stops_an_impossible_time():
