@@ -1,16 +1,18 @@
-"""The parent picks a duel's checked runs, the same for both kernels, and holds the
-workers' reports to them (real workers, real processes).
+"""The parent plans a duel, the same for both kernels, and keeps the plan to itself (real
+workers, real processes).
 
-Saving a checked run's outputs is part of its timed window, so the CPU-time cross-check
-compares like with like only when both workers check the same runs: picked by each
-worker on its own, a 3-run check could check every run of one kernel and one of the
-other, and an honest kernel with large outputs was rejected for the copy's CPU time."""
+Timed run r of a case finds the same input changes for both kernels (one float64
+reference serves both when r is checked), and the same runs are checked in full: the
+comparison is like with like. Which runs are checked is drawn afresh per duel and case,
+and a worker cannot tell a checked run from another: a kernel that skips its work on
+some timed calls is caught by the check it could not see coming."""
 
 from __future__ import annotations
 
-import json
+import hashlib
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from kernelcrew.kernels.kernelfile import load_kernel
@@ -18,20 +20,21 @@ from kernelcrew.kernels.spec import load_op
 from kernelcrew.tools.backends.backend import get_backend
 from kernelcrew.tools.config import BenchSettings
 from kernelcrew.tools.judge.duel import duel
-from kernelcrew.tools.judge.harness import Harness, case_key
-from tests.adversarial.conftest import TINY
+from kernelcrew.tools.judge.harness import CHECKED_RUNS, Harness, case_key
+from kernelcrew.tools.judge.runs import Contender
+from tests.adversarial.conftest import KERNELS, TINY
 
 REPS = 6
 
 
-def _saved_runs(out_dir: Path) -> dict[str, set[int]]:
-    """Per case id: the timed runs whose outputs the worker saved, from its report."""
-    out = {}
-    for line in (out_dir / "progress.jsonl").read_text().splitlines():
-        ev = json.loads(line)
-        if ev.get("event") == "done":
-            out[ev["case"]] = {t["run"] for t in ev["outputs"]["timed"]}
-    return out
+def _digest(changes) -> str:
+    h = hashlib.blake2b(digest_size=8)
+    h.update(str(changes.set).encode())
+    for name, (idx, old, new) in sorted(changes.where.items()):
+        h.update(name.encode())
+        for a in (idx, old, new):
+            h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()
 
 
 @pytest.fixture
@@ -44,55 +47,64 @@ def tiny():
     return spec, be, (comp, kf)
 
 
-def test_both_workers_check_the_runs_the_parent_picked(tiny, monkeypatch):
+@pytest.fixture
+def plan_seen(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[tuple]]:
+    """Every timed run each kernel of a duel made, as the parent asked for it: per kernel
+    ("a", "b"), (case, run, input set, checked, digest of the run's input changes, how
+    many elements changed)."""
+    seen: dict[str, list[tuple]] = {"a": [], "b": []}
+    timed = Contender.timed
+
+    def recording(self, ci, r, changes, checked, ref_for, cold, judge=True):
+        n = sum(len(idx) for idx, _, _ in changes.where.values())
+        seen[self.name].append((ci, r, changes.set, checked, _digest(changes), n))
+        return timed(self, ci, r, changes, checked, ref_for, cold, judge)
+
+    monkeypatch.setattr(Contender, "timed", recording)
+    return seen
+
+
+def test_both_kernels_get_the_same_plan(tiny, plan_seen):
     spec, be, k = tiny
-    seen: list[dict[str, set[int]]] = []
+    picks = set()
     with Harness(spec, be, seed=1, bench=BenchSettings(reps=REPS, rounds=2, input_sets=2)) as h:
-        collect = h.collect
-
-        def reading(run, job, out_dir, kf, **kw):
-            seen.append(_saved_runs(out_dir))  # before `collect` removes the scratch
-            return collect(run, job, out_dir, kf, **kw)
-
-        monkeypatch.setattr(h, "collect", reading)
-        picks = set()
         for _ in range(3):
-            seen.clear()
+            for runs in plan_seen.values():
+                runs.clear()
             d = duel(h, k, k)
-            assert d.a.correct and d.b.correct, (d.a.outcome.reason, d.b.outcome.reason)
-            a, b = seen
-            assert a == b, "the two workers checked different runs"
-            for c in h.cases:
-                runs = a[f"{c.group}{c.index}"]
-                assert {REPS - 2, REPS - 1} <= runs  # the last run of each input set
-                assert len(runs) <= 2 + 1 + len(h.data(c).probes)
-                picks.add((case_key(c), frozenset(runs)))
-        # the random part is the parent's pick, drawn afresh per duel and case
-        assert len(picks) > len(h.cases)
+            assert d.a.correct and d.b.correct, (d.a.first_failure(), d.b.first_failure())
+            a, b = sorted(plan_seen["a"]), sorted(plan_seen["b"])
+            assert a == b, "the two kernels were given different runs"
+            for ci, c in enumerate(h.cases):
+                runs = [x for x in a if x[0] == ci]
+                assert [x[1] for x in runs] == list(range(REPS))
+                checked = frozenset(x[1] for x in runs if x[3])
+                assert len(checked) == min(REPS, CHECKED_RUNS)
+                # no two timed runs of a case find the same inputs (an input of one
+                # element has nothing to swap with: the 1x1 case stays as it is)
+                if c.sizes["rows"] * c.sizes["cols"] > 1:
+                    assert len({x[4] for x in runs}) == REPS and min(x[5] for x in runs) >= 8
+                else:
+                    assert {x[5] for x in runs} == {0}
+                picks.add((case_key(c), checked))
+    # the checked runs are the parent's pick, drawn afresh per duel and case
+    assert len(picks) > len(h.cases)
 
 
-def test_a_report_without_a_run_the_parent_asked_for_is_rejected(tiny, monkeypatch):
-    """The worker's report is the kernel's to change: one that leaves out a checked run's
-    outputs (a wrong answer it would rather hide) is judged wrong."""
-    spec, be, k = tiny
-    with Harness(spec, be, seed=1, bench=BenchSettings(reps=4, rounds=1)) as h:
-        collect = h.collect
-
-        def tampered(run, job, out_dir, kf, **kw):
-            if kw.get("checked") is not None and "run1" in str(out_dir):  # kernel a's worker
-                path = out_dir / "progress.jsonl"
-                lines = []
-                for line in path.read_text().splitlines():
-                    ev = json.loads(line)
-                    if ev.get("event") == "done":
-                        ev["outputs"]["timed"] = ev["outputs"]["timed"][1:]
-                    lines.append(json.dumps(ev))
-                path.write_text("\n".join(lines) + "\n")
-            return collect(run, job, out_dir, kf, **kw)
-
-        monkeypatch.setattr(h, "collect", tampered)
-        d = duel(h, k, k)
-    assert d.b.correct
-    assert not d.a.correct
-    assert any("lacks the outputs of timed runs" in r.detail and "(tampered report?)" in r.detail
-               for r in d.a.rows), [r.detail for r in d.a.rows]
+def test_a_kernel_cannot_tell_a_checked_run(tiny, plan_seen, tmp_path: Path):
+    """A kernel that skips its work on two calls in three (copying back a kept answer) is
+    caught at a timed run the parent checked, one the kernel could not see coming: the
+    first failing run is among the checked runs, and the runs before it that it skipped
+    were not checked."""
+    spec, be, base = tiny
+    kf = load_kernel(KERNELS / "skip_counted.cpp")
+    comp = be.compile(kf, spec)
+    assert comp.ok, comp.reason
+    with Harness(spec, be, seed=1, bench=BenchSettings(reps=REPS, rounds=2)) as h:
+        d = duel(h, (comp, kf), base)
+    assert d.failed == "a" and not d.a.correct
+    failing = next(r for r in d.a.rows if r.status == "fail")
+    assert "(inputs changed since the first call)" in failing.detail, failing.detail
+    assert "outside tolerance" in failing.detail, failing.detail
+    last = plan_seen["a"][-1]  # the run that failed is the last the kernel made
+    assert last[3], f"the failing run {last[1]} was not one the parent checked"

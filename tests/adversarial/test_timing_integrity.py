@@ -1,103 +1,133 @@
-"""Timing tricks: outputs of timed runs are checked again, replays keyed by buffer meet
-a probe, reported times the parent's clock contradicts are rejected, and a time the
-machine cannot reach is quarantined."""
+"""Timing tricks: every timed run finds its inputs changed and its outputs poisoned, three
+secret runs per case are checked in full, the parent's own clock times every call, and
+a time the machine cannot reach is quarantined.
+
+The attacks on the worker's clock and reports (patched_timer, forged_timing,
+lingering_thread) were rejected by cross-checks of what the worker reported; the worker
+now reports nothing the verdict uses, so they have nothing to forge: each is judged on
+its honest math, and gains nothing (`assert_no_gain`)."""
 
 from __future__ import annotations
 
 import pytest
 
 from kernelcrew.kernels.spec import load_op
-from kernelcrew.tools.judge.check import roofline_floor_ms
-from tests.adversarial.conftest import EVASIVE_ARCH, TINY, assert_rejected, judge
+from kernelcrew.tools.judge.judge import roofline_floor_ms
+from tests.adversarial.conftest import (
+    KERNELS,
+    NO_GAIN,
+    TINY,
+    assert_no_gain,
+    assert_rejected,
+    judge,
+    needs_resolver,
+)
 
 KERNELS_USED = {"timed_garbage.cpp", "replay_other_set.cpp", "replay_keyed.cpp",
-                "forged_timing.cpp", "patched_timer.cpp", "lingering_thread.cpp"}
+                "forged_timing.cpp", "patched_timer.cpp", "lingering_thread.cpp",
+                "skip_counted.cpp"}
+TIMED = r"timed run \d+ \(inputs changed since the first call\), input set \d: "
 
 
 def test_timed_outputs_are_verified_again():
-    """Correct on the first call per buffer, garbage on the timed calls: rejected."""
+    """Correct on the first call per buffer, garbage on every later call: the secret
+    full checks of timed runs reject it."""
     j = judge("timed_garbage.cpp")
-    assert_rejected(j, r"timed run.*input set \d: .*outside tolerance")
+    assert_rejected(j, TIMED + r"out: \d+ of \d+ elements outside tolerance")
 
 
-def test_timed_output_matching_only_another_sets_verified_output_is_rejected():
-    """Correct when verified; when timed (inputs unchanged), another input set's
-    verified answer: byte for byte an output that passed, but not for these inputs.
-    A timed output skips the full comparison only when its bytes match an output that
-    passed on the same input set, so this one is compared with its reference and fails."""
+def test_replay_of_another_sets_verified_output_is_rejected():
+    """Correct when verified; when timed with the inputs unchanged, another input set's
+    verified answer. Every timed run finds a few input elements changed, so on most cases
+    the kernel's own test ("the answer is the one I gave at the first call") fails and it
+    computes honestly; a one-element input has nothing to swap with and stays the same,
+    and there the replayed answer meets a secret full check."""
     j = judge("replay_other_set.cpp")
-    assert_rejected(j, r"timed run, input set \d: .*outside tolerance")
+    assert_rejected(j, r"wrong result in boundary case rows=1,cols=1: " + TIMED
+                       + r"out: 1 of 1 elements outside tolerance")
 
 
-def test_replay_keyed_by_buffer_meets_the_probe():
-    """One cached answer per input buffer (and sampled values): the timed run whose
-    inputs were changed in place gets the stale answer and is rejected."""
+def test_replay_keyed_by_buffer_and_sampled_values_is_rejected():
+    """One cached answer per input buffer, keyed by a few sampled input values: a timed
+    run's changed elements are rarely among the sampled ones, so the stale answer comes
+    back, and a secret full check compares it with the reference of the changed inputs."""
     j = judge("replay_keyed.cpp")
-    assert_rejected(j, r"timed run with a few input elements changed in place "
-                       r"\(a replayed or cached result\?\)")
+    assert_rejected(j, TIMED + r"out: \d+ of \d+ elements outside tolerance")
 
 
-@pytest.mark.skipif(not EVASIVE_ARCH, reason="uses x86-64/aarch64 syscall numbers")
-def test_forged_report_is_rejected():
-    """A kernel that rewrites the worker's report at exit (1e-6 ms per call, three of
-    them) is correct, but its report does not hold the runs the parent asked for."""
-    j = judge("forged_timing.cpp")
-    assert_rejected(j, r"timings disagree with the parent's clock in case typical\[0\]: the "
-                       r"worker reported 3 timed runs, the parent ran 4")
+@pytest.mark.parametrize("stale", [1, 0])
+def test_skipping_counted_calls_is_rejected(stale: int, tmp_path):
+    """Two calls in three skipped, counted per buffer: a skipped call that copies a kept
+    answer back (stale=1) is caught by the secret full checks (three of the four timed
+    runs here), one that writes nothing (stale=0) by the poison scan of every run."""
+    src = (KERNELS / "skip_counted.cpp").read_text()
+    kernel = tmp_path / f"skip_counted_{stale}.cpp"
+    kernel.write_text(src.replace("knobs: {STALE: 1}", f"knobs: {{STALE: {stale}}}", 1))
+    j = judge(kernel)
+    if stale:
+        assert_rejected(j, TIMED + r"out: \d+ of \d+ elements outside tolerance")
+    else:
+        assert_rejected(j, TIMED + r"out: elements left unwritten \(still the poison the "
+                               r"parent wrote before the call\)")
 
 
-def test_patched_timer_is_rejected():
-    """A kernel that slows the worker's timer to a third (honest math, reported times
-    3x too short, well above the roofline floor) is rejected: the parent timed every
-    batch and read the worker's CPU time around it: in the median round, the worker's main
-    thread used more CPU time beyond its reported runs than the baseline's worker did, in
-    the duel and in the second one that confirms a disagreement."""
-    j = judge("patched_timer.cpp")
-    assert_rejected(j, r"timings disagree with the parent's clock( in case \w+\[\d\])?: .*the "
-                       r"worker's main thread used more CPU time than its reported runs took.*"
-                       r"the other kernel's worker needed around a run.*"
-                       r"the first of two duels disagreed too")
+@needs_resolver
+def test_forged_reports_gain_nothing():
+    """A kernel that makes every reply of the worker carry a time of 0.000001 ms per run
+    and writes a forged progress report at exit: the parent reads no time and no file of
+    the worker's on the CPU, so the honest math is all that is judged."""
+    assert_no_gain(judge("forged_timing.cpp", **NO_GAIN))
 
 
-def test_roofline_quarantine_still_stops_an_impossible_time(tmp_path):
-    """The quarantine behind the clock check: a correct result whose median beats the
-    roofline floor by more than the margin is `suspicious`, its `faster` not accepted."""
-    from kernelcrew.results import CaseRow, CheckResult
+@needs_resolver
+def test_patched_timers_gain_nothing():
+    """A kernel that slows the worker's clocks to a third (honest math): the worker times
+    nothing, the parent's clock in the parent's process times every call."""
+    assert_no_gain(judge("patched_timer.cpp", **NO_GAIN))
+
+
+@needs_resolver
+def test_thread_left_spinning_to_slow_the_baseline_gains_nothing():
+    """A kernel whose first call starts a thread that spins forever (honest math) would
+    take a CPU from the baseline's timed runs; the worker is stopped, every thread of it,
+    whenever the other kernel runs, so the spinner only slows its own kernel."""
+    assert_no_gain(judge("lingering_thread.cpp", **NO_GAIN))
+
+
+def test_roofline_quarantine_still_stops_an_impossible_time():
+    """The quarantine behind the clock: a correct result whose median beats the roofline
+    floor by more than the margin is `suspicious`, its `faster` not accepted."""
+    from kernelcrew.results import CaseRow
     from kernelcrew.tools.backends.backend import get_backend
-    from kernelcrew.tools.config import BenchSettings
-    from kernelcrew.tools.judge.check import ROOFLINE_MARGIN, _peak_rates, roofline_quarantine
+    from kernelcrew.tools.judge.judge import ROOFLINE_MARGIN, roofline_finding
 
     spec = load_op(TINY)
+    be = get_backend("cpu")
+    pk = be.peak_rates()  # this machine's, measured
     sizes = {"rows": 4096, "cols": 4096}  # 64 MiB per set: over the LLC, bandwidth counts
-    gbps, gflops, cache, _ = _peak_rates(get_backend("cpu"))  # this machine's, measured
-    floor = roofline_floor_ms(spec, sizes, gbps, gflops, cache, 2)
+    floor = roofline_floor_ms(spec, sizes, pk.gbps, pk.gflops, pk.cache_bytes, 2,
+                              pk.cache_gbps)
     assert floor > 0
     row = CaseRow(group="typical", case="rows=4096,cols=4096", sizes=sizes, status="pass",
                   median_ms=floor / ROOFLINE_MARGIN / 2)
-    res = CheckResult(op=spec.name, kernel="k.cpp", backend="cpu", correct=True,
-                      verdict="faster", speedup=9.0, reason="9x faster", rows=[row])
-    out = roofline_quarantine(res, spec, get_backend("cpu"), BenchSettings())
-    assert out.suspicious and out.verdict == "same"
-    assert out.reason.startswith("suspicious: ") and "roofline floor" in out.reason
+    why = roofline_finding([row], spec, be, 2)
+    assert why.startswith("suspicious: typical case rows=4096,cols=4096 took "), why
+    assert "under the roofline floor" in why and "quarantined, not accepted" in why
+    honest = row.model_copy(update={"median_ms": floor * 1.5})
+    assert roofline_finding([honest], spec, be, 2) == ""
 
 
-def test_roofline_floor_ignores_bandwidth_for_cache_resident_cases():
+def test_roofline_floor_uses_the_cache_bandwidth_for_cache_resident_cases():
     spec = load_op(TINY)
     small = {"rows": 256, "cols": 1024}  # 1 MiB per input set
-    # 10 GB/s, no flop peak: the bytes bound holds only when 2 sets overflow the cache
-    assert roofline_floor_ms(spec, small, 10.0, None, 1 << 20, 2) == pytest.approx(
+    # 10 GB/s from memory, 100 GB/s from the cache, no flop peak: the memory bound holds
+    # when 2 sets overflow the cache, the cache's bound when they fit
+    assert roofline_floor_ms(spec, small, 10.0, None, 1 << 20, 2, 100.0) == pytest.approx(
         spec.cost_bytes(small) / 10e9 * 1e3)
+    assert roofline_floor_ms(spec, small, 10.0, None, 64 << 20, 2, 100.0) == pytest.approx(
+        spec.cost_bytes(small) / 100e9 * 1e3)
+    # no cache bandwidth measured: nothing bounds a cache-resident case by bytes
     assert roofline_floor_ms(spec, small, 10.0, None, 64 << 20, 2) == 0.0
     # the compute bound always holds
     assert roofline_floor_ms(spec, small, 10.0, 100.0, 64 << 20, 2) == pytest.approx(
         spec.cost_flops(small) / 100e9 * 1e3)
-
-
-def test_thread_left_spinning_to_slow_the_baseline_is_rejected():
-    """A kernel whose first call starts a thread that spins forever (honest math) would
-    take a CPU from the baseline's timed runs; the parent waits for the kernel's threads
-    to stop before each of them, and rejects the kernel when they never do."""
-    j = judge("lingering_thread.cpp")
-    assert_rejected(j, r"a thread of the kernel kept running after its calls returned: "
-                       r"before \d+ of the other kernel's \d+ timed runs the parent waited "
-                       r"50 ms for it to stop, in vain.*the first of two duels disagreed too")

@@ -1,10 +1,11 @@
-"""No worker outlives its duel: however a duel ends, every process whose command line
-names one of its job files is gone a moment after the parent returns, and a parent that
-is killed takes its workers with it.
+"""No worker outlives its duel: however a duel ends, every process of a worker's sandbox
+is gone a moment after the parent returns, and a parent that is killed takes its workers
+with it.
 
-Each test gives the run a scratch folder of its own and watches /proc for the worker
-processes of the job files under it (`WorkerWatch`), so the workers of other tests and
-of other runs on the machine are not counted. The worker timeout of the checks is long
+Each test gives the run a scratch folder of its own and watches /proc for the processes
+working in the run folders under it (`WorkerWatch`, which tells the worker from its
+sandbox by the process tree, not by a command line a kernel could rewrite), so the
+workers of other tests and of other runs on the machine are not counted. The worker timeout of the checks is long
 (60 s): a duel that waited for it instead of ending its workers would exceed the
 test's limit (120 s) by far, whatever the load of the machine.
 """
@@ -31,40 +32,47 @@ from tests.adversarial.conftest import (
     ROOT,
     TINY,
     WorkerWatch,
+    assert_judged_normally,
     assert_none_left,
     assert_rejected,
     judge,
-    processes_naming,
+    needs_resolver,
+    workers_under,
 )
 
-KERNELS_USED = {"breaks_handshake.cpp", "fake_load_error.cpp", "never_returns.cpp"}
+KERNELS_USED = {"breaks_handshake.cpp", "fake_load_error.cpp", "never_returns.cpp",
+                "late_self_stop.cpp"}
 LONG_TIMEOUT = 60  # the worker timeout: the duel must end long before it
 LIMIT_S = 120
 
 
+@needs_resolver
 def test_kernel_that_breaks_the_handshake_then_sleeps_is_killed(tmp_path: Path):
-    """The kernel writes a reply the parent did not ask for and then sleeps in its call:
-    rejected at once, and its sleeping worker is killed, not waited for."""
+    """The kernel writes a reply the parent did not ask for to every descriptor it has and
+    then sleeps in its call: the parent takes the line as nothing but the end of its
+    window, stops the worker that did not stop itself, finds its poison in the outputs and
+    rejects the kernel at once; the sleeping worker is killed, not waited for."""
     scratch = tmp_path / "scratch"
     with WorkerWatch(scratch) as watch:
         j = judge("breaks_handshake.cpp", timeout=LONG_TIMEOUT, limit_s=LIMIT_S,
                   env={"KERNELCREW_SCRATCH": str(scratch)})
-    assert_rejected(j, r"kernel broke the worker's handshake with the parent \(expected "
-                       r"'ready typical0', got 'done typical0'\) in case typical\[0\]")
+    assert_rejected(j, r"^wrong result in typical case rows=256,cols=1024: first call, input "
+                       r"set 0: out: \d+ element\(s\) where NaN/Inf differ from the reference")
     watch.worker("run1"), watch.worker("run2")  # both workers ran
     assert_none_left(scratch)
 
 
+@needs_resolver
 def test_worker_that_dies_at_load_leaves_no_other_worker_waiting(tmp_path: Path):
-    """The candidate's worker dies while loading the library (its constructor exits), when
-    the baseline's worker may still be loading: that one finds the parent's pipes closed
-    and exits (it used to wait in the open of its FIFO until the worker timeout)."""
+    """The candidate's worker dies while loading the library (its constructor exits): the
+    duel ends before the baseline's worker starts, or that worker finds the parent's pipes
+    closed and exits (it used to wait in the open of its FIFO until the worker timeout)."""
     scratch = tmp_path / "scratch"
     with WorkerWatch(scratch) as watch:
         j = judge("fake_load_error.cpp", timeout=LONG_TIMEOUT, limit_s=LIMIT_S,
                   env={"KERNELCREW_SCRATCH": str(scratch)})
     assert_rejected(j, r"kernel exited with code 1 while loading the kernel")
-    watch.worker("run2")  # the baseline's worker ran (the candidate's may die unseen)
+    watch.worker("run1")  # the candidate's worker started (and died loading its kernel)
     assert_none_left(scratch)
 
 
@@ -88,7 +96,7 @@ def test_exception_in_the_parent_between_the_two_starts_ends_the_first_worker(
         with pytest.raises(FileExistsError):
             duel(h, (comp, kf), (comp, kf))
         assert_none_left(scratch, within_s=5.0)
-    assert watch.named("run1"), "the first worker never started"
+    watch.worker("run1")  # the first worker started
 
 
 def test_killed_parent_takes_its_workers_with_it(tmp_path: Path):
@@ -105,12 +113,19 @@ def test_killed_parent_takes_its_workers_with_it(tmp_path: Path):
                                env={**os.environ, "KERNELCREW_SCRATCH": str(scratch)})
         try:
             deadline = time.monotonic() + LIMIT_S
-            # both workers are up and the candidate's is in its first call (case started)
-            while time.monotonic() < deadline and cli.poll() is None and \
-                    not _in_a_call(scratch):
+            # both workers are up (the candidate's has loaded its kernel: the duel starts
+            # the second worker after that), then the candidate's spins in its first call:
+            # half a second of CPU time more than it had then
+            base = None
+            while time.monotonic() < deadline and cli.poll() is None:
+                workers = workers_under(scratch)
+                if {"run1", "run2"} <= set(workers):
+                    base = workers["run1"].cpu_s if base is None else base
+                    if workers["run1"].cpu_s - base >= 0.5:
+                        break
                 time.sleep(0.05)
             assert cli.poll() is None, "the check ended before it could be killed"
-            assert _in_a_call(scratch), "the candidate's worker never started its call"
+            assert base is not None, "the two workers were never seen at once"
             cli.send_signal(signal.SIGKILL)
             cli.wait()
         finally:
@@ -121,17 +136,16 @@ def test_killed_parent_takes_its_workers_with_it(tmp_path: Path):
     assert watch.worker("run1") and watch.worker("run2")
 
 
-def _in_a_call(scratch: Path) -> bool:
-    """The candidate's worker is alive and has started its first case (its progress file
-    says so), and the baseline's worker is alive too."""
-    alive = {Path(a[3]).parent.name for a in processes_naming(scratch).values()
-             if a[1:3] == ["-m", "kernelcrew.tools.judge.worker"]}
-    if not {"run1", "run2"} <= alive:
-        return False
-    for job in scratch.glob("h-*/run1/progress.jsonl"):
-        try:
-            if '"event": "case"' in job.read_text():
-                return True
-        except OSError:
-            pass
-    return False
+@needs_resolver
+@pytest.mark.xfail(strict=True, reason=(
+    "open: a worker that stops itself more than a few ms after its reply (preempted there on a "
+    "loaded machine, or made to wait on purpose) is stopped by the parent, continued for the "
+    "next command, and then stops itself with the command unread: it hangs until the worker "
+    "timeout, 'kernel timed out ... (killed)'. Seen once in ~50 baseline-against-baseline "
+    "duels on a loaded 2-core machine (an honest worker 'timed out after 30.0 s'); "
+    "late_self_stop.cpp makes it happen every time"))
+def test_a_late_self_stop_costs_time_not_the_verdict():
+    """An honest kernel whose worker waits 50 ms between its reply and its own SIGSTOP is
+    judged on its math, not timed out."""
+    j = judge("late_self_stop.cpp", timeout=10)
+    assert_judged_normally(j)

@@ -2,48 +2,96 @@
 entry: tiny_sss
 flags: [-O2]
 */
-// ATTACK: patches the timer the worker times it with. The worker reads Python's
-// time.perf_counter_ns() around each call. On its first call the kernel takes the
-// interpreter's lock (from C, through the interpreter's own exported functions, whose
-// names are glued with ## to get past the static check) and replaces that function
-// with a clock that runs at a third of the speed: every timed call then reads 3x
-// shorter than it took. The math is honest, so every output passes, and the forged
-// times stay well above the roofline floor: without an outside clock this kernel would
-// be accepted as about 3x faster than the baseline it is a copy of.
-// Defense: the parent starts and ends every batch of timed runs over a pipe and times
-// it with its own clock, in its own process; a worker whose reported runs explain too
-// little of that time, in every batch, is rejected ("timings disagree with the
-// parent's clock").
+// ATTACK: patches the timers of the process it runs in. On its first call the kernel
+// runs Python inside the worker (the interpreter's C API, found through `dlsym`, which is
+// found in the C library's dynamic symbol table from the address of memcpy: nothing
+// forbidden is imported) and replaces time.perf_counter_ns, perf_counter, monotonic and
+// monotonic_ns with clocks running at a third of the speed: a worker that timed its own
+// calls would report them 3x shorter than they took. The math is honest.
+// Defense: the worker times nothing. The parent's clock, in the parent's process, times
+// every call from the moment it continues the stopped worker to the moment every thread
+// is stopped again: the patched clocks reach no verdict, which stays the honest one
+// (`same`).
 #include <cstdint>
+#include <cstring>
 
-#define KC_JOIN(a, b) a##b
-extern "C" int KC_JOIN(PyGILState_, Ensure)(void);
-extern "C" void KC_JOIN(PyGILState_, Release)(int);
-extern "C" int KC_JOIN(PyRun_, SimpleString)(const char* code);
-
-static bool patched = false;
-
-static void patch_the_timer() {
-    const int gil = KC_JOIN(PyGILState_, Ensure)();
-    KC_JOIN(PyRun_, SimpleString)(
-        "import time as _kc_t\n"
-        "_kc_real = _kc_t.perf_counter_ns\n"
-        "_kc_t0 = _kc_real()\n"
-        "_kc_t.perf_counter_ns = lambda: _kc_t0 + (_kc_real() - _kc_t0) // 3\n");
-    KC_JOIN(PyGILState_, Release)(gil);
+// -- a function of any loaded library, found without importing it ---------------------
+// The address of an imported, allowed function (memcpy) lies inside the C library: walk
+// back page by page to its ELF header, read its dynamic symbol table, find `dlsym` there,
+// then ask dlsym for anything. Names are compared by hand (strcmp is not imported).
+struct KcSym { uint32_t name; unsigned char info, other; uint16_t shndx; uint64_t value, size; };
+static bool kc_same(const char* a, const char* b) {
+    while (*a && *a == *b) { ++a; ++b; }
+    return *a == *b;
 }
+static void* kc_libc_symbol(const char* want) {
+    uintptr_t p = reinterpret_cast<uintptr_t>(reinterpret_cast<void*>(&memcpy)) & ~uintptr_t(0xfff);
+    while (memcmp(reinterpret_cast<void*>(p), "\x7f" "ELF", 4) != 0) p -= 0x1000;
+    const unsigned char* base = reinterpret_cast<const unsigned char*>(p);
+    uint64_t phoff; uint16_t phentsize, phnum;
+    memcpy(&phoff, base + 32, 8); memcpy(&phentsize, base + 54, 2); memcpy(&phnum, base + 56, 2);
+    uintptr_t dyn = 0;
+    for (int i = 0; i < phnum; ++i) {
+        const unsigned char* ph = base + phoff + i * phentsize;
+        uint32_t type; uint64_t vaddr;
+        memcpy(&type, ph, 4); memcpy(&vaddr, ph + 16, 8);
+        if (type == 2) dyn = p + vaddr;  // PT_DYNAMIC
+    }
+    if (!dyn) return nullptr;
+    uintptr_t strtab = 0, symtab = 0;
+    for (const int64_t* d = reinterpret_cast<const int64_t*>(dyn); d[0]; d += 2) {
+        if (d[0] == 5) strtab = d[1];  // DT_STRTAB
+        if (d[0] == 6) symtab = d[1];  // DT_SYMTAB
+    }
+    if (strtab < p) strtab += p;
+    if (symtab < p) symtab += p;
+    for (const KcSym* s = reinterpret_cast<const KcSym*>(symtab);
+         reinterpret_cast<uintptr_t>(s) < strtab; ++s) {
+        if (s->value && kc_same(reinterpret_cast<const char*>(strtab + s->name), want))
+            return reinterpret_cast<void*>(p + s->value);
+    }
+    return nullptr;
+}
+typedef void* (*KcDlsym)(void*, const char*);
+static void* kc_find(const char* name) {  // any symbol of the process (RTLD_DEFAULT)
+    static KcDlsym dl = reinterpret_cast<KcDlsym>(kc_libc_symbol("dlsym"));
+    return dl ? dl(nullptr, name) : nullptr;
+}
+// -------------------------------------------------------------------------------------
+// -- Python code run inside the worker process, through the interpreter's C API -------
+typedef int (*KcGilEnsure)();
+typedef void (*KcGilRelease)(int);
+typedef int (*KcRunString)(const char*);
+static int kc_python(const char* code) {  // 0: ran; -1: raised; -1000: not resolved
+    KcGilEnsure ens = reinterpret_cast<KcGilEnsure>(kc_find("PyGILState_Ensure"));
+    KcGilRelease rel = reinterpret_cast<KcGilRelease>(kc_find("PyGILState_Release"));
+    KcRunString run = reinterpret_cast<KcRunString>(kc_find("PyRun_SimpleString"));
+    if (!ens || !rel || !run) return -1000;
+    int gil = ens();
+    int r = run(code);
+    rel(gil);
+    return r;
+}
+// -------------------------------------------------------------------------------------
+static const char* kSlowClocks =
+    "import time as _kc_t\n"
+    "for _kc_n in ('perf_counter_ns', 'monotonic_ns', 'perf_counter', 'monotonic'):\n"
+    "    _kc_real = getattr(_kc_t, _kc_n)\n"
+    "    _kc_t0 = _kc_real()\n"
+    "    setattr(_kc_t, _kc_n, (lambda r, t0: lambda: t0 + (r() - t0) / 3)(_kc_real, _kc_t0)\n"
+    "            if isinstance(_kc_t0, float) else\n"
+    "            (lambda r, t0: lambda: t0 + (r() - t0) // 3)(_kc_real, _kc_t0))\n";
 
 extern "C" void tiny_sss(const float* x, float* out, float a, float b, int64_t rows,
                          int64_t cols) {
+    static bool patched = false;
     if (!patched) {
         patched = true;
-        patch_the_timer();
+        kc_python(kSlowClocks);
     }
     for (int64_t i = 0; i < rows; ++i) {
         float acc = 0.0f;
-        for (int64_t j = 0; j < cols; ++j) {
-            acc += a * x[i * cols + j] + b;
-        }
+        for (int64_t j = 0; j < cols; ++j) acc += a * x[i * cols + j] + b;
         out[i] = acc;
     }
 }

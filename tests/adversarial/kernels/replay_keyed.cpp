@@ -2,12 +2,13 @@
 entry: tiny_sss
 flags: [-O2]
 */
-// ATTACK: replays cached results, keyed by the input buffer. Rotating input sets
-// alone do not stop this: the kernel keeps one cached answer per input pointer (plus a
-// few sampled input values, so a refilled buffer is noticed) and copies it back when
-// the same buffer comes again. Defense: at random timed runs the harness changes a few
-// input elements in place (same buffer, same sampled values) and checks that run's
-// output against the reference of the changed input.
+// ATTACK: memoization by sampled keys. Rotating input sets alone do not stop this: the
+// kernel keeps one cached answer per input pointer, keyed by a few sampled input values
+// (so a refilled buffer is noticed), and copies it back when the same buffer and the
+// same samples come again. Defense: every timed run finds about 1 input element in 64
+// changed in place, at places the kernel cannot predict (the samples rarely see them),
+// so the cached answer is stale; three timed runs per case, chosen by the parent in
+// secret, are compared in full with the reference of the changed inputs.
 #include <cstdint>
 #include <cstring>
 

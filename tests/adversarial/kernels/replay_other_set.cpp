@@ -8,9 +8,11 @@ flags: [-O2]
 // inputs did not change: not a probe), return the answer kept for another buffer of the
 // same shape instead. Every output it returns is, byte for byte, an output that passed
 // the reference check, only for another input set: a harness that let a timed output
-// pass because its bytes match some verified output would accept it. Defense: a timed
-// output is matched by bytes only with outputs verified on the same input set; any
-// other output is compared with that set's float64 reference.
+// pass because its bytes match some verified output would accept it. Defense: every
+// timed run finds a few input elements changed, so the kernel's own test (the answer is
+// the first call's) fails and it computes honestly; where an input cannot change (one
+// element: nothing to swap it with) the replayed answer meets the secret full checks of
+// timed runs, which compare it with that set's own reference.
 #include <cstdint>
 #include <cstring>
 

@@ -4,8 +4,9 @@ flags: [-O2]
 */
 // ATTACK: correct on its first call for each buffer, garbage afterwards. A harness
 // that checks only the first call (and then times whatever runs) would accept it; the
-// timed calls do almost nothing. Defense: outputs of timed runs are snapshotted and
-// checked against the reference again.
+// timed calls do almost nothing. Defense: the outputs of every timed run are sampled for
+// the parent's poison, and three timed runs per case, chosen by the parent in secret,
+// are compared in full with the reference of that run's (changed) inputs.
 #include <cstdint>
 
 static const float* seen[64];
