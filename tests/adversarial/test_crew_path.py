@@ -107,18 +107,11 @@ def test_crew_accepts_an_honest_fast_kernel():
     assert run.result["best"]["verdict_vs_baseline"] == "faster", ctx
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "open: memoization by full comparison is accepted by the crew on an elementwise op "
-    "(see test_runtime_attacks.test_memoization_by_full_comparison_gains_nothing_on_gelu)"))
 def test_crew_does_not_accept_memoization_on_gelu():
     run = crew_offers(KERNELS / "memo_full_gelu.cpp", GELU, **FULL_RUN)
     _assert_not_accepted(run, NO_GAIN_SAID)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "open: a regression in fewer than half of a group's calls is invisible to the median-"
-    "based gate; the crew accepts it (see test_runtime_attacks."
-    "test_group_slowed_at_random_to_hide_a_regression_is_not_accepted)"))
 def test_crew_does_not_accept_a_group_slowed_at_random():
     run = crew_offers(KERNELS / "lib_sss_noisy_group.cpp", "scale_shift_sum", reps=20,
                       env={"KERNELCREW_ROUNDS": "20"})

@@ -129,12 +129,6 @@ def test_memoization_by_full_comparison_gains_nothing_on_attention():
                          **NO_GAIN))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "open: memoization by full comparison pays on an elementwise op whose math costs more "
-    "than reading its input: the timed runs' inputs change in only ~1 element in 64, so a "
-    "kernel that compares each element with a kept copy and recomputes only the changed "
-    "ones (baseline math, scalar tanhf) is judged correct and faster, 8-11x on gelu_tanh "
-    "and on gelu_mid, where a real caller (all inputs new on every call) gets no gain"))
 def test_memoization_by_full_comparison_gains_nothing_on_gelu():
     j = judge("memo_full_gelu.cpp", op=GELU, **FULL)
     assert j.doc is not None and j.doc["correct"] is True, j.stdout[-2000:]
@@ -164,12 +158,6 @@ def test_honest_fast_gelu_is_judged_faster():
     assert j.verdict == "faster" and not j.doc["suspicious"], context
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "open: a regression in fewer than half of a group's calls is invisible to the gate, "
-    "which judges per-case medians: lib_sss_noisy_group.cpp runs 40% of its unaligned calls "
-    "at ten times the baseline's loop (about 4x slower than the baseline on average there, "
-    "p90 5 ms against 0.52 ms) and is judged faster, 3.3-3.6x, the unaligned group read at "
-    "3.3-4.2x; issue #41's form (half the calls at 3x) was accepted in 2 of 3 checks"))
 def test_group_slowed_at_random_to_hide_a_regression_is_not_accepted():
     """Fast everywhere but the unaligned group, where 40% of the calls at random take ten
     times the baseline's loop. At the default 20 reps and 20 rounds (the gate's noise
@@ -199,12 +187,6 @@ def test_noisy_groups_control_is_faster_where_the_attack_was_slow():
 
 
 # -- an honest kernel the unseen-inputs check rejects -----------------------------------
-@pytest.mark.xfail(strict=True, reason=(
-    "open: the unseen-inputs check rejects honest float32 reductions whose rounding differs "
-    "from the baseline's: on 'large magnitudes' (x30) a row sum can cancel to near zero, "
-    "where float32 rounding exceeds rtol/atol; the baseline (its own summation order) passes "
-    "that set by luck, so the set is kept and a vectorized sum with another order fails it "
-    "(5 of 108 random draws on tiny_sss; this test fixes the draw that fails)"))
 def test_unseen_inputs_accept_an_honest_vectorized_reduction():
     """sss_fast_float.cpp sums each row with a vectorized float reduction (another order
     than the baseline's sequential sum, no less accurate). With the unseen check's draw
@@ -224,6 +206,6 @@ def test_unseen_inputs_accept_an_honest_vectorized_reduction():
     bc, fc = be.compile(base, spec), be.compile(fast, spec)
     assert bc.ok and fc.ok, (bc.reason, fc.reason)
     with Harness(spec, be) as h, mock.patch.object(unseen.secrets, "randbits", lambda n: 17):
-        why = unseen.unseen_failure(h, (fc, fast), incumbent=(bc, base))
-    assert why == "", why
+        why, row = unseen.unseen_failure(h, (fc, fast), incumbent=(bc, base))
+    assert why == "" and row is None, why
 

@@ -137,13 +137,6 @@ def test_killed_parent_takes_its_workers_with_it(tmp_path: Path):
 
 
 @needs_resolver
-@pytest.mark.xfail(strict=True, reason=(
-    "open: a worker that stops itself more than a few ms after its reply (preempted there on a "
-    "loaded machine, or made to wait on purpose) is stopped by the parent, continued for the "
-    "next command, and then stops itself with the command unread: it hangs until the worker "
-    "timeout, 'kernel timed out ... (killed)'. Seen once in ~50 baseline-against-baseline "
-    "duels on a loaded 2-core machine (an honest worker 'timed out after 30.0 s'); "
-    "late_self_stop.cpp makes it happen every time"))
 def test_a_late_self_stop_costs_time_not_the_verdict():
     """An honest kernel whose worker waits 50 ms between its reply and its own SIGSTOP is
     judged on its math, not timed out."""
