@@ -36,23 +36,20 @@ def test_timed_outputs_are_verified_again():
     assert_rejected(j, TIMED + r"out: \d+ of \d+ elements outside tolerance")
 
 
-def test_replay_of_another_sets_verified_output_is_rejected():
+def test_replay_of_another_sets_verified_output_gains_nothing():
     """Correct when verified; when timed with the inputs unchanged, another input set's
-    verified answer. Every timed run finds a few input elements changed, so on most cases
-    the kernel's own test ("the answer is the one I gave at the first call") fails and it
-    computes honestly; a one-element input has nothing to swap with and stays the same,
-    and there the replayed answer meets a secret full check."""
-    j = judge("replay_other_set.cpp")
-    assert_rejected(j, r"wrong result in boundary case rows=1,cols=1: " + TIMED
-                       + r"out: 1 of 1 elements outside tolerance")
+    verified answer. Every element of every float input of a timed run is new (scaled by
+    a factor drawn for the run), so the kernel's own test ("these are the inputs I was
+    verified on") never holds on a timed run: it computes honestly and gains nothing."""
+    assert_no_gain(judge("replay_other_set.cpp", **NO_GAIN))
 
 
-def test_replay_keyed_by_buffer_and_sampled_values_is_rejected():
-    """One cached answer per input buffer, keyed by a few sampled input values: a timed
-    run's changed elements are rarely among the sampled ones, so the stale answer comes
-    back, and a secret full check compares it with the reference of the changed inputs."""
-    j = judge("replay_keyed.cpp")
-    assert_rejected(j, TIMED + r"out: \d+ of \d+ elements outside tolerance")
+def test_replay_keyed_by_buffer_and_sampled_values_gains_nothing():
+    """One cached answer per input buffer, keyed by a few sampled input values: every
+    element of a timed run's inputs is new, so the sampled values never match a kept key,
+    the kernel computes honestly and gains nothing (a kernel that replayed anyway would
+    meet the secret full checks: `test_skipping_counted_calls_is_rejected`)."""
+    assert_no_gain(judge("replay_keyed.cpp", **NO_GAIN))
 
 
 @pytest.mark.parametrize("stale", [1, 0])

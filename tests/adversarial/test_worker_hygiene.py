@@ -49,15 +49,15 @@ LIMIT_S = 120
 @needs_resolver
 def test_kernel_that_breaks_the_handshake_then_sleeps_is_killed(tmp_path: Path):
     """The kernel writes a reply the parent did not ask for to every descriptor it has and
-    then sleeps in its call: the parent takes the line as nothing but the end of its
-    window, stops the worker that did not stop itself, finds its poison in the outputs and
-    rejects the kernel at once; the sleeping worker is killed, not waited for."""
+    then sleeps in its call: the parent's command wanted the word `done` alone, so the
+    kernel is rejected at that line, at once; the sleeping worker is killed, not waited
+    for."""
     scratch = tmp_path / "scratch"
     with WorkerWatch(scratch) as watch:
         j = judge("breaks_handshake.cpp", timeout=LONG_TIMEOUT, limit_s=LIMIT_S,
                   env={"KERNELCREW_SCRATCH": str(scratch)})
-    assert_rejected(j, r"^wrong result in typical case rows=256,cols=1024: first call, input "
-                       r"set 0: out: \d+ element\(s\) where NaN/Inf differ from the reference")
+    assert_rejected(j, r"^kernel broke the worker's handshake with the parent \(expected "
+                       r"'done', got 'done typical0'\) in case typical\[0\]")
     watch.worker("run1"), watch.worker("run2")  # both workers ran
     assert_none_left(scratch)
 

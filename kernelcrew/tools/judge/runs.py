@@ -108,7 +108,7 @@ class Contender:
         if cold and h.backend.untrusted_host:
             h.flusher.flush()  # the CPU: the parent evicts; a device worker does it itself
         rep = self.session.command("call", k, int(cold), int(check), expect="done",
-                                   timeout_s=self.step)
+                                   timeout_s=self.step, exact=not h.backend.device_timer)
         if not h.backend.device_timer:
             s = self.session
             return max(0.0, rep.ms - (s.cold_overhead_ms if cold and h.backend.untrusted_host

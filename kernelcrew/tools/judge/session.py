@@ -191,18 +191,19 @@ class Session:
         return self.proc.place(cpu, cpus)
 
     # -- commands -------------------------------------------------------------------
-    def command(self, *words: object, expect: str, timeout_s: float, stop: bool = True
-                ) -> Reply:
+    def command(self, *words: object, expect: str, timeout_s: float, stop: bool = True,
+                exact: bool = True) -> Reply:
         """Send one command with the worker stopped before and after (`stop=False`: the
         last one, after which it exits); the parent's window around it (see the module
-        text)."""
+        text). The reply must be the word `expect` alone (`exact=False`: followed by
+        data, as a device worker's timings)."""
         with _prompt():
             t0 = time.perf_counter_ns()
             if self.proc is not None:
                 self.proc.resume()
             self.send(*words)
             got = self._line(timeout_s).split()
-            if not got or got[0] != expect:
+            if not got or got[0] != expect or (exact and len(got) != 1):
                 raise SessionFailed(f"kernel broke the worker's handshake with the parent "
                                     f"(expected {expect!r}, got {' '.join(got)[:40]!r})")
             t1 = self._confirm_stopped() if stop else time.perf_counter_ns()

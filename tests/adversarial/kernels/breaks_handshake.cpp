@@ -8,11 +8,10 @@ flags: [-O2]
 // and then sleeps in its call for good: its worker never reads a command again. `write`
 // and `nanosleep` are not imported: `dlsym` is found in the C library's dynamic symbol
 // table from the address of memcpy, and both through it.
-// Defense: the parent takes nothing the worker says as a result: a reply only ends the
-// parent's window, which closes when every thread of the worker is stopped (the parent
-// stops a worker that did not stop itself), and the outputs it then reads still hold
-// its poison. However a duel ends, the parent kills the sandboxes still alive, so the
-// check returns at once and leaves no process behind.
+// Defense: the parent takes nothing the worker says as a result: a reply must be the one
+// word the command asked for, and this one is not ("done typical0"), so the kernel is
+// rejected at that line. However a duel ends, the parent kills the sandboxes still alive,
+// so the check returns at once and leaves no process behind.
 #include <cstdint>
 #include <cstring>
 
