@@ -38,7 +38,9 @@ FIRST_UNWRITTEN = (r"^wrong result in typical case rows=256,cols=1024: first cal
                    r" the output: unwritten or invalid\)")
 UNSEEN = r"^wrong result on inputs it was never timed on: sizes n=\d+ \(not a case of op\.yaml\), "
 # the unaligned group regresses: the gate judged it against the incumbent's own noise
-GROUP_REGRESSES = r"overall but the unaligned group regresses \(0\.\d+x"
+# by the medians, or by the tail means when the slowdown hits under half of the calls
+GROUP_REGRESSES = (r"overall but the unaligned group regresses (in its slower calls )?"
+                   r"\(0\.\d+x")
 
 KERNELS_USED = {"rewritten_outputs.cpp", "relabeled_report.cpp", "hidden_pid_timer.cpp",
                 "sabotage_baseline.cpp", "zero_work.cpp", "async_thread.cpp",

@@ -69,11 +69,14 @@ def test_skipping_counted_calls_is_rejected(stale: int, tmp_path):
 
 
 @needs_resolver
-def test_forged_reports_gain_nothing():
+def test_forged_reports_are_rejected():
     """A kernel that makes every reply of the worker carry a time of 0.000001 ms per run
     and writes a forged progress report at exit: the parent reads no time and no file of
-    the worker's on the CPU, so the honest math is all that is judged."""
-    assert_no_gain(judge("forged_timing.cpp", **NO_GAIN))
+    the worker's on the CPU, and a reply that is more than the word its command asked for
+    breaks the handshake: rejected at the first one."""
+    j = judge("forged_timing.cpp", **NO_GAIN)
+    assert_rejected(j, r"kernel broke the worker's handshake with the parent \(expected "
+                       r"'done', got 'done 0\.000001 1'\)")
 
 
 @needs_resolver

@@ -10,7 +10,8 @@ flags: [-O2]
 // report with the same times into the scratch directory, where a worker's report used to
 // be read from.
 // Defense: the parent reads no file of the worker's and takes no time from it on the CPU:
-// every call is timed by the parent's own clock. The verdict is the honest one.
+// every call is timed by the parent's own clock, and a reply must be the one word its
+// command asked for: "done 0.000001 1" breaks the handshake and the kernel is rejected.
 #include <cstdint>
 #include <cstring>
 
