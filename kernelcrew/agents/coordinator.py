@@ -2,8 +2,13 @@
 
 Two proposals conflict when they set the same knob or flag two ways, or are two free-form
 rewrites of the whole kernel; two rewrites of the same code region conflict only when the
-coordinator cannot re-apply one on top of the other. A conflict is resolved by score = expected gain x confidence x the
-track record of that kind of change (from memory), and the reason is written down.
+coordinator cannot re-apply one on top of the other. A conflict is resolved by score, and
+the reason is written down. The score is the evidence behind a proposal times the track
+record of its kind of change (from memory, measured). The evidence of a rule-based
+proposal is its expected gain x confidence, which its rules derive from the profile's
+numbers and the source; an LLM's own estimate is its claim, not evidence: it is shown and
+never ranked on, so an LLM proposal starts from a fixed prior (higher for a move of the
+catalogue, whose legality the catalogue checked) and rises or falls with the record.
 
 Compatible proposals are merged into one candidate by re-applying each change on top
 of the previous one (`apply_change`). The other candidates of the iteration are hedges, so
@@ -44,8 +49,27 @@ def record_note(kind: str, stats: dict[str, dict]) -> str:
     return f"memory: {'; '.join(known)} -> weight x{acceptance_weight(kind, recs):.2f}"
 
 
+MODEL_PRIOR = 0.1  # an LLM proposal before any record: a rule's gain 1.2 at confidence 0.5
+CATALOGUE_EVIDENCE = 1.5  # a move of the catalogue: applied and legality-checked by it
+
+
+def evidence(p: Proposal) -> float:
+    """What the proposal's evidence is worth, the author's own claim left out."""
+    if p.estimate == "model":
+        return MODEL_PRIOR * (CATALOGUE_EVIDENCE if p.change.transform else 1.0)
+    return max(p.expected_gain - 1.0, 0.01) * p.confidence
+
+
 def score(p: Proposal, stats: dict[str, dict]) -> float:
-    return max(p.expected_gain - 1.0, 0.01) * p.confidence * track_record(p.change.kind, stats)
+    return evidence(p) * track_record(p.change.kind, stats)
+
+
+def estimate_note(p: Proposal) -> str:
+    """The author's own estimate, as shown (and why it does not count, for an LLM's)."""
+    if p.estimate == "model":
+        return (f"the author's own estimate {p.expected_gain:.2f}x at confidence "
+                f"{p.confidence:.2f}, not ranked on")
+    return f"rules' estimate {p.expected_gain:.2f}x at confidence {p.confidence:.2f}"
 
 
 def _conflict(a: Proposal, b: Proposal, *, can_merge: bool = False) -> str | None:
@@ -107,7 +131,7 @@ def _label(p: Proposal) -> str:
 
 def _alone(p: Proposal, stats: dict[str, dict]) -> str:
     return f"{_label(p)} on its own (score {score(p, stats):.3f}; " \
-           f"{record_note(p.change.kind, stats)})"
+           f"{record_note(p.change.kind, stats)}; {estimate_note(p)})"
 
 
 # moves that must see a loop before another move rewrites it: move -> the moves it has to
@@ -202,7 +226,7 @@ def coordinate(proposals: list[Proposal], base_kernel: str, *, stats: dict[str, 
                 continue
             rejected.append(f"{_label(p)}: conflicts with {_label(q)} ({why}); kept "
                             f"{q.author}'s, score {score(q, stats):.3f} > {score(p, stats):.3f} "
-                            f"(gain x confidence x track record; "
+                            f"(evidence x track record; "
                             f"{record_note(p.change.kind, stats)})")
             continue
         chosen.append(p)

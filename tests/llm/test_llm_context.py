@@ -80,12 +80,12 @@ def test_a_budget_below_what_must_stay_is_reported_as_over_budget():
     ("incorrect",
      ("unaligned n=100003: y max abs err 0.5 (atol 1e-06), max rel err 0.25; "
       "failing indices [[99999], [100000], [100002]]"),
-     ("Your last candidate was incorrect (failing group/case, max abs/rel error, failing "
-      "indices)")),
+     ("Your last candidate was incorrect (failing group/case, output, index, what it "
+      "wrote, what the reference says)")),
     ("slower",
      ("group      case      best_ms  cand_ms  speedup\n"
       "typical    n=200000  0.120    0.200    0.60x"),
-     "Your last candidate was slower: regression table"),
+     "Your last candidate was not faster than the best: the critic's comparison"),
 ])
 def test_correctness_failures_and_regressions_reach_the_agent(serve, tmp_path, kind, message,
                                                                 title):
