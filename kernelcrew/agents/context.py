@@ -37,12 +37,16 @@ class MoveOption(BaseModel):
     params: dict[str, object] = Field(default_factory=dict)  # parameter -> default
     applies: bool = True
     why_not: str = ""  # why it does not apply to the current best
+    suggested: bool = False  # the rule-based specialist of the field proposes it
 
     def line(self) -> str:
         ps = ", ".join(f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}"
                        for k, v in self.params.items())
         head = f"{self.name}({ps})" if ps else self.name
-        return f"{head}: {self.doc}" if self.applies else f"{self.name}: {self.why_not}"
+        if not self.applies:
+            return f"{self.name}: {self.why_not}"
+        return f"{head}: {self.doc}" + (" [the rule-based specialist proposes it]"
+                                        if self.suggested else "")
 
 
 class AgentContext(BaseModel):

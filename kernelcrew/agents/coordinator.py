@@ -227,7 +227,7 @@ def coordinate(proposals: list[Proposal], base_kernel: str, *, stats: dict[str, 
             rejected.append(f"{_label(p)}: conflicts with {_label(q)} ({why}); kept "
                             f"{q.author}'s, score {score(q, stats):.3f} > {score(p, stats):.3f} "
                             f"(evidence x track record; "
-                            f"{record_note(p.change.kind, stats)})")
+                            f"{record_note(p.change.kind, stats)}; {estimate_note(p)})")
             continue
         chosen.append(p)
 

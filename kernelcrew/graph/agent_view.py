@@ -135,7 +135,8 @@ def agent_context(state: CrewState, ctx: RunContext) -> AgentContext:
 def for_specialist(actx: AgentContext, name: str, state: CrewState, crew_errors: str = ""
                    ) -> AgentContext:
     """One specialist's copy: the static facts of its field, the feedback that concerns
-    it (its own candidate that was not faster, the crew's compile errors to plan from)."""
+    it (its own candidate that was rejected or not faster, the crew's compile errors to
+    plan from)."""
     kinds = STATIC_FIELDS.get(name)
     out = actx.model_copy(deep=True)
     if kinds is not None and actx.backend != "cuda":
@@ -143,8 +144,13 @@ def for_specialist(actx: AgentContext, name: str, state: CrewState, crew_errors:
     last = state["iteration"] - 1
     mine = [c for c in state.get("critiques", []) if c["iteration"] == last
             and name in c["author"].split("+") and c["outcome"] in ("slower", "same")]
+    rejected = [e for e in state.get("evaluations", []) if e["iteration"] == last
+                and name in e["author"].split("+") and e["outcome"] == "rejected"]
     if crew_errors:
         out.feedback = Feedback(kind="crew-compile-errors", message=crew_errors, replan=True)
+    elif rejected:  # what was wrong, from the rows' data (graph.feedback), never how found
+        out.feedback = Feedback(kind="incorrect", message="\n".join(
+            f"{e['kind']}: {e.get('note') or 'rejected'}" for e in rejected))
     elif mine:
         out.feedback = Feedback(kind="slower", message="\n".join(
             f"{c['kind']}: {c['text']}" for c in mine))

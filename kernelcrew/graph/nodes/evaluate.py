@@ -285,7 +285,9 @@ def benchmark(state: CrewState, runtime: Runtime[RunContext]) -> dict:
         evaluations.append(_record(c, it, outcome, r["reason"], speedup=chained,
                                    vs_best=r["vs_best"], ran_on=r.get("ran_on"),
                                    groups=r.get("groups") or {},
-                                   note=race_note(outcome, r["vs_best"], r.get("groups"))))
+                                   note=f"rejected: {rejection_note(r.get('rows') or [])}"
+                                   if outcome == "rejected" else
+                                   race_note(outcome, r["vs_best"], r.get("groups"))))
     improved = winner is not None
     emit(state["run_dir"], "gate", (f"accepted {Path(winner[0]['path']).name}: "
                                     f"{new_best['speedup']:.2f}x over the baseline")

@@ -51,17 +51,27 @@ def fan_out(state: CrewState, runtime: Runtime[RunContext]) -> list[Send]:
         for n in names]
 
 
-def suggestions(name: str, actx: AgentContext) -> list[str]:
-    """What the rule-based specialist of the same field would propose: its moves and
-    plans, for an LLM specialist to weigh (an empty list when there is none)."""
+def suggest(name: str, actx: AgentContext) -> None:
+    """What the rule-based specialist of the same field would propose, for an LLM
+    specialist to weigh: its moves and plans in `actx.suggestions`, and the moves it
+    proposes first in `actx.moves`, marked."""
     try:
         rules = get_specialist(name, "heuristic")
     except SpecialistNotFound:
-        return []
+        return
     try:
         props = rules.propose(actx.model_copy(update={"feedback": None}))
     except Exception:  # noqa: BLE001 - advice only: a rule that fails costs nothing
-        return []
+        return
+    actx.suggestions = suggestion_lines(props)
+    first = list(dict.fromkeys(p.change.transform for p in props if p.change.transform))
+    for m in actx.moves:
+        m.suggested = m.name in first
+    actx.moves.sort(key=lambda m: (not m.applies, first.index(m.name) if m.name in first
+                                   else len(first)))
+
+
+def suggestion_lines(props: list[Proposal]) -> list[str]:
     out = []
     for p in props[:MAX_SUGGESTIONS]:
         c = p.change
@@ -81,7 +91,7 @@ def specialist(payload: SpecialistInput, runtime: Runtime[RunContext]) -> dict:
     actx.run_dir = payload["run_dir"]
     if hasattr(agent, "configure"):  # LLM agents: the run's model, endpoint, method, ...
         agent.configure(llm_settings(ctx))
-        actx.suggestions = suggestions(name, actx)
+        suggest(name, actx)
     try:
         if payload["plan_first"] and hasattr(agent, "plan"):
             plan_note = agent.plan(actx) or ""
