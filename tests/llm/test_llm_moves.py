@@ -155,12 +155,12 @@ TEXT = {"methods": "text", "structured_output": "text"}
 @pytest.mark.parametrize("reply, form", [
     ("I would vectorize the exp.\nMOVE: vector_math\nGAIN: 3", "moves"),
     ("vector_math", "moves"),  # a small model's bare choice among the moves offered
-    ("<<<<<<< SEARCH\n  for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i]) * g[i];\n"
+    (("<<<<<<< SEARCH\n  for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i]) * g[i];\n"
      "=======\n#pragma GCC unroll 4\n  for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i]) "
-     "* g[i];\n>>>>>>> REPLACE", "edits"),
-    ("Here:\n```cpp\n#include <cmath>\n#include <cstdint>\nextern \"C\" void expmul(const "
+     "* g[i];\n>>>>>>> REPLACE"), "edits"),
+    (("Here:\n```cpp\n#include <cmath>\n#include <cstdint>\nextern \"C\" void expmul(const "
      "float* __restrict__ x, const float* __restrict__ g, float* __restrict__ y, int64_t n) {"
-     "\n  for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i]) * g[i];\n}\n```", "kernel"),
+     "\n  for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i]) * g[i];\n}\n```"), "kernel"),
 ])
 def test_plain_text_answers_a_small_model_can_write(serve, tmp_path, reply, form):
     srv = serve({("loop", "plan"): [answer(PLAN)], ("loop", "code"): [raw(reply)]})
