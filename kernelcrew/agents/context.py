@@ -38,6 +38,7 @@ class MoveOption(BaseModel):
     applies: bool = True
     why_not: str = ""  # why it does not apply to the current best
     suggested: bool = False  # the rule-based specialist of the field proposes it
+    tried: str = ""  # the outcome when its result on this kernel was evaluated already
 
     def line(self) -> str:
         ps = ", ".join(f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}"
@@ -45,8 +46,9 @@ class MoveOption(BaseModel):
         head = f"{self.name}({ps})" if ps else self.name
         if not self.applies:
             return f"{self.name}: {self.why_not}"
-        return f"{head}: {self.doc}" + (" [the rule-based specialist proposes it]"
-                                        if self.suggested else "")
+        marks = [m for m, on in (("the rule-based specialist proposes it", self.suggested),
+                                 (f"tried on this kernel: {self.tried}", self.tried)) if on]
+        return f"{head}: {self.doc}" + "".join(f" [{m}]" for m in marks)
 
 
 class AgentContext(BaseModel):

@@ -16,12 +16,13 @@ from pathlib import Path
 from kernelcrew.agents.context import AgentContext, Feedback, IterationNote, MoveOption
 from kernelcrew.agents.contract import contract_of, redact
 from kernelcrew.agents.heuristic.evidence import static_facts
-from kernelcrew.agents.llm.moves import catalogue
+from kernelcrew.agents.llm.moves import SETTINGS, apply_moves, catalogue
 from kernelcrew.agents.transforms import parse_any
 from kernelcrew.errors import InputError
 from kernelcrew.graph.context import RunContext
 from kernelcrew.graph.services import tools_for
 from kernelcrew.graph.state import CrewState, Evaluation
+from kernelcrew.kernels.kernelfile import text_digest
 from kernelcrew.kernels.signature import entry_params
 from kernelcrew.kernels.spec import OpSpec
 from kernelcrew.results import ProfileResult
@@ -99,9 +100,21 @@ def redacted_profile(prof: ProfileResult, spec: OpSpec) -> ProfileResult:
         "compile_report": redact(prof.compile_report, spec)})
 
 
-def move_options(kernel_text: str, backend: str) -> list[MoveOption]:
-    return [MoveOption(name=d.name, doc=d.doc, params=d.params, applies=d.applies,
-                       why_not=d.why_not) for d in catalogue(kernel_text, backend)]
+def move_options(kernel_text: str, backend: str,
+                 evaluated: dict[str, str] | None = None) -> list[MoveOption]:
+    """The catalogue against the best kernel. `evaluated`: digest -> outcome of the
+    kernels already evaluated; a move whose result (at its defaults) is one of them is
+    marked with that outcome and not offered again."""
+    out = []
+    for d in catalogue(kernel_text, backend):
+        tried = ""
+        if d.applies and evaluated and d.name not in SETTINGS:
+            got = apply_moves(kernel_text, [(d.name, {})], backend)
+            if got.kernel is not None:
+                tried = evaluated.get(text_digest(got.kernel), "")
+        out.append(MoveOption(name=d.name, doc=d.doc, params=d.params, applies=d.applies,
+                              why_not=d.why_not, tried=tried))
+    return out
 
 
 def agent_context(state: CrewState, ctx: RunContext) -> AgentContext:
@@ -126,7 +139,9 @@ def agent_context(state: CrewState, ctx: RunContext) -> AgentContext:
         entry_params=entry_params(spec) if state["backend"] != "cuda" else [],
         extents={name: extent(ts.shape) for name, ts in {**spec.inputs, **spec.outputs}.items()},
         compile_report=prof.compile_report if prof is not None else "",
-        contract=contract_of(spec), moves=move_options(best_text, state["backend"]),
+        contract=contract_of(spec), moves=move_options(best_text, state["backend"], {
+            e["digest"]: e["outcome"] for e in state.get("evaluations", [])
+            if e.get("digest")}),
         static_evidence=[line for _, line in static_lines(best_text)]
         if state["backend"] != "cuda" else [],
         critiques=critiques)

@@ -173,6 +173,8 @@ class CrewState(TypedDict, total=False):
     plan_first: bool  # set after that many failures; reset once a candidate compiles
     since_improvement: int
     halts: Annotated[list[str], operator.add]  # reducer: append; an agent that cannot go on
+    budget_stops: Annotated[list[str], operator.add]  # reducer: append; a call not made
+    # because it could have taken the run over its token or cost budget (a clean stop)
     sat_out: Annotated[list[SitOut], operator.add]  # reducer: append
     answers: Annotated[list[AnswerRecord], operator.add]  # reducer: append
     stop_reason: str

@@ -34,9 +34,10 @@ extern "C" void scan(const float* x, float* y, int64_t n) {
 
 
 def expmul_context(**over):
+    over.setdefault("moves", move_options(EXPMUL, "cpu"))
     return vadd_context(op="expmul", description="y = exp(x) * g",
                         signature="x (input), g (input), y (output), n (size)",
-                        kernel=EXPMUL, moves=move_options(EXPMUL, "cpu"), profile=None,
+                        kernel=EXPMUL, profile=None,
                         entry_params=[{"name": "x", "kind": "input", "dtype": "float32"},
                                       {"name": "g", "kind": "input", "dtype": "float32"},
                                       {"name": "y", "kind": "output", "dtype": "float32"},
@@ -207,3 +208,41 @@ def test_edits_and_front_matter_completion():
     done = complete_front_matter(late, EXPMUL, "cpu")
     assert done.startswith("/* kernelcrew\nentry: expmul\n") and "-O2" in done.split("*/")[0]
     assert read_text_answer("nothing to see") is None
+
+
+def test_a_move_whose_result_was_evaluated_is_marked_and_not_offered_again():
+    from kernelcrew.agents.llm.specialists import offered_moves
+    from kernelcrew.kernels.kernelfile import text_digest
+
+    done = {text_digest(apply_transform("vector_math", EXPMUL)): "slower"}
+    ctx = expmul_context(moves=move_options(EXPMUL, "cpu", done))
+    vm = next(m for m in ctx.moves if m.name == "vector_math")
+    assert vm.tried == "slower" and "[tried on this kernel: slower]" in vm.line()
+    assert "vector_math" not in offered_moves(ctx) and "simd" in offered_moves(ctx)
+
+
+def test_the_compact_setting_sends_a_short_prompt_for_small_models(serve, tmp_path):
+    echo = ("<<SYS>>\n- vector_math: float exp/erf calls in loops -> inline vectorizable\n"
+            "- omp_parallel(min_work=1048576): #pragma omp parallel for\n")
+    srv = serve({("loop", "propose"): [raw(echo)]})
+    a = make_specialist("loop", settings=settings_for(
+        srv, one_call=True, compact=True, context_budget=300, **TEXT), run_dir=str(tmp_path))
+    (p,) = a.propose(expmul_context(run_dir=str(tmp_path)))
+    (call,) = srv.exchanges
+    assert "You are the kernelcrew loop specialist" in call.system
+    assert "Rules for every kernelcrew agent" not in call.system
+    assert "MOVE: <name>" in call.system and len(call.system) < 1000
+    assert call.user.rstrip().endswith("restrict, omp_parallel, simd, unroll, vector_math.")
+    # an echo of the list picks its first line's move
+    assert p.change.transform == "vector_math"
+
+
+@pytest.mark.parametrize("text, picked", [
+    ("- simd: pragma\n- unroll: pragmas", "simd"),
+    ("simd or unroll, I am not sure", None),  # a line naming several is no choice
+    ("nothing here\nrestrict", "restrict"),
+    ("I would not use vector_mathematics", None),
+])
+def test_a_bare_answer_picks_the_first_line_naming_one_move(text, picked):
+    got = read_text_answer(text, ["vector_math", "simd", "unroll", "restrict"])
+    assert (got["moves"][0]["move"] if got else None) == picked

@@ -5,8 +5,7 @@ plain text (small models write code far better than they escape it inside a JSON
 string):
 
 - moves of the catalogue: `MOVE: unroll factor=8` (or `unroll(factor=8)`,
-  `unroll {"factor": 8}`), several on one line separated by `;`, or one per line; a
-  small model's bare answer naming one of the moves offered counts as that move;
+  `unroll {"factor": 8}`), several on one line separated by `;`, or one per line;
 - search/replace edits of the current best kernel:
       <<<<<<< SEARCH
       for (int64_t i = 0; i < n; ++i) y[i] = x[i] + z[i];
@@ -14,7 +13,9 @@ string):
       ...
       >>>>>>> REPLACE
 - a fenced code block with the kernel file, or only its source: the crew fills in the
-  front matter it knows (entry, flags, knobs, launch) from the current best.
+  front matter it knows (entry, flags, knobs, launch) from the current best;
+- a bare answer: the first of its lines that names one of the moves offered picks it
+  (a small model's choice; a line naming several is no choice).
 
 `read_text_answer` turns such text into the fields of the answer schema; the specialist
 then applies the moves (`moves.apply_moves`), the edits (`apply_edits`) and completes the
@@ -124,10 +125,12 @@ def read_text_answer(text: str, offered: list[str] | None = None) -> dict[str, A
     kernel = ""
     if not edits:
         blocks = [m.group("body") for m in _FENCE.finditer(text)
-                  if m.group("lang").lower() in _CODE_LANGS and _looks_like_code(m.group("body"))]
+                  if m.group("lang").lower() in _CODE_LANGS and _looks_like_code(m.group("body"))
+                  and (m.group(0).rstrip().endswith("```") or _balanced(m.group("body")))]
         kernel = max(blocks, key=len) if blocks else ""
         if not kernel and "/* kernelcrew" in text:  # unfenced, front matter and all
-            kernel = text[text.index("/* kernelcrew"):]
+            rest = text[text.index("/* kernelcrew"):]
+            kernel = rest if _balanced(rest) else ""
     if not (moves or edits or kernel) and offered:
         named = _named(text, offered)
         if named:
@@ -138,19 +141,28 @@ def read_text_answer(text: str, offered: list[str] | None = None) -> dict[str, A
     return out
 
 
+def _balanced(body: str) -> bool:
+    """A fence left open (the answer cut off at the cap) counts only if its code is whole."""
+    return body.count("{") == body.count("}") > 0
+
+
 def _looks_like_code(body: str) -> bool:
     return bool(re.search(r"[{};]", body))
 
 
 def _named(text: str, offered: list[str]) -> str | None:
-    """The first offered move the text names (as a word), if any."""
-    first: tuple[int, str] | None = None
-    low = text.lower()
-    for name in offered:
-        m = re.search(rf"(?<![\w]){re.escape(name.lower())}(?![\w])", low)
-        if m and (first is None or m.start() < first[0]):
-            first = (m.start(), name)
-    return first[1] if first else None
+    """The move a bare answer picks: the first line that names an offered move, when it
+    names exactly one (a line naming several is a comparison, not a choice). A small
+    model that echoes the list of moves picks its first entry this way."""
+    for line in text.splitlines():
+        low = line.lower()
+        named = [n for n in offered
+                 if re.search(rf"(?<![\w]){re.escape(n.lower())}(?![\w])", low)]
+        if len(named) == 1:
+            return named[0]
+        if named:
+            return None
+    return None
 
 
 def apply_edits(text: str, edits: list[dict[str, str]]) -> tuple[str | None, str]:

@@ -309,6 +309,9 @@ def parse_answer(schema: type[BaseModel], text: str, finish: str | None,
     pass), after removing what local models wrap around it (think tags, fences); an
     answer that is no JSON object goes to `text_parser` (fenced code, edits, move names)."""
     cut = " " + _stopped_text(finish, text) if finish in ("length", "content_filter") else ""
+    if cut and text_parser is not None and finish == "length":
+        cut = (" The answer was cut off at the output token limit (finish_reason=length): "
+               "answer in a few lines.")
     try:
         data = _loads(text)
     except json.JSONDecodeError as e:
@@ -317,8 +320,14 @@ def parse_answer(schema: type[BaseModel], text: str, finish: str | None,
     else:
         error = None if isinstance(data, dict) else \
             f"the answer must be one JSON object, not {type(data).__name__}.{cut}"
-    if not isinstance(data, dict) and text_parser is not None and not cut:
+    if not isinstance(data, dict) and text_parser is not None:
+        # a plain-text answer (moves, edits, a fenced kernel); cut off at the cap it may
+        # still name a move, and a cut-off kernel fails its own checks
         data = text_parser(text)
+        if data is None:
+            why = (error or "").split(".")[0].strip() or "the answer is no JSON object"
+            error = (f"{why}, and it holds no MOVE line naming a move of the catalogue, no "
+                     f"search/replace edit and no fenced code block.{cut}")
     if not isinstance(data, dict):
         return None, error
     try:

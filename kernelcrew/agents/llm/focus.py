@@ -98,7 +98,7 @@ class Section:
     dropped: int = 0
 
     def render(self) -> str:
-        if not self.items and not self.dropped:
+        if not self.items:  # nothing left to show: a bare heading is noise to a model
             return ""
         lines = [f"## {self.title}"]
         lines += [f"- {i}" if self.bullet else i for i in self.items]

@@ -97,6 +97,11 @@ class LLMSettings:
     one_call: bool = field(default=False, metadata={
         "description": "plan and code in one call instead of two (KERNELCREW_LLM_ONE_CALL=1): "
                        "for small or slow models, where each call costs most"})
+    compact: bool = field(default=False, metadata={
+        "description": "short prompts for small models (KERNELCREW_LLM_COMPACT=1): a "
+                       "few lines of rules instead of the full rules and format, the plain-"
+                       "text answer in one line (MOVE: name) or a code block; the context is "
+                       "held to context_budget as usual"})
     replay: str | None = field(default=None, metadata={
         "description": "a run directory whose recorded answers are replayed (--replay)"})
     replay_missing: ReplayMissing = field(default="stop", metadata={
@@ -171,6 +176,7 @@ class LLMSettings:
             token_budget=pick("token_budget", "KERNELCREW_LLM_TOKEN_BUDGET", None, int),
             cost_budget=pick("cost_budget", "KERNELCREW_LLM_COST_BUDGET", None),
             one_call=_flag(s.get("one_call"), env.get("KERNELCREW_LLM_ONE_CALL", "0")),
+            compact=_flag(s.get("compact"), env.get("KERNELCREW_LLM_COMPACT", "0")),
         )
         for name in ("concurrency", "context_window", "max_tokens"):
             v = getattr(out, name)

@@ -170,9 +170,14 @@ def _clamp(v: float, lo: float, hi: float) -> float:
         return lo
 
 
+def _offer(ctx: AgentContext) -> str:
+    return ", ".join(offered_moves(ctx)) or "none (write the change yourself)"
+
+
 def offered_moves(ctx: AgentContext) -> list[str]:
-    """The moves a bare answer may name: those that apply, settings left out."""
-    return [m.name for m in ctx.moves if m.applies and m.name not in SETTINGS]
+    """The moves a bare answer may name: those that apply and were not tried on this
+    kernel already, settings left out."""
+    return [m.name for m in ctx.moves if m.applies and not m.tried and m.name not in SETTINGS]
 
 
 class Realized:
@@ -282,6 +287,8 @@ class LLMSpecialist:
 
     # -- prompts ---------------------------------------------------------------------------
     def system_prompt(self, ctx: AgentContext) -> str:
+        if self.settings.compact:
+            return self._compact_prompt(ctx)
         role_file = f"{self.focus}.md"
         role = render(role_file) if has_prompt(role_file) else render(
             "specialist.md", name=self.name, field=self.field)
@@ -302,6 +309,16 @@ class LLMSpecialist:
                        headers=", ".join(sorted(CUDA_INCLUDES if cuda else CPU_INCLUDES)),
                        format=render("format_cuda.md" if cuda else "format_cpu.md"))
         return f"{role}\n\n{rules}"
+
+    def _compact_prompt(self, ctx: AgentContext) -> str:
+        # a few lines for small models: the role, what must not change, the entry
+        kf = _parse(ctx.kernel, ctx.backend)
+        entry = kf.meta.entry if kf is not None and kf.meta.entry else ctx.op
+        rule = ("Keep every __global__ function in the launch plan." if ctx.backend == "cuda"
+                else f"Keep the entry `{declaration(ctx.entry_params, entry)}`."
+                if ctx.entry_params else f"Keep the entry `{entry}` and its parameters.")
+        return render("compact.md", agent=self.name, field=self.field,
+                      tolerance=ctx.tolerance, entry_rule=rule)
 
     def _messages(self, system: str, built: FocusedContext, step: str) -> list[BaseMessage]:
         return [SystemMessage(system), HumanMessage(f"{built.text}\n\n{step}")]
@@ -379,7 +396,8 @@ class LLMSpecialist:
             client.annotate(form=got.form)  # recorded with the answer
             return None
 
-        form = "form_propose.md" if schema is ProposeAnswer else "form_code.md"
+        form = "form_small.md" if self.settings.compact else \
+            "form_propose.md" if schema is ProposeAnswer else "form_code.md"
         ans, _ = self._ask(client, system, built, ctx, step, schema, step_name, usable,
                            text_form=form)
         if not isinstance(ans, CodeAnswer) or "it" not in made:
@@ -450,15 +468,17 @@ class LLMSpecialist:
             built = self._context(ctx)
             system = self.system_prompt(ctx)
             if planned is None and self.settings.one_call:
+                step = "step_small.md" if self.settings.compact else "step_propose.md"
                 prop = self._code(client, system, built, ctx, None,
-                                  render("step_propose.md"), ProposeAnswer, "propose")
+                                  render(step, offer=_offer(ctx)), ProposeAnswer, "propose")
                 return [prop] if prop is not None else []
             plan = planned[1] if planned else self._plan(
                 client, system, built, ctx, render("step_plan.md", extra=""))
             if plan is None:
                 return []
             prop = self._code(client, system, built, ctx, plan,
-                              render("step_code.md", plan=_plan_text(plan)))
+                              render("step_code.md", plan=_plan_text(plan),
+                                     offer=_offer(ctx)))
             return [prop] if prop is not None else []
         finally:
             self._end(client)
@@ -486,7 +506,7 @@ class LLMSpecialist:
                     plan=failed.plan))
                 if plan is None:
                     return None
-                step = render("step_code.md", plan=_plan_text(plan))
+                step = render("step_code.md", plan=_plan_text(plan), offer=_offer(ctx))
                 return self._code(client, system, built, ctx, plan, step)
             step = render("step_fix.md", attempt=attempt, max_attempts=MAX_COMPILE_TRIES,
                           plan=_plan_text(kept))

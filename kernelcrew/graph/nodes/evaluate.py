@@ -194,78 +194,92 @@ def benchmark(state: CrewState, runtime: Runtime[RunContext]) -> dict:
     tools = tools_for(state, ctx)
     best = state["best"]
     candidates = [dict(c) for c in state.get("candidates", [])]
-    results = []
-    skipped: list[dict] = []
-    demotions: list[dict] = []  # the best failed its re-run as the incumbent of a race
+    results: list[tuple[dict, dict]] = []
+    skipped: list[Evaluation] = []
+    demotions: list[Evaluation] = []  # the best failed its re-run as the incumbent of a race
     pending = [c for c in candidates if c["status"] == "verified"]
     while pending:
-        c = pending[0]
+        c = pending.pop(0)
         if _out_of_budget(state, ctx, c, it, skipped, "benchmark"):
-            pending.pop(0)
             continue
-        t0 = time.monotonic()
-        key = f"race-{c['digest']}-vs-{best['digest']}"
-        cached = load_cached(state["run_dir"], key)
-        if cached is None:
-            try:
-                [r] = tools.executor.evaluate([Job(
-                    key=key, stage="race", kernel=Path(c["path"]).read_text(), path=c["path"],
-                    incumbent=Path(best["path"]).read_text(), incumbent_path=best["path"],
-                    against="the current best")])
-            except ev.IncumbentFailed as e:
-                if best["author"] == "baseline":  # nothing to fall back on: the run stops
-                    halt = f"the baseline failed a re-check while timed: {e.reason}"
-                    emit(state["run_dir"], "benchmark", halt, t0=t0, iteration=it,
-                         agent="gate", ok=False)
-                    return {"candidates": candidates, "evaluations": [*demotions, *skipped],
-                            "best": best, "halts": [halt],
-                            "since_improvement": state.get("since_improvement", 0) + 1}
-                # the best failed while timed again: demoted; this candidate (and the rest)
-                # are raced against the previous best instead
-                best, record = demote({**state, "best": best},
-                                      [*state.get("evaluations", []), *demotions],
-                                      reason=e.reason, where="re-timed as the incumbent",
-                                      baseline_digest=baseline_digest(state, tools))
-                demotions.append(record)
-                pending = [done for done, _ in results] + pending  # timed against the old best
-                results = []
-                continue
-            if r.infra_error or r.race is None:  # the cluster lost it: no verdict
-                c["status"] = "infra-error"
-                skipped.append(_record(c, it, "infra-error", r.infra_error,
-                                       note="not timed (an infrastructure error)"))
-                emit(state["run_dir"], "benchmark", f"{Path(c['path']).name}: not timed: "
-                     f"{r.infra_error[:200]}", t0=t0, iteration=it, agent=c["author"],
-                     refs={"kernel": c["path"]}, verdict=None, infra_error=r.infra_error,
-                     **_where(r))
-                pending.pop(0)
-                continue
-            race = r.race
-            cached = {"verdict": race.verdict, "vs_best": race.speedup, "band": race.band,
-                      "measured_noise": race.measured_noise, "min_speedup": race.min_speedup,
-                      "reason": race.reason, "groups": race.groups,
-                      "rows": [x.model_dump(mode="json") for x in race.rows],
-                      "ran_on": r.ran_on()}
-            store_cached(state["run_dir"], key, cached)
-            emit(state["run_dir"], "benchmark", f"{Path(c['path']).name}: {cached['verdict']} "
-                 f"vs the best ({cached['reason']})", t0=t0, iteration=it, agent=c["author"],
-                 refs={"kernel": c["path"]}, verdict=cached["verdict"],
-                 vs_best=cached["vs_best"], band=cached["band"],
-                 measured_noise=cached.get("measured_noise"), rows=cached["rows"], **_where(r))
-        results.append((c, cached))
-        pending.pop(0)
+        try:
+            cached = _race(state, tools, c, best, skipped)
+        except ev.IncumbentFailed as e:
+            if best["author"] == "baseline":  # nothing to fall back on: the run stops
+                halt = f"the baseline failed a re-check while timed: {e.reason}"
+                emit(state["run_dir"], "benchmark", halt, t0=time.monotonic(), iteration=it,
+                     agent="gate", ok=False)
+                return {"candidates": candidates, "evaluations": [*demotions, *skipped],
+                        "best": best, "halts": [halt],
+                        "since_improvement": state.get("since_improvement", 0) + 1}
+            # the best failed while timed again: demoted; this candidate (and the rest)
+            # are raced against the previous best instead
+            best, record = demote({**state, "best": best},
+                                  [*state.get("evaluations", []), *demotions],
+                                  reason=e.reason, where="re-timed as the incumbent",
+                                  baseline_digest=baseline_digest(state, tools))
+            demotions.append(record)
+            pending = [done for done, _ in results] + [c] + pending  # timed against it
+            results = []
+            continue
+        if cached is not None:
+            results.append((c, cached))
+    return _settle(state, ctx, candidates, results, best, [*demotions, *skipped])
+
+
+def _race(state: CrewState, tools, c: dict, best: dict, skipped: list[Evaluation]
+          ) -> dict | None:
+    """One candidate against the best, side by side (cached by both digests); None when
+    the cluster lost it (recorded in `skipped`). Raises IncumbentFailed from the judge."""
+    it = state["iteration"]
+    t0 = time.monotonic()
+    key = f"race-{c['digest']}-vs-{best['digest']}"
+    cached = load_cached(state["run_dir"], key)
+    if cached is not None:
+        return cached
+    [r] = tools.executor.evaluate([Job(
+        key=key, stage="race", kernel=Path(c["path"]).read_text(), path=c["path"],
+        incumbent=Path(best["path"]).read_text(), incumbent_path=best["path"],
+        against="the current best")])
+    if r.infra_error or r.race is None:  # the cluster lost it: no verdict
+        c["status"] = "infra-error"
+        skipped.append(_record(c, it, "infra-error", r.infra_error,
+                               note="not timed (an infrastructure error)"))
+        emit(state["run_dir"], "benchmark", f"{Path(c['path']).name}: not timed: "
+             f"{r.infra_error[:200]}", t0=t0, iteration=it, agent=c["author"],
+             refs={"kernel": c["path"]}, verdict=None, infra_error=r.infra_error, **_where(r))
+        return None
+    race = r.race
+    cached = {"verdict": race.verdict, "vs_best": race.speedup, "band": race.band,
+              "measured_noise": race.measured_noise, "min_speedup": race.min_speedup,
+              "reason": race.reason, "groups": race.groups,
+              "rows": [x.model_dump(mode="json") for x in race.rows], "ran_on": r.ran_on()}
+    store_cached(state["run_dir"], key, cached)
+    emit(state["run_dir"], "benchmark", f"{Path(c['path']).name}: {cached['verdict']} "
+         f"vs the best ({cached['reason']})", t0=t0, iteration=it, agent=c["author"],
+         refs={"kernel": c["path"]}, verdict=cached["verdict"], vs_best=cached["vs_best"],
+         band=cached["band"], measured_noise=cached.get("measured_noise"),
+         rows=cached["rows"], **_where(r))
+    return cached
+
+
+def _settle(state: CrewState, ctx: RunContext, candidates: list[dict],
+            results: list[tuple[dict, dict]], best: dict, evaluations: list[Evaluation]
+            ) -> dict:
+    """The fastest win is accepted (a person may decline it with --approve); every raced
+    candidate gets its evaluation, with a note built from the race's data."""
+    it = state["iteration"]
     t0 = time.monotonic()
     winners = [(c, r) for c, r in results if r["verdict"] == "faster"]
     winner = max(winners, key=lambda cr: cr[1]["vs_best"], default=None)
     if winner and ctx.approve:
         c, r = winner
-        answer = interrupt({"question": f"accept {Path(c['path']).name} ({c['author']}/{c['kind']},"
-                                        f" {r['vs_best']:.2f}x vs the current best)?",
-                            "kernel": c["path"], "rows": r["rows"]})
+        answer = interrupt({"question": f"accept {Path(c['path']).name} ({c['author']}/"
+                                        f"{c['kind']}, {r['vs_best']:.2f}x vs the current "
+                                        "best)?", "kernel": c["path"], "rows": r["rows"]})
         if not _yes(answer):
             winner = None
             c["declined"] = True
-    evaluations = [*demotions, *skipped]
     new_best = dict(best)
     for c, r in results:
         chained = best["speedup"] * r["vs_best"] if r["vs_best"] else None
@@ -282,12 +296,11 @@ def benchmark(state: CrewState, runtime: Runtime[RunContext]) -> dict:
         else:
             outcome = r["verdict"]
         c["status"] = outcome
+        note = f"rejected: {rejection_note(r.get('rows') or [])}" if outcome == "rejected" \
+            else race_note(outcome, r["vs_best"], r.get("groups"))
         evaluations.append(_record(c, it, outcome, r["reason"], speedup=chained,
                                    vs_best=r["vs_best"], ran_on=r.get("ran_on"),
-                                   groups=r.get("groups") or {},
-                                   note=f"rejected: {rejection_note(r.get('rows') or [])}"
-                                   if outcome == "rejected" else
-                                   race_note(outcome, r["vs_best"], r.get("groups"))))
+                                   groups=r.get("groups") or {}, note=note))
     improved = winner is not None
     emit(state["run_dir"], "gate", (f"accepted {Path(winner[0]['path']).name}: "
                                     f"{new_best['speedup']:.2f}x over the baseline")

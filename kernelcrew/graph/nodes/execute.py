@@ -163,7 +163,8 @@ def revise(state: CrewState, runtime: Runtime[RunContext]) -> dict:
     """Each failed candidate goes back to its author with the normalized errors."""
     ctx = ctx_of(runtime)
     candidates: list[Candidate] = [dict(c) for c in state["candidates"]]  # type: ignore[misc]
-    out: dict = {"candidates": candidates, "halts": [], "answers": [], "sat_out": []}
+    out: dict = {"candidates": candidates, "halts": [], "answers": [], "sat_out": [],
+                 "budget_stops": []}
     for c in candidates:
         if c["status"] in ("compile-error", "incorrect"):
             _revise_one(state, ctx, c, candidates, out)
@@ -201,7 +202,12 @@ def _revise_one(state: CrewState, ctx: RunContext, c: Candidate, candidates: lis
         out["sat_out"].append({"iteration": it, "agent": author, "reason": str(e)})
         emit(state["run_dir"], "revise", f"{author} sits out the revision: {e}", t0=t0,
              iteration=it, agent=author, tokens=usage(), sat_out=str(e))
-    except (AgentUnavailable, BudgetSpent) as e:
+    except BudgetSpent as e:  # the run's budget: a clean stop after this iteration
+        new = None
+        out["budget_stops"].append(str(e))
+        emit(state["run_dir"], "revise", f"{author}: {e}", t0=t0, iteration=it,
+             agent=author, tokens=usage(), budget=True)
+    except AgentUnavailable as e:
         new = None
         out["halts"].append(f"{author}: {e}")
         emit(state["run_dir"], "revise", f"{author} cannot continue: {e}", t0=t0,

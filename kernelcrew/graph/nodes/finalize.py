@@ -55,7 +55,8 @@ def finalize(state: CrewState, runtime: Runtime[RunContext]) -> dict:
         "run_id": state["run_id"], "run_dir": str(run_dir), "op": state["op_name"],
         "family": state["family"], "backend": state["backend"],
         "iterations": state["iteration"] - 1, "stop_reason": reason,
-        "halted": bool(state.get("halts")),
+        # the crew could not go on: an agent failed, or every specialist sat out
+        "halted": bool(state.get("halts")) or reason.startswith("every specialist sat out"),
         "baseline_ms": sum(typical) if typical else state["baseline"]["typical_ms"],
         "best": {"path": best["path"], "speedup": final["speedup"], "correct": final["correct"],
                  "verdict_vs_baseline": final["verdict"], "reason": final["reason"],

@@ -100,7 +100,12 @@ def specialist(payload: SpecialistInput, runtime: Runtime[RunContext]) -> dict:
         proposals = agent.propose(actx)
     except PromptTooLarge as e:  # this agent sits out; the others go on
         return _sat_out(payload, agent, str(e), t0)
-    except (AgentUnavailable, BudgetSpent) as e:
+    except BudgetSpent as e:  # the run's budget: a clean stop after this iteration
+        emit(payload["run_dir"], "specialist", f"{name}: {e}", t0=t0, iteration=it,
+             agent=name, tokens=getattr(agent, "last_usage", None) or {}, budget=True)
+        return {"proposals": [], "budget_stops": [str(e)],
+                "answers": record_answers(payload["run_dir"], agent, it, "specialist")}
+    except AgentUnavailable as e:
         answers = record_answers(payload["run_dir"], agent, it, "specialist")
         emit(payload["run_dir"], "specialist", f"{name} cannot continue: {e}", t0=t0,
              iteration=it, agent=name, tokens=getattr(agent, "last_usage", None) or {},
@@ -175,7 +180,7 @@ def coordinator(state: CrewState, runtime: Runtime[RunContext]) -> dict:
           "tried_digests": {e["digest"] for e in state.get("evaluations", [])
                             if e.get("digest")}}
     agent = None
-    halts: list[str] = []
+    budget_stops: list[str] = []
     if ctx.policy_for("coordinator") == "llm":
         agent = LLMCoordinator(llm_settings(ctx), run_dir=state["run_dir"])
         try:
@@ -188,7 +193,7 @@ def coordinator(state: CrewState, runtime: Runtime[RunContext]) -> dict:
                        for e in state.get("evaluations", [])],
                 iteration=it, run_dir=state["run_dir"])
         except BudgetSpent as e:  # the budget is the run's: it stops after this iteration
-            halts.append(f"coordinator: {e}")
+            budget_stops.append(str(e))
             decision = coordinate(props, base_text, **kw)
             decision.reason = f"(LLM coordinator not asked: {e}; heuristic choice) " \
                 + decision.reason
@@ -215,7 +220,7 @@ def coordinator(state: CrewState, runtime: Runtime[RunContext]) -> dict:
          prompt_file=getattr(agent, "last_prompt_file", None))
     return {"decision": {"reason": decision.reason, "rejected": decision.rejected,
                          "merged_from": decision.merged_from}, "candidates": candidates,
-            "halts": halts, "answers": answers}
+            "budget_stops": budget_stops, "answers": answers}
 
 
 def _write_candidates(state: CrewState, chosen: list[Proposal]) -> list[Candidate]:

@@ -161,9 +161,8 @@ def budget_reason(state: CrewState, ctx: RunContext) -> str:
 
 def stop_reason(state: CrewState, ctx: RunContext) -> str:
     done = state["iteration"] - 1
-    budget_halt = next((h for h in state.get("halts", []) if "budget of" in h), None)
-    if budget_halt:  # a call that would have gone over a budget was not made
-        return budget_halt.split(": ", 1)[-1]
+    if state.get("budget_stops"):  # a call that could have gone over a budget was not made
+        return state["budget_stops"][-1]
     if state.get("halts"):
         return f"an agent could not continue: {state['halts'][-1]}"
     if state.get("compile_only"):
@@ -193,6 +192,9 @@ def stop_reason(state: CrewState, ctx: RunContext) -> str:
         return (f"roofline: the best kernel runs at {share:.0%} of the machine's peak "
                 f"(above {ctx.roofline_done:.0%}: little left to gain)")
     if not last and not state.get("candidates"):
+        if any(p["iteration"] == done for p in state.get("proposals", [])):
+            return ("nothing left to try: every proposal of iteration "
+                    f"{done} was a kernel already evaluated; " + considered(state))
         return "nothing left to try: no specialist had a new proposal; " + considered(state)
     return ""
 
