@@ -36,7 +36,7 @@ JUDGE_PHRASES = [
     "changed in place", "replayed or cached", "tampered", "probe", "parent's clock",
     "timings disagree", "roofline", "quarantine", "noise band", "band of", "threshold",
     "minimum speedup", "measured noise", "poison", "input set", "timed run", "first call",
-    "checksum", "the worker report", "lacks the",
+    "checksum", "the worker report", "lacks the", "modified its input",
 ]
 
 CACHING = BASELINE.replace(
@@ -59,6 +59,9 @@ CACHING = BASELINE.replace(
     '  }\n}')
 assert CACHING != BASELINE
 BROKEN = BASELINE.replace("* g[i];", "* g[i]")
+# writes into its input: the judge's input checks catch it every time
+WRITES_INPUT = BASELINE.replace("y[i] = std::exp(x[i]) * g[i];",
+                                "{ y[i] = std::exp(x[i]) * g[i]; const_cast<float*>(x)[i] = 0; }")
 OFF_BY_ONE = BASELINE.replace("std::exp(x[i]) * g[i];",
                               "std::exp(x[i]) * g[i] + (i == n - 1 ? 1.0f : 0.0f);")
 
@@ -123,10 +126,12 @@ def llm(ex):
             data["lesson"] = "Measure first."
         return answer(data)
     if ex.step == "code":
-        if ex.agent == "memory_access":  # iteration 1: it caches; then a flags change
-            if "Your last candidate was incorrect" in user:
+        if ex.agent == "memory_access":  # writes its input, then a flags change, then caches
+            if "Your candidate gave wrong results" in user:
                 return answer(code(BASELINE.replace("[-O3", "[-O2"), 1.1))
-            return answer(code(CACHING, 1.5))
+            if "iteration 1:" in user:  # the history: this is iteration 2
+                return answer(code(CACHING, 1.5))
+            return answer(code(WRITES_INPUT, 1.5))
         if ex.agent == "loop":
             if "did not compile" in user:
                 return answer({"moves": [{"move": "vector_math"}]})
@@ -147,22 +152,23 @@ def test_no_prompt_holds_judge_internals_or_case_sizes(serve, tmp_path):
     run = Path(res["run_dir"])
     steps = {(e.agent, e.step) for e in srv.exchanges}
     for want in [("memory_access", "plan"), ("memory_access", "code"),
-                 ("compiler_flags", "explain"), ("loop", "code"), ("compiler_flags", "code"),
+                 ("memory_access", "explain"), ("compiler_flags", "explain"), ("loop", "code"), ("compiler_flags", "code"),
                  ("coordinator", "coordinate"), ("critic", "critique"),
                  ("reflector", "reflect")]:
         assert want in steps, want
     # a wrong result went back to its author with what was wrong
     explain = srv.calls("compiler_flags", "explain")[0].user
     assert "Your last candidate was incorrect" in explain and "the reference says" in explain
-    # the caching kernel was caught in its race, and its author read what was wrong
-    # (which output, which case, the values) in the next iteration, never how
+    # the kernel that writes its input was caught by the judge's checks: its author is
+    # told that it was rejected, not how the judge found it
     events = [json.loads(ln) for ln in (run / "trace.jsonl").read_text().splitlines()]
-    caught = [e for e in events if e["node"] == "benchmark" and e.get("verdict") == "rejected"
+    caught = [e for e in events if e["node"] == "verify" and e.get("correct") is False
               and e["agent"] == "memory_access"]
-    assert caught, "the caching kernel was not rejected"
-    told = srv.calls("memory_access", "plan")[1].user
-    assert "## Your last candidate was incorrect" in told
-    assert "wrong values: y[" in told and "the reference says" in told
+    assert caught, "the kernel that writes its input was not rejected"
+    told = srv.calls("memory_access", "explain")[0].user
+    assert "rejected by the judge's checks" in told and "modified" not in told
+    # iteration 2: memory_access sends a kernel that replays a cached result; whether the
+    # judge catches it in the race or not, nothing of how it checks reaches a prompt
     # ... the compile error reached loop, in the compiler's words
     fix = [c.user for c in srv.calls("loop", "code") if "did not compile" in c.user]
     assert fix and "error:" in fix[0]
