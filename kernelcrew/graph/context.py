@@ -44,9 +44,10 @@ class RunContext:
         "description": "compile attempts per candidate before its author must re-plan (and "
                        "as many again after the re-plan); that many failures in a row across "
                        "the crew make the next iteration plan first"})
-    critic_profiles: bool = field(default=True, metadata={
+    critic_profiles: bool | None = field(default=None, metadata={
         "description": "the critic profiles each raced candidate that was not accepted, to "
-                       "compare its metrics with the best's"})
+                       "compare its metrics with the best's (a few seconds each); None: when "
+                       "an LLM is in the crew, whose next plan reads the comparison"})
     approve: bool = field(default=False, metadata={
         "description": "ask a human before a candidate is accepted (needs a checkpointer)"})
     runs_dir: str | None = field(default=None, metadata={"description": "where runs are kept"})

@@ -148,8 +148,10 @@ def critique(state: CrewState, runtime: Runtime[RunContext]) -> dict:
     for k, e in enumerate(raced):
         t0 = time.monotonic()
         race = _race_of(state, e)
+        profiles = ctx.critic_profiles if ctx.critic_profiles is not None \
+            else "llm" in ctx.agents
         cand_prof = _profile_candidate(state, ctx, e, k) \
-            if ctx.critic_profiles and e["outcome"] != "accepted" else None
+            if profiles and e["outcome"] != "accepted" else None
         deltas = metric_deltas(cand_prof, best_prof) if cand_prof else []
         text = heuristic_critique(e, race, deltas, cand_prof, best_prof)
         by = "heuristic"
