@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from kernelcrew.agents.contract import OperatorContract
 from kernelcrew.results import ProfileResult
 
 
@@ -15,15 +16,39 @@ class IterationNote(BaseModel):
     kind: str
     outcome: str  # accepted | slower | same | rejected | compile-error
     speedup: float | None = None
-    detail: str = ""  # one line: why
+    detail: str = ""  # one line: what happened, from structured fields (never the judge's
+    # own words: see graph.feedback)
 
 
 class Feedback(BaseModel):
     """What comes back to the author of a failed candidate."""
 
-    kind: str  # compile-error | incorrect | slower
-    message: str  # normalized errors, failing cases, or the regression table
+    kind: str  # compile-error | incorrect | slower | crew-compile-errors
+    message: str  # normalized errors, failing cases, or the critic's comparison
     attempt: int = 1
+    replan: bool = False  # revise the plan first (repeated compile errors)
+
+
+class MoveOption(BaseModel):
+    """A move of the catalogue as offered to an author."""
+
+    name: str
+    doc: str
+    params: dict[str, object] = Field(default_factory=dict)  # parameter -> default
+    applies: bool = True
+    why_not: str = ""  # why it does not apply to the current best
+    suggested: bool = False  # the rule-based specialist of the field proposes it
+    tried: str = ""  # the outcome when its result on this kernel was evaluated already
+
+    def line(self) -> str:
+        ps = ", ".join(f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}"
+                       for k, v in self.params.items())
+        head = f"{self.name}({ps})" if ps else self.name
+        if not self.applies:
+            return f"{self.name}: {self.why_not}"
+        marks = [m for m, on in (("the rule-based specialist proposes it", self.suggested),
+                                 (f"tried on this kernel: {self.tried}", self.tried)) if on]
+        return f"{head}: {self.doc}" + "".join(f" [{m}]" for m in marks)
 
 
 class AgentContext(BaseModel):
@@ -47,6 +72,13 @@ class AgentContext(BaseModel):
     # that needs an array's length may rely on (private_bins)
     compile_report: str = ""  # the compiler's report on the best kernel: vectorization (CPU),
     # ptxas resources (CUDA); the compiler_flags specialist reads it
+    contract: OperatorContract | None = None  # arrays, shape groups as ranges, tolerance
+    moves: list[MoveOption] = Field(default_factory=list)  # the catalogue against the best
+    static_evidence: list[str] = Field(default_factory=list)  # what the source shows (the
+    # heuristic crew's static analysis: strided accesses, reduction chains, jammable nests)
+    suggestions: list[str] = Field(default_factory=list)  # the rule-based specialist of the
+    # same field: the moves it would make, with its plan
+    critiques: list[str] = Field(default_factory=list)  # the critic on the last race
     feedback: Feedback | None = None
     iteration: int = 0
     run_dir: str | None = None  # where an agent may record what it did (e.g. its LLM calls)

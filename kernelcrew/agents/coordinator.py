@@ -2,8 +2,13 @@
 
 Two proposals conflict when they set the same knob or flag two ways, or are two free-form
 rewrites of the whole kernel; two rewrites of the same code region conflict only when the
-coordinator cannot re-apply one on top of the other. A conflict is resolved by score = expected gain x confidence x the
-track record of that kind of change (from memory), and the reason is written down.
+coordinator cannot re-apply one on top of the other. A conflict is resolved by score, and
+the reason is written down. The score is the evidence behind a proposal times the track
+record of its kind of change (from memory, measured). The evidence of a rule-based
+proposal is its expected gain x confidence, which its rules derive from the profile's
+numbers and the source; an LLM's own estimate is its claim, not evidence: it is shown and
+never ranked on, so an LLM proposal starts from a fixed prior (higher for a move of the
+catalogue, whose legality the catalogue checked) and rises or falls with the record.
 
 Compatible proposals are merged into one candidate by re-applying each change on top
 of the previous one (`apply_change`). The other candidates of the iteration are hedges, so
@@ -44,8 +49,27 @@ def record_note(kind: str, stats: dict[str, dict]) -> str:
     return f"memory: {'; '.join(known)} -> weight x{acceptance_weight(kind, recs):.2f}"
 
 
+MODEL_PRIOR = 0.1  # an LLM proposal before any record: a rule's gain 1.2 at confidence 0.5
+CATALOGUE_EVIDENCE = 1.5  # a move of the catalogue: applied and legality-checked by it
+
+
+def evidence(p: Proposal) -> float:
+    """What the proposal's evidence is worth, the author's own claim left out."""
+    if p.estimate == "model":
+        return MODEL_PRIOR * (CATALOGUE_EVIDENCE if p.change.transform else 1.0)
+    return max(p.expected_gain - 1.0, 0.01) * p.confidence
+
+
 def score(p: Proposal, stats: dict[str, dict]) -> float:
-    return max(p.expected_gain - 1.0, 0.01) * p.confidence * track_record(p.change.kind, stats)
+    return evidence(p) * track_record(p.change.kind, stats)
+
+
+def estimate_note(p: Proposal) -> str:
+    """The author's own estimate, as shown (and why it does not count, for an LLM's)."""
+    if p.estimate == "model":
+        return (f"the author's own estimate {p.expected_gain:.2f}x at confidence "
+                f"{p.confidence:.2f}, not ranked on")
+    return f"rules' estimate {p.expected_gain:.2f}x at confidence {p.confidence:.2f}"
 
 
 def _conflict(a: Proposal, b: Proposal, *, can_merge: bool = False) -> str | None:
@@ -107,7 +131,7 @@ def _label(p: Proposal) -> str:
 
 def _alone(p: Proposal, stats: dict[str, dict]) -> str:
     return f"{_label(p)} on its own (score {score(p, stats):.3f}; " \
-           f"{record_note(p.change.kind, stats)})"
+           f"{record_note(p.change.kind, stats)}; {estimate_note(p)})"
 
 
 # moves that must see a loop before another move rewrites it: move -> the moves it has to
@@ -181,14 +205,26 @@ def coordinate(proposals: list[Proposal], base_kernel: str, *, stats: dict[str, 
                tried_digests: set[str] | None = None) -> Decision:
     """Pick up to `max_candidates` candidates from the specialists' proposals."""
     stats = stats or {}
-    records = kind_records(stats)
     tried_digests = tried_digests or set()
-    ranked = sorted(proposals, key=lambda p: score(p, stats), reverse=True)
     rejected: list[str] = []
-    # resolve conflicts greedily, best score first
+    chosen, alternatives = _resolve(proposals, stats, apply, rejected)
+
+    def new_text(c: Proposal) -> bool:
+        return text_digest(c.change.kernel) not in tried_digests \
+            and c.change.kernel.strip() != base_kernel.strip()
+
+    candidates, merged, in_merge = _plan(chosen, stats, apply, rejected, new_text)
+    _add_rungs(candidates, alternatives, merged, in_merge, apply)
+    return _keep_budget(candidates, max_candidates, rejected, new_text)
+
+
+def _resolve(proposals: list[Proposal], stats: dict[str, dict], apply: ApplyFn | None,
+             rejected: list[str]) -> tuple[list[Proposal], list[tuple[Proposal, Proposal]]]:
+    """Conflicts resolved greedily, best score first: (the proposals kept, the other
+    rungs of a chosen move's ladder as (rung, the chosen one))."""
     chosen: list[Proposal] = []
-    alternatives: list[tuple[Proposal, Proposal]] = []  # (other knob value, the one chosen)
-    for p in ranked:
+    alternatives: list[tuple[Proposal, Proposal]] = []
+    for p in sorted(proposals, key=lambda p: score(p, stats), reverse=True):
         same_move = next((q for q in chosen if _param_alternative(p, q)), None)
         if same_move is not None:  # another size of a chosen move: evaluated beside it
             alternatives.append((p, same_move))
@@ -202,10 +238,19 @@ def coordinate(proposals: list[Proposal], base_kernel: str, *, stats: dict[str, 
                 continue
             rejected.append(f"{_label(p)}: conflicts with {_label(q)} ({why}); kept "
                             f"{q.author}'s, score {score(q, stats):.3f} > {score(p, stats):.3f} "
-                            f"(gain x confidence x track record; "
-                            f"{record_note(p.change.kind, stats)})")
+                            f"(evidence x track record; "
+                            f"{record_note(p.change.kind, stats)}; {estimate_note(p)})")
             continue
         chosen.append(p)
+    return chosen, alternatives
+
+
+def _plan(chosen: list[Proposal], stats: dict[str, dict], apply: ApplyFn | None,
+          rejected: list[str], new_text: Callable[[Proposal], bool]
+          ) -> tuple[list[tuple[Proposal, str]], Proposal | None, list[Proposal]]:
+    """(candidates with why each is evaluated, the merge or None, the proposals in it):
+    the merge of the compatible proposals and its hedges, as memory says (module doc)."""
+    records = kind_records(stats)
 
     def rec(p: Proposal) -> list[tuple[str, KindRecord | None]]:
         return [(k, records.get(k)) for k in parts(p.change.kind)]
@@ -215,46 +260,48 @@ def coordinate(proposals: list[Proposal], base_kernel: str, *, stats: dict[str, 
 
     discredited = [p for p in chosen if any(r is not None and r.discredited for _, r in rec(p))]
     pool = [p for p in chosen if p not in discredited]
-    new_text = (lambda c: text_digest(c.change.kernel) not in tried_digests
-                and c.change.kernel.strip() != base_kernel.strip())
-
-    candidates: list[tuple[Proposal, str]] = []  # (candidate, why it is evaluated)
+    candidates: list[tuple[Proposal, str]] = []
     merged, in_merge = _merge(pool, apply, rejected) if apply is not None else (None, [])
     if merged is not None and not new_text(merged):
         rejected.append(f"{_label(merged)}: the merge is a kernel already evaluated; its parts "
                         "go on their own")
         merged = None
-    if merged is not None:
-        candidates.append((merged, f"merged {len(in_merge)} compatible changes ("
-                           + ", ".join(_label(q) for q in in_merge) + ")"))
-        for p in discredited:
-            rejected.append(f"{_label(p)}: kept out of the merge ("
-                            + "; ".join(r.note(k) for k, r in rec(p) if r and r.discredited)
-                            + " on this family and backend); tried on its own once no merge "
-                            "is left")
-        sure = [p for p in in_merge if proven(p)]
-        unsure = [p for p in in_merge if not proven(p)]
-        if not unsure:
-            rejected.append("no hedge candidates (memory: every part of the merge helped "
-                            "before on this family and backend and never failed: "
-                            + "; ".join(records[k].note(k) for p in in_merge
-                                        for k in parts(p.change.kind)) + ")")
-        elif sure:
-            hedge = _merge(sure, apply, rejected)[0] if len(sure) > 1 else sure[0]
-            if hedge is not None:
-                candidates.append((hedge, "hedge: the merge without the parts memory has no "
-                                   "record of (memory: " + ", ".join(_label(q) for q in unsure) + ")"))
-            rejected.extend(f"{_label(p)}: no hedge on its own (its part of the merge is new; "
-                            "the proven parts are the hedge)" for p in unsure)
-        outside = [p for p in pool if p not in in_merge]  # could not be merged
-        if unsure and not sure:  # nothing known: the best single proposals hedge the merge
-            outside = sorted(in_merge + outside, key=lambda p: score(p, stats), reverse=True)
-        candidates += [(p, _alone(p, stats)) for p in outside]
-    else:
-        candidates += [(p, _alone(p, stats)) for p in pool + discredited]
+    if merged is None:
+        return [(p, _alone(p, stats)) for p in pool + discredited], None, in_merge
+    candidates.append((merged, f"merged {len(in_merge)} compatible changes ("
+                       + ", ".join(_label(q) for q in in_merge) + ")"))
+    for p in discredited:
+        rejected.append(f"{_label(p)}: kept out of the merge ("
+                        + "; ".join(r.note(k) for k, r in rec(p) if r and r.discredited)
+                        + " on this family and backend); tried on its own once no merge "
+                        "is left")
+    sure = [p for p in in_merge if proven(p)]
+    unsure = [p for p in in_merge if not proven(p)]
+    if not unsure:
+        rejected.append("no hedge candidates (memory: every part of the merge helped "
+                        "before on this family and backend and never failed: "
+                        + "; ".join(records[k].note(k) for p in in_merge
+                                    for k in parts(p.change.kind)) + ")")
+    elif sure:
+        hedge = _merge(sure, apply, rejected)[0] if len(sure) > 1 else sure[0]
+        if hedge is not None:
+            candidates.append((hedge, "hedge: the merge without the parts memory has no "
+                               "record of (memory: " + ", ".join(_label(q) for q in unsure)
+                               + ")"))
+        rejected.extend(f"{_label(p)}: no hedge on its own (its part of the merge is new; "
+                        "the proven parts are the hedge)" for p in unsure)
+    outside = [p for p in pool if p not in in_merge]  # could not be merged
+    if unsure and not sure:  # nothing known: the best single proposals hedge the merge
+        outside = sorted(in_merge + outside, key=lambda p: score(p, stats), reverse=True)
+    candidates += [(p, _alone(p, stats)) for p in outside]
+    return candidates, merged, in_merge
 
-    # other values of a chosen knob (a ladder) go right after the merge, set in it, or
-    # right after the chosen value when that goes on its own
+
+def _add_rungs(candidates: list[tuple[Proposal, str]],
+               alternatives: list[tuple[Proposal, Proposal]], merged: Proposal | None,
+               in_merge: list[Proposal], apply: ApplyFn | None) -> None:
+    """Other values of a chosen knob (a ladder) go right after the merge, set in it, or
+    right after the chosen value when that goes on its own."""
     in_merged_rungs = 0
     for p, q in alternatives:
         if merged is not None and q in in_merge and apply is not None:
@@ -277,7 +324,11 @@ def coordinate(proposals: list[Proposal], base_kernel: str, *, stats: dict[str, 
         candidates.insert(at, (alt, f"{_label(p)} at {values}: another rung of the ladder "
                                     + ("in the merge" if alt is not p else "on its own")))
 
-    # keep the budget; drop duplicates and kernels already evaluated
+
+def _keep_budget(candidates: list[tuple[Proposal, str]], max_candidates: int,
+                 rejected: list[str], new_text: Callable[[Proposal], bool]) -> Decision:
+    """The first `max_candidates` new kernels; duplicates and kernels already evaluated
+    are dropped with their reason."""
     seen: set[str] = set()
     final: list[Proposal] = []
     reasons: list[str] = []

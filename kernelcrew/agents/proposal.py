@@ -38,6 +38,9 @@ class Proposal(BaseModel):
     expected_gain: float = Field(ge=0, description="expected speedup factor, e.g. 1.3")
     risks: str
     confidence: float = Field(ge=0, le=1)
+    # where expected_gain and confidence come from: "evidence" (rules over the profile's
+    # numbers and the source) or "model" (an LLM's own claim: shown, never ranked on)
+    estimate: Literal["evidence", "model"] = "evidence"
 
     @field_validator("bottleneck")
     @classmethod

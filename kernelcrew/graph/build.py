@@ -2,8 +2,8 @@
 
 START -> baseline -> observe -> [specialists in parallel] -> coordinator -> execute
       -> (compile error -> revise -> execute) -> verify
-      -> (wrong result, LLM author, once -> revise -> execute) -> benchmark (+ gate) -> reflect
-      -> observe | finalize -> END
+      -> (wrong result, LLM author, once -> revise -> execute) -> benchmark (+ gate)
+      -> critique -> reflect -> observe | finalize -> END
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 from langgraph.graph import END, START, StateGraph
 
 from kernelcrew.graph.context import RunContext
+from kernelcrew.graph.nodes.critic import critique
 from kernelcrew.graph.nodes.evaluate import benchmark, verify
 from kernelcrew.graph.nodes.execute import execute, revise
 from kernelcrew.graph.nodes.finalize import finalize
@@ -35,6 +36,7 @@ def build_graph(checkpointer: Any = None) -> Any:
     g.add_node("revise", revise)
     g.add_node("verify", verify)
     g.add_node("benchmark", benchmark)
+    g.add_node("critique", critique)
     g.add_node("reflect", reflect)
     g.add_node("finalize", finalize)
     g.add_edge(START, "baseline")
@@ -43,7 +45,8 @@ def build_graph(checkpointer: Any = None) -> Any:
     g.add_edge("specialist", "coordinator")
     g.add_edge("coordinator", "execute")
     g.add_edge("revise", "execute")
-    g.add_edge("benchmark", "reflect")
+    g.add_edge("benchmark", "critique")
+    g.add_edge("critique", "reflect")
     g.add_conditional_edges("reflect", route, ["observe", "finalize"])
     g.add_edge("finalize", END)
     return g.compile(checkpointer=checkpointer)

@@ -14,8 +14,8 @@ class RunContext:
     backend: str = field(default="auto", metadata={"description": "cpu, cuda or auto"})
     agents: str = field(default="heuristic", metadata={
         "description": "policy for every agent (heuristic|llm), or per agent: "
-                       "'coordinator=heuristic,specialists=llm'; the reflector is an LLM only "
-                       "when named: 'specialists=llm,reflector=llm'"})
+                       "'coordinator=heuristic,specialists=llm'; the reflector and the critic "
+                       "are LLMs only when named: 'specialists=llm,critic=llm,reflector=llm'"})
     specialists: list[str] | None = field(default=None, metadata={
         "description": "specialist names; default: every registered one"})
     max_iters: int = field(default=8, metadata={"description": "maximum iterations"})
@@ -41,7 +41,13 @@ class RunContext:
         "description": "stop once the best kernel runs above this share of its roofline "
                        "(bandwidth or compute peak); above 1: never"})
     max_compile_tries: int = field(default=3, metadata={
-        "description": "compile attempts per candidate before its author must re-plan"})
+        "description": "compile attempts per candidate before its author must re-plan (and "
+                       "as many again after the re-plan); that many failures in a row across "
+                       "the crew make the next iteration plan first"})
+    critic_profiles: bool | None = field(default=None, metadata={
+        "description": "the critic profiles each raced candidate that was not accepted, to "
+                       "compare its metrics with the best's (a few seconds each); None: when "
+                       "an LLM is in the crew, whose next plan reads the comparison"})
     approve: bool = field(default=False, metadata={
         "description": "ask a human before a candidate is accepted (needs a checkpointer)"})
     runs_dir: str | None = field(default=None, metadata={"description": "where runs are kept"})
@@ -76,14 +82,14 @@ class RunContext:
 
     def policy_for(self, role: str) -> str:
         """Policy of one role: 'specialists', 'coordinator', 'reflector' or a specialist name."""
-        if role == "reflector":  # one call per evaluated candidate: only when named
+        if role in ("reflector", "critic"):  # one call per candidate: only when named
             parts = dict(p.split("=", 1) for p in self.agents.split(",") if "=" in p)
-            return parts.get("reflector", "heuristic")
+            return parts.get(role, "heuristic")
         if "=" not in self.agents:
             return self.agents
         parts = dict(p.split("=", 1) for p in self.agents.split(",") if "=" in p)
         if role in parts:
             return parts[role]
-        if role not in ("coordinator", "reflector") and "specialists" in parts:
+        if role not in ("coordinator", "reflector", "critic") and "specialists" in parts:
             return parts["specialists"]
         return parts.get("default", "heuristic")

@@ -70,3 +70,32 @@ class AlwaysBrokenSpecialist:
 
     def revise(self, ctx, failed):
         return failed  # same mistake again
+
+
+class LearnsFromPlanSpecialist:
+    """Broken code until it has planned: the crew must re-plan each candidate after its
+    compile errors, then plan first with the crew's errors in hand, then reset the flag
+    once a candidate compiles."""
+
+    name = "learns_from_plan"
+    field = "tests re-planning"
+    plans: ClassVar[list[tuple[int, str, bool]]] = []  # iteration, feedback kind, errors seen
+    replans: ClassVar[list[bool]] = []  # Feedback.replan of each revision asked for
+    fixed: ClassVar[bool] = False
+
+    def plan(self, ctx):
+        fb = ctx.feedback
+        type(self).plans.append((ctx.iteration, fb.kind if fb else "",
+                                 bool(fb and "#error this candidate" in fb.message)))
+        type(self).fixed = True
+        return "stop emitting #error"
+
+    def propose(self, ctx):
+        if not type(self).fixed:
+            return [_proposal(self.name, "broken", ctx.kernel + BROKEN, "break it")]
+        return [_proposal(self.name, f"fine{ctx.iteration}",
+                          ctx.kernel + f"\n// planned change {ctx.iteration}\n", "a comment")]
+
+    def revise(self, ctx, failed):
+        type(self).replans.append(ctx.feedback.replan)
+        return failed  # same mistake again

@@ -182,3 +182,33 @@ def test_a_knob_ladder_is_evaluated_as_alternatives_set_in_the_merge():
     # on their own (nothing to merge with) the rungs follow each other
     alone = coordinate([eight, two], BASE, apply=apply, max_candidates=3)
     assert [c.change.knobs for c in alone.candidates] == [{"TILE": 32}, {"TILE": 128}]
+
+
+def test_an_llms_own_estimate_is_shown_and_never_ranked_on():
+    rule = prop("loop", "omp_parallel", type_="source", regions=["loop@7"], gain=1.3,
+                conf=0.6, text=BASE + "// threads\n")
+    boast = prop("memory_access", "rewrite", type_="source", gain=10.0, conf=1.0,
+                 text=BASE + "// a bold rewrite\n")
+    boast.estimate = "model"
+    d = coordinate([boast, rule], BASE, max_candidates=1)
+    # the rule's evidence (gain x confidence from the profile's numbers) beats the claim
+    assert [p.author for p in d.candidates] == ["loop"]
+    assert "the author's own estimate 10.00x at confidence 1.00, not ranked on" in \
+        " ".join(d.rejected)
+    # the same claim at 1.01x ranks the same: the estimate does not count
+    meek = boast.model_copy(update={"expected_gain": 1.01, "confidence": 0.1})
+    from kernelcrew.agents.coordinator import score
+    assert score(meek, {}) == score(boast, {})
+
+
+def test_a_measured_track_record_lifts_a_model_proposal_above_a_rules_guess():
+    rule = prop("loop", "unroll", type_="source", gain=1.2, conf=0.4, text=BASE + "// u\n")
+    model = prop("memory_access", "vector_math", type_="source", gain=1.0, conf=0.1,
+                 text=BASE + "// vm\n")
+    model.estimate = "model"
+    model.change.transform = "vector_math"  # a move of the catalogue: legality checked
+    stats = {"vector_math": {"tried": 5, "helped": 5, "failed": 0},
+             "unroll": {"tried": 5, "helped": 0, "failed": 5}}
+    d = coordinate([rule, model], BASE, stats=stats, max_candidates=1)
+    assert [p.author for p in d.candidates] == ["memory_access"]
+    assert "vector_math helped 5 of 5 tries" in d.reason

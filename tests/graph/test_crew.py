@@ -72,20 +72,29 @@ def test_compile_error_reaches_author_normalized_and_retry_compiles(tmp_path, re
     assert any(e["node"] == "verify" and "flaky" in (e.get("agent") or "") for e in trace)
 
 
-def test_three_compile_failures_switch_to_plan_first(tmp_path, registered):
-    sp.AlwaysBrokenSpecialist.plans.clear()
-    registered("always_broken", sp.AlwaysBrokenSpecialist())
-    out = run_crew(tmp_path / "run", ["always_broken"], max_iters=2, patience=5,
+def test_repeated_compile_failures_re_plan_the_candidate_then_the_crew(tmp_path, registered):
+    cls = sp.LearnsFromPlanSpecialist
+    cls.plans.clear()
+    cls.replans.clear()
+    cls.fixed = False
+    registered("learns_from_plan", cls())
+    out = run_crew(tmp_path / "run", ["learns_from_plan"], max_iters=3, patience=5,
                    roofline_done=2.0)
     trace = read_trace(tmp_path / "run")
     fails = [e for e in trace if e["node"] == "execute" and e.get("ok") is False]
-    assert len(fails) >= 3
-    assert "(try 3/3)" in fails[2]["summary"]
-    # iteration 2 starts with a plan before any code
-    assert sp.AlwaysBrokenSpecialist.plans == [2]
+    # one candidate: three compiles under its plan, its author re-plans it, three more
+    assert [e["iteration"] for e in fails] == [1] * 6
+    assert "(try 3/3; its author re-plans it)" in fails[2]["summary"]
+    assert "(try 3/3; abandoned)" in fails[5]["summary"]
+    assert cls.replans == [False, False, True, False, False]
+    # the crew-wide flag: iteration 2 plans first, with the crew's compile errors in hand
+    assert cls.plans == [(2, "crew-compile-errors", True)]
     plan_events = [e for e in trace if e["node"] == "plan"]
-    assert plan_events and plan_events[0]["iteration"] == 2
-    assert out["result"]["compile_errors"] >= 1
+    assert [e["iteration"] for e in plan_events] == [2]
+    # ... and once a candidate compiles, iteration 3 codes without planning first
+    ok = [e["iteration"] for e in trace if e["node"] == "execute" and e.get("ok") is True]
+    assert 2 in ok and 3 in ok
+    assert out["result"]["compile_errors"] == 1
 
 
 @pytest.mark.slow  # a killed and a resumed crew run: about 23 s

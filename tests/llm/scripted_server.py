@@ -19,7 +19,9 @@ server reads, "max_tokens" or "max_completion_tokens"; an answer longer than the
 there with finish_reason "length"), `drops_system` (the chat template drops system
 messages: the model never sees them and they count no tokens), `n_ctx` (a prompt longer
 than the context is refused with llama-cpp-python's 400), `props` (served at /props, as
-llama.cpp does), `tokenize` (POST /tokenize, as llama.cpp does). Requests that carry the
+llama.cpp does), `tokenize` (POST /tokenize, as llama.cpp does), `rejects` (a request
+parameter refused with a real server's 400, e.g. OpenAI's for `max_tokens` on its newer
+models or for a temperature other than 1). Requests that carry the
 client's preflight probe mark are answered at once and kept apart in `probes`.
 `max_inflight` is the most chat requests the server had in hand at once.
 """
@@ -47,7 +49,8 @@ LLAMACPP_TOOLS_REFUSAL = "tools param requires --jinja flag"
 
 @dataclass
 class Reply:
-    """One scripted reply. `kind`: answer | raw | error | garbage | hang."""
+    """One scripted reply. `kind`: answer | raw | error | garbage | hang | refusal |
+    odd_content."""
 
     kind: str = "answer"
     data: Any = None  # answer: the JSON object; raw: the text as sent; error: message
@@ -85,6 +88,26 @@ def garbage(text: str = "<html>502 Bad Gateway</html>") -> Reply:
 def hang() -> Reply:
     """Accept the request and never answer (until the server stops)."""
     return Reply("hang")
+
+
+def refusal(text: str = "I'm sorry, but I cannot assist with that request.") -> Reply:
+    """OpenAI's refusal: no content, the reason in the message's `refusal` field."""
+    return Reply("refusal", text)
+
+
+def odd_content() -> Reply:
+    """A chat completion (choices, message, usage) whose content is a number: the client
+    libraries fail to read it, which is theirs to report, not a wrong server format."""
+    return Reply("odd_content", 123)
+
+
+# real servers' refusals of a request parameter (param -> test of the body -> error)
+OPENAI_MAX_TOKENS = ("Unsupported parameter: 'max_tokens' is not supported with this model. "
+                     "Use 'max_completion_tokens' instead.")
+OPENAI_TEMPERATURE = ("Unsupported value: 'temperature' does not support 0.1 with this model. "
+                      "Only the default (1) value is supported.")
+OPENAI_CAP_TOO_LARGE = ("max_tokens is too large: 200000. This model supports at most 16384 "
+                        "completion tokens, whereas you provided 200000.")
 
 
 @dataclass
@@ -136,7 +159,8 @@ class ScriptedServer:
                  default: Reply | Callable[[Exchange], Reply] | None = None,
                  reads_cap: str | None = None, drops_system: bool = False,
                  n_ctx: int | None = None, props: dict | None = None,
-                 tokenize: bool = False) -> None:
+                 tokenize: bool = False,
+                 rejects: dict[str, tuple[Callable[[Any], bool], str]] | None = None) -> None:
         self.script: dict[Any, list[Reply]] = {k: list(v) for k, v in (script or {}).items()}
         self.refuse = set(refuse)
         self.refuse_status = refuse_status  # DeepSeek answers 400, or 422 for some bodies
@@ -145,6 +169,8 @@ class ScriptedServer:
         self.other_posts: list[tuple[str, bytes]] = []  # (path, body) of non-chat requests
         self.reads_cap, self.drops_system, self.n_ctx = reads_cap, drops_system, n_ctx
         self.props, self.tokenize = props, tokenize
+        # request parameter -> (does this value get refused?, the 400's message)
+        self.rejects = dict(rejects or {})
         self.probes: list[dict] = []
         self.inflight = 0
         self.max_inflight = 0
@@ -295,6 +321,9 @@ class ScriptedServer:
         with self._lock:
             self.exchanges.append(ex)
         rf = (body.get("response_format") or {}).get("type")
+        for param, (refused, message) in self.rejects.items():
+            if param in body and refused(body[param]):
+                return self._error(ex, 400, message, param=param)
         if self.n_ctx and count_tokens(prompt) >= self.n_ctx:
             return self._error(ex, 400, f"Requested tokens ({count_tokens(prompt)}) exceed "
                                         f"context window of {self.n_ctx}")
@@ -317,6 +346,22 @@ class ScriptedServer:
         if reply.kind == "garbage":
             ex.status = 200
             return 200, {"garbage": reply.data}, {}
+        if reply.kind == "refusal":
+            ex.status, ex.usage = 200, {"prompt_tokens": count_tokens(prompt),
+                                        "completion_tokens": 12,
+                                        "total_tokens": count_tokens(prompt) + 12}
+            return 200, {"id": f"chatcmpl-{len(self.exchanges)}", "object": "chat.completion",
+                         "created": int(time.time()), "model": body.get("model", "scripted"),
+                         "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                             "role": "assistant", "content": None, "refusal": reply.data}}],
+                         "usage": ex.usage}, {}
+        if reply.kind == "odd_content":
+            ex.status = 200
+            return 200, {"id": "chatcmpl-x", "object": "chat.completion", "created": 0,
+                         "model": "scripted", "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": reply.data}}],
+                         "usage": {"prompt_tokens": 1, "completion_tokens": 1,
+                                   "total_tokens": 2}}, {}
         text = reply.data if reply.kind == "raw" else json.dumps(reply.data)
         cap = body.get(self.reads_cap) if self.reads_cap else None
         cut = False
@@ -345,9 +390,9 @@ class ScriptedServer:
             "usage": usage}, {}
 
     @staticmethod
-    def _error(ex: Exchange, status: int, message: str, headers: dict | None = None
-               ) -> tuple[int, dict, dict]:
+    def _error(ex: Exchange, status: int, message: str, headers: dict | None = None,
+               param: str | None = None) -> tuple[int, dict, dict]:
         ex.status = status
         kind = "invalid_request_error" if status < 500 else "server_error"
-        return status, {"error": {"message": message, "type": kind, "param": None,
+        return status, {"error": {"message": message, "type": kind, "param": param,
                                   "code": kind}}, headers or {}

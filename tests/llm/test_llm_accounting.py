@@ -45,32 +45,20 @@ def test_a_run_where_every_answer_is_malformed_says_so_and_names_the_agents(serv
     assert rec["answer"] == "malformed" and "not valid JSON" in rec["error"]
 
 
-@pytest.mark.slow  # a crew run: about 18 s
-def test_a_token_budget_smaller_than_one_iteration_stops_after_it(serve):
+def test_a_call_that_would_go_over_the_token_budget_is_not_made(serve):
     srv = serve({("memory_access", "plan"): [answer(PLAN)] * 3,
                  ("memory_access", "code"): [answer(code())] * 3})
     p = optimize(srv.base_url, "--max-iters", "3", "--token-budget", "500",
                  "--price-in", "2", "--price-out", "8")
     assert "Traceback" not in p.stderr, p.stderr[-2000:]
     res = json.loads(p.stdout)
-    assert res["iterations"] == 1
-    assert res["stop_reason"].startswith("token budget of 500 spent")
-    assert f"({res['tokens']['total_tokens']} tokens used by iteration 1)" in res["stop_reason"]
-    assert len(srv.exchanges) == 2  # one iteration: a plan and its code
-    # the best kernel is saved (here the accepted one)
-    assert res["best"]["author"] == "memory_access"
-    assert Path(res["best"]["path"]).read_text() == FAST_VADD
-    # tokens and cost per agent and per iteration, in the result and the trace
-    agent = res["usage_by_agent"]["memory_access"]
-    assert agent["total_tokens"] == srv.reported_usage()["total_tokens"]
-    want = (srv.reported_usage()["input_tokens"] * 2 + srv.reported_usage()[
-        "output_tokens"] * 8) / 1e6
-    assert abs(agent["cost_usd"] - want) < 2e-6 and abs(res["cost_usd"] - want) < 2e-6
-    assert res["usage_by_iteration"]["1"]["total_tokens"] == agent["total_tokens"]
-    spec = next(e for e in trace(res["run_dir"]) if e["node"] == "specialist")
-    assert spec["tokens"]["cost_microusd"] == round(want * 1e6)
-    report = (Path(res["run_dir"]) / "report.md").read_text()
-    assert "Tokens and cost" in report and "memory_access" in report
+    # the first plan alone could take more than 500 tokens: it was never sent
+    assert srv.exchanges == []
+    reason = res["stop_reason"]
+    assert reason.startswith("token budget of 500 reached: 0 tokens used, the next call "
+                             "(memory_access plan) could take up to ") and "not made" in reason
+    assert res["best"]["author"] == "baseline" and res["best"]["correct"] is True
+    assert res["answers"]["total"] == 0 and not res["tokens"].get("total_tokens")
 
 
 @pytest.mark.slow  # three runs of the crew
@@ -138,10 +126,12 @@ def test_a_wrong_result_goes_back_with_the_worst_elements_and_is_explained_first
     assert [(e.step, e.status) for e in srv.exchanges] == [
         ("plan", 200), ("code", 200), ("explain", 200), ("code", 200)]
     ask = srv.exchanges[2].user
-    # the worst elements: case, index, got, want, tolerance
+    # the worst elements: group and case, output, index, got, want, tolerance; the case by
+    # what its size is like, never by the benchmark's size
     assert "Your last candidate was incorrect" in ask
     assert "rtol=1e-05, atol=1e-06" in ask
-    assert "boundary case n=31" in ask and "worst at [30]" in ask and "expected" in ask
+    assert "boundary case 2 (n odd and not a multiple of 16): wrong values: y[30] is " in ask
+    assert "the reference says" in ask and "n=31" not in ask
     assert "explain where the error comes from" in ask
     # the explanation went into the fix request, and the fixed kernel was accepted
     assert explain["cause"] in srv.exchanges[3].user

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from kernelcrew.agents.context import Feedback, IterationNote
@@ -51,13 +53,15 @@ def test_the_budget_trims_lowest_priority_sections_first_and_reports_it():
     assert rep["tokens"] <= rep["budget"] == full.tokens - 500
     assert rep["trimmed"][0] == "change_stats: 10 dropped"
     assert rep["trimmed"][1].startswith("tried: ")
-    assert "(10 more omitted for the context budget)" in c.text  # the model is told
+    # a section trimmed in part says so; one trimmed whole is left out
+    assert re.search(r"- \(\d+ more omitted for the context budget\)", c.text)
+    assert "## Track record of kinds of change" not in c.text
     assert "iteration 8: loop/kind8" in c.text  # recent iterations are kept longer
     assert rep["counted_with"] == "chars/4"
     # a tight budget: the recent iterations fold down to three, the metrics go before
     # the profile summary; the operator, the kernel and the rules of the game stay
-    tight = build_context(busy_context(), "loop", budget=400)
-    assert tight.tokens <= 400
+    tight = build_context(busy_context(), "loop", budget=300)
+    assert tight.tokens <= 300
     assert "recent: 2 oldest folded into tried" in tight.trimmed
     for i in (10, 11, 12):
         assert f"iteration {i}: loop/kind{i}" in tight.text
@@ -80,12 +84,12 @@ def test_a_budget_below_what_must_stay_is_reported_as_over_budget():
     ("incorrect",
      ("unaligned n=100003: y max abs err 0.5 (atol 1e-06), max rel err 0.25; "
       "failing indices [[99999], [100000], [100002]]"),
-     ("Your last candidate was incorrect (failing group/case, max abs/rel error, failing "
-      "indices)")),
+     ("Your last candidate was incorrect (failing group/case, output, index, what it "
+      "wrote, what the reference says)")),
     ("slower",
      ("group      case      best_ms  cand_ms  speedup\n"
       "typical    n=200000  0.120    0.200    0.60x"),
-     "Your last candidate was slower: regression table"),
+     "Your last candidate was not faster than the best: the critic's comparison"),
 ])
 def test_correctness_failures_and_regressions_reach_the_agent(serve, tmp_path, kind, message,
                                                                 title):
@@ -121,3 +125,37 @@ def test_the_compiler_flags_specialist_sees_the_vectorization_report_of_the_best
     assert "Compiler report:" in flags and prof.compile_report.splitlines()[1] in flags
     # the other specialists are not given it
     assert "Compiler report:" not in build_context(ctx, "loop", budget=100_000).text
+
+
+def test_the_last_iterations_are_kept_whole_not_the_last_evaluations():
+    # three candidates per iteration over eight iterations: the last five iterations are
+    # shown with every candidate, the three before folded
+    recent = [IterationNote(iteration=i, author=a, kind=f"{a}{i}", outcome="slower",
+                            speedup=0.9, detail="slower (0.90x vs the best)")
+              for i in range(1, 9) for a in ("loop", "memory_access", "compiler_flags")]
+    c = build_context(vadd_context(recent=recent, iteration=9), "loop", budget=100_000)
+    for i in range(4, 9):
+        assert f"iteration {i}:\n  - loop/loop{i}: slower" in c.text
+        assert f"  - compiler_flags/compiler_flags{i}: slower" in c.text
+    for i in range(1, 4):
+        assert f"iteration {i}:" not in c.text and f"loop{i} by loop: slower" in c.text
+
+
+def test_the_contract_the_evidence_and_the_critique_reach_the_specialist():
+    from kernelcrew.agents.contract import contract_of
+    from kernelcrew.graph.agent_view import move_options, static_lines
+    from kernelcrew.kernels.spec import load_op
+    from tests.conftest import OPS
+
+    spec = load_op(OPS / "vadd")
+    ctx = vadd_context(contract=contract_of(spec), moves=move_options(
+        vadd_context().kernel, "cpu"), static_evidence=[ln for _, ln in static_lines(
+            vadd_context().kernel)], critiques=["loop's unroll lost: 0.91x vs the best."])
+    text = build_context(ctx, "loop", budget=100_000).text
+    assert "- x: float32[n] (input)" in text
+    assert "- shape group unaligned (weight 0.5): n from 10^5 to 10^6" in text
+    assert "100003" not in text and "200000" not in text
+    assert "## What the source shows (static analysis)" in text
+    assert "single-threaded (no omp parallel/for pragma)" in text
+    assert "## The critic on the last race\n- loop's unroll lost: 0.91x vs the best." in text
+    assert "- omp_parallel(min_work=1048576, knob='OMP_MIN_WORK'): #pragma omp parallel" in text

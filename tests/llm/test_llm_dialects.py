@@ -142,7 +142,7 @@ def test_a_template_that_drops_system_messages_is_detected_and_worked_around(ser
         assert not [m for m in ex.request["messages"] if m["role"] == "system"]
         # the rules and the JSON schema reached the model, in the user message
         assert "Rules for every kernelcrew agent" in ex.user
-        assert "\"title\":\"PlanAnswer\"" in ex.user or "\"title\":\"KernelAnswer\"" in ex.user
+        assert "\"title\":\"PlanAnswer\"" in ex.user or "\"title\":\"CodeAnswer\"" in ex.user
 
 
 def test_a_template_that_keeps_them_gets_one_system_message(serve, tmp_path):

@@ -87,9 +87,13 @@ def test_the_llm_coordinator_chooses_and_says_why(serve, tmp_path):
         "1: restrict repeats a change tried before"]
     (call,) = srv.exchanges
     assert "You are the kernelcrew coordinator" in call.system and "at most 2" in call.system
-    assert "1. memory_access/restrict: expected 2.00x" in call.user
+    assert "1. memory_access/restrict (type source; free-form rewrite)" in call.user
     assert "2. compiler_flags/flags" in call.user and "flags -O3 -march=native" in call.user
-    assert f"heuristic score {score(PROPOSALS[0], {}):.3f}" in call.user
+    assert f"ranking score {score(PROPOSALS[0], {}):.3f}" in call.user
+    assert "measured record: no track record" in call.user
+    # the author's estimate is shown after the evidence, and marked as its own
+    assert "rules' estimate 2.00x at confidence 0.70" in call.user
+    assert "Rank by what was measured and by evidence" in call.system
     assert "fusion by loop: slower" in call.user and "BW 4.1 of 19.5 GB/s" in call.user
     assert coord.last_usage == {**srv.reported_usage(), "calls": 1}
     assert coord.last_prompt_file and (tmp_path / "llm").is_dir()

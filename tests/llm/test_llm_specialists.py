@@ -149,17 +149,31 @@ def test_json_wrapped_in_think_tags_and_fences_is_read_without_a_repair(serve, t
     assert [e.status for e in srv.exchanges] == [400, 400, 200, 200]  # no repair call
 
 
-def test_a_kernel_without_front_matter_is_sent_back_once_then_given_up(serve, tmp_path):
-    no_front = code(FAST_VADD.split("*/\n", 1)[1])
+def test_a_kernel_without_front_matter_gets_the_front_matter_the_crew_knows(serve, tmp_path):
+    source = FAST_VADD.split("*/\n", 1)[1]
     srv = serve({("memory_access", "plan"): [answer(PLAN)],
-                 ("memory_access", "code"): [answer(no_front), answer({"kernel": 3})]})
+                 ("memory_access", "code"): [answer(code(source))]})
+    a = agent("memory_access", srv, tmp_path)
+    (p,) = a.propose(vadd_context(run_dir=str(tmp_path)))
+    # the entry and the flags of the current best (the baseline: -O2), then the source
+    assert p.change.kernel.startswith("/* kernelcrew\nentry: vadd\nflags:\n- -O2\n*/\n") \
+        or p.change.kernel.startswith("/* kernelcrew\nentry: vadd\nflags: [-O2]\n*/\n")
+    assert p.change.kernel.endswith(source)
+    assert len(srv.exchanges) == 2  # no repair was needed
+
+
+def test_an_unusable_code_answer_is_sent_back_once_then_given_up(serve, tmp_path):
+    srv = serve({("memory_access", "plan"): [answer(PLAN)],
+                 ("memory_access", "code"): [answer({"moves": [{"move": "tiling_magic"}]}),
+                                             answer({"kernel": 3})]})
     a = agent("memory_access", srv, tmp_path)
     assert a.propose(vadd_context(run_dir=str(tmp_path))) == []  # nothing usable: no crash
     repair = srv.calls("memory_access", "code")[1].user
-    assert "no front matter" in repair
+    assert "there is no move named 'tiling_magic'" in repair
     assert "unusable answer after one repair" in a.last_error
     assert "does not match the schema" in a.last_error
     assert len(srv.exchanges) == 3  # exactly one repair
+    assert [x["kind"] for x in a.last_answers] == ["usable", "move_refused", "schema"]
 
 
 def test_timeout_429_and_500_are_retried_with_backoff_then_succeed(serve, tmp_path):

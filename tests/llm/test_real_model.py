@@ -22,8 +22,11 @@ from pathlib import Path
 
 import pytest
 
+from kernelcrew.agents.llm.client import ANSWER_KINDS
 from tests.conftest import kernelcrew
 from tests.llm.test_llm_graph import OP, trace
+
+EXPMUL = Path(__file__).resolve().parent / "ops" / "expmul"  # an operator outside the library
 
 pytestmark = pytest.mark.real_llm
 
@@ -142,8 +145,7 @@ def test_the_real_model_run_ends_cleanly_with_every_answer_accounted_for(real_se
     assert res["answers"]["total"] == len(answered)
     assert sum(res["answers"][k] for k in set(kinds)) == len(answered)
     for e in events:
-        assert e["kind"] in ("usable", "malformed", "truncated", "schema", "wrong_signature",
-                             "invalid", "filtered") and e["agent"] and e["step"]
+        assert e["kind"] in ANSWER_KINDS and e["agent"] and e["step"]
         assert e["kind"] == "usable" or e["reason"]
     # the output cap held on every answer
     assert all(r["usage"]["output_tokens"] <= MAX_TOKENS for r in answered), \
@@ -207,7 +209,8 @@ def test_the_llm_reflector_on_a_template_that_drops_system_messages(
     """The heuristic crew makes the candidates (one specialist, one iteration) and the real
     model explains each outcome, behind a template that drops system messages: the probe
     must see that and the rules must travel in the user message; every stored reflection
-    either quotes a measured number or says why the model's answer was not used."""
+    either quotes a measured number or is the heuristic one (why the model's answer was not
+    used is in the trace, never in memory)."""
     from kernelcrew.agents.llm.reflector import cites
     from kernelcrew.memory.store import MemoryStore
 
@@ -244,9 +247,64 @@ def test_the_llm_reflector_on_a_template_that_drops_system_messages(
         measured = [round(x, 3) for x in (e.get("vs_best"), e.get("speedup")) if x]
         if e["by"] == "llm":  # the model's own words, and they quote a measured number
             assert cites(e["text"], measured), e["text"]
-        else:  # the template sentence stands, marked with why the answer was not used
-            assert "LLM reflection unusable:" in e["text"], e["text"]
+        else:  # the heuristic reflection stands; why the answer was not used is in the
+            # trace only: memory, recalled into later prompts, keeps no endpoint errors
+            assert e["llm_unusable"] and e["llm_unusable"] not in e["text"], e
     answers = [e for e in trace(run_dir) if e["node"] == "answer" and e["agent"] == "reflector"]
     assert answers and all(a["kind"] == "usable" or a["reason"] for a in answers)
     print(f"\nreal-model reflections: {[e['by'] for e in events]}, answers "
           f"{[a['kind'] for a in answers]} ({run_dir})")
+
+
+# the settings for a small model: plan and change in one call, short prompts, a plain-text
+# answer (a MOVE line, or a fenced kernel), a context of a few hundred tokens
+SMALL = {"KERNELCREW_LLM_ONE_CALL": "1", "KERNELCREW_LLM_COMPACT": "1",
+         "KERNELCREW_LLM_CONTEXT_TOKENS": "400"}
+
+
+def test_the_real_model_names_moves_on_an_operator_outside_the_library(real_server):
+    """A short run (three iterations, one specialist, one call per turn and one repair at
+    most) on tests/llm/ops/expmul. Whatever the model answers, every answer is counted
+    by kind and by form, and a candidate it gets accepted is a move of the catalogue or
+    code that passed the judge; what was measured is in docs/llm-real-model.md."""
+    t0 = time.monotonic()
+    os.environ.pop("OPENAI_BASE_URL", None)
+    p = kernelcrew("optimize", str(EXPMUL), "--agents", "llm", "--base-url",
+                   real_server.base_url, "--model", "gemma3-270m", "--specialists", "loop",
+                   "--max-iters", "3", "--patience", "3", "--roofline-done", "2",
+                   "--reps", "10", "--no-memory", "--json", "--max-tokens", str(MAX_TOKENS),
+                   "--llm-concurrency", "1", "--llm-timeout", "300", "--budget-s", "900",
+                   env={"OPENAI_API_KEY": "", "KERNELCREW_LLM_RETRIES": "0",
+                        "KERNELCREW_LLM_METHODS": "json_schema,text", **SMALL}, timeout=1500)
+    wall = time.monotonic() - t0
+    assert "Traceback" not in p.stderr, p.stderr[-3000:]
+    res = json.loads(p.stdout)
+    run_dir = Path(res["run_dir"])
+    assert res["best"]["correct"] is True
+    records = [json.loads(f.read_text()) for f in sorted((run_dir / "llm").glob("*.json"))]
+    answered = [r for r in records if r.get("response") is not None]
+    assert len(answered) <= 6  # a short run: one call and at most one repair per turn
+    events = [e for e in trace(run_dir) if e["node"] == "answer"]
+    assert len(events) == len(answered) == res["answers"]["total"] > 0
+    assert sum(res["answers"][k] for k in ANSWER_KINDS) == len(answered)
+    assert sum(res["answer_forms"].values()) == res["answers"]["usable"]
+    for r in answered:  # the short prompt, in plain text
+        assert "MOVE: <name>" in "".join(m["content"] for m in r["messages"])
+        assert "Rules for every kernelcrew agent" not in r["messages"][0]["content"]
+    for acc in res["accepted"]:
+        prop = json.loads(Path(acc["path"]).with_suffix("").with_suffix(".proposal.json")
+                          .read_text())
+        assert prop["change"]["transform"] or prop["change"]["type"] == "source"
+    summary = {"wall_s": round(wall, 1), "answers": res["answers"],
+               "answer_forms": res["answer_forms"], "candidates": res["candidates"],
+               "accepted": [{k: a[k] for k in ("iteration", "kind", "vs_best", "note")}
+                            for a in res["accepted"]],
+               "final": {k: res["best"][k] for k in ("kind", "speedup",
+                                                     "verdict_vs_baseline", "reason")},
+               "stop_reason": res["stop_reason"],
+               "calls": [{"iteration": r["iteration"], "step": r["step"],
+                          "answer": r.get("answer"), "form": r.get("form"),
+                          "seconds": r["seconds"], "usage": r["usage"],
+                          "response": (r["response"] or "")[:300]} for r in answered]}
+    (run_dir.parent / f"{run_dir.name}.summary.json").write_text(json.dumps(summary, indent=1))
+    print(f"\nreal model, small settings: {json.dumps(summary, indent=1)}")

@@ -9,7 +9,7 @@ from kernelcrew.kernels.kernelfile import text_digest
 from kernelcrew.trace import read_trace
 
 KNOWN = {"baseline", "observe", "plan", "specialist", "coordinator", "execute", "revise",
-         "verify", "benchmark", "gate", "reflect", "finalize"}
+         "verify", "benchmark", "gate", "critique", "reflect", "finalize"}
 FIELDS = {"time", "duration_s", "iteration", "node", "agent", "summary", "refs", "tokens"}
 
 

@@ -1,23 +1,22 @@
 """The one place kernelcrew talks to an LLM: `ChatOpenAI` against any OpenAI-compatible
-endpoint, structured output with a fallback chain, retries with backoff, usage and a
-record of every call.
+endpoint, structured output with a fallback chain, retries with backoff, hard budgets,
+usage and a record of every call.
 
 - Structured output: `with_structured_output(schema, method=..., include_raw=True)`; the
   method starts at `settings.structured_output` (default json_schema, which OpenAI, vLLM,
-  Ollama and llama.cpp accept). A server that refuses it with a 4xx (DeepSeek refuses
-  json_schema, llama.cpp without --jinja refuses tools) moves the client down the chain
-  json_schema -> function_calling -> json_mode; the method that worked is remembered
-  per endpoint and model for the rest of the process.
-- Transient failures (timeouts, connection errors, 429, 5xx) are retried with
-  exponential backoff; after `settings.retries` retries `LLMUnavailable` is raised, which
-  the graph turns into a clean stop with the best kernel kept.
-- Malformed or incomplete output (bad JSON, a missing field, a kernel that fails its own
-  checks, an answer cut off at the token limit) is asked for again once, with the error.
-- A refusal of a structured-output method is recognized by what it says (any 4xx or 5xx
-  naming response_format, tools, tool_choice, json_schema or grammar) and moves down the
-  chain at once, without backoff.
-- The output cap goes out as `max_tokens` and `max_completion_tokens` (servers read one or
-  the other); a server that refuses one form gets the other from then on.
+  Ollama and llama.cpp accept). A server that refuses it (its error names response_format,
+  tools, json_schema, grammar, ...) moves the client down the chain json_schema ->
+  function_calling -> json_mode -> text at once; the method that worked is remembered per
+  endpoint and model for the rest of the process.
+- Each error is classified by its cause (`failures`): transient ones (timeouts, connection
+  errors, 429, 5xx) are retried with exponential backoff, then `LLMUnavailable`; a refused
+  form of the output cap switches to the other form; a refused temperature is dropped; a
+  cap above the model's limit, a wrong key or model, and any other 400 stop the agent with
+  their own words, never as "refuses structured output".
+- A refusal (the message's `refusal` field) is an answer of kind `refused`; it is not
+  asked again. Malformed or incomplete output is asked for again once, with the error.
+- A call is made only when its worst case (the counted prompt plus the output cap) fits
+  the run's token and cost budgets (`budget`); otherwise `BudgetSpent`, nothing sent.
 - Before a request is sent its prompt is counted (the server's tokenizer where offered,
   else a conservative estimate) against the model's context (see `endpoint`): a prompt
   that cannot fit raises `PromptTooLarge`, before any request, naming both sizes.
@@ -25,7 +24,7 @@ record of every call.
   them, their text travels at the top of the user message instead.
 - Requests per endpoint are limited (`settings.concurrency`, or the server's slots).
 - Every answer is classified (usable, malformed, truncated, schema, wrong_signature,
-  invalid, filtered) in `answers`, for the trace and the run's totals.
+  invalid, filtered, refused) in `answers`, for the trace and the run's totals.
 - With `settings.replay` the answers come from a recorded run (`replay`).
 - Every call's messages, response, usage and errors go to `<run_dir>/llm/`; the API key
   never does.
@@ -49,13 +48,14 @@ import openai
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, ValidationError
 
+from kernelcrew.agents.llm.budget import ledger_for
 from kernelcrew.agents.llm.endpoint import (
     Endpoint,
     context_from_error,
     endpoint_for,
-    is_context_error,
     probe,
 )
+from kernelcrew.agents.llm.failures import Failure, classify, one_line
 from kernelcrew.agents.llm.prompts import render
 from kernelcrew.agents.llm.replay import Recording, prompt_text
 from kernelcrew.agents.llm.settings import METHODS, LLMSettings, Method
@@ -67,9 +67,15 @@ RAW_IN_REPAIR = 4000  # characters of the bad answer quoted back to the model
 
 # parsed answer -> None if usable, else the error text, or (kind, error text)
 Validator = Callable[[BaseModel], "str | tuple[str, str] | None"]
+# an answer that is not JSON -> the schema's fields read from it, or None
+TextParser = Callable[[str], "dict[str, Any] | None"]
 OUTPUT_RESERVE = 1024  # tokens kept free for the answer when no output cap is set
 ANSWER_KINDS = ("usable", "malformed", "truncated", "schema", "wrong_signature", "invalid",
-                "filtered")
+                "move_refused", "filtered", "refused")
+
+__all__ = ["ANSWER_KINDS", "LLMClient", "LLMUnavailable", "PromptTooLarge", "add_usage",
+           "build_chat_model", "check_reachable", "json_text", "new_usage", "one_line",
+           "schema_dict"]
 
 
 class LLMUnavailable(AgentUnavailable):
@@ -89,6 +95,10 @@ class PromptTooLarge(LLMUnavailable):
         return self.prompt_tokens + self.reserve - self.context
 
 
+class _NotACompletion(Exception):
+    """A 200 whose body is no OpenAI chat completion (a proxy's page, another API)."""
+
+
 # (endpoint, model) -> the structured-output method the server accepted
 _WORKING_METHOD: dict[tuple[str, str], Method] = {}
 _WM_LOCK = threading.Lock()
@@ -104,20 +114,51 @@ def add_usage(total: dict[str, int], usage: dict[str, int]) -> None:
     total["calls"] = total.get("calls", 0) + 1
 
 
-def one_line(text: str, limit: int = 300) -> str:
-    text = re.sub(r"\s+", " ", str(text)).strip()
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+class _ResponseWatch:
+    """Looks at each chat-completion response before the SDK parses it, so that a body
+    that is no chat completion is told apart from a failure inside the client libraries.
+    One per client (an agent's calls are sequential); langchain may send from a worker
+    thread, so this is an attribute, not a thread-local."""
+
+    def __init__(self) -> None:
+        self.last_seen: tuple[bool, str] = (True, "")
+
+    def hook(self, response: Any) -> None:
+        if not str(response.request.url.path).rstrip("/").endswith("/chat/completions"):
+            return
+        ok, snippet = True, ""
+        if response.status_code == 200:
+            try:
+                response.read()
+                data = json.loads(response.content or b"null")
+                ok = isinstance(data, dict) and isinstance(data.get("choices"), list)
+            except (ValueError, UnicodeDecodeError):
+                ok = False
+            if not ok:
+                snippet = one_line(response.content[:160].decode(errors="replace"), 120)
+        self.last_seen = (ok, snippet)
+
+    def last(self) -> tuple[bool, str]:
+        return self.last_seen
+
+    def clear(self) -> None:
+        self.last_seen = (True, "")
 
 
-def build_chat_model(settings: LLMSettings, cap_param: str | None = None) -> Any:
+def build_chat_model(settings: LLMSettings, cap_param: str | None = None,
+                     watch: _ResponseWatch | None = None, temperature: bool = True) -> Any:
     """The `ChatOpenAI` for these settings; our own loop does the retries (max_retries=0)."""
     from langchain_openai import ChatOpenAI
 
     kwargs: dict[str, Any] = {
         "model": settings.model, "base_url": settings.base_url, "api_key": settings.api_key,
-        "temperature": settings.temperature, "timeout": settings.timeout, "max_retries": 0,
-        "use_responses_api": False}
+        "temperature": settings.temperature if temperature else None,
+        "timeout": settings.timeout, "max_retries": 0, "use_responses_api": False}
     kwargs.update(settings.cap_kwargs(settings.max_tokens, cap_param))  # type: ignore[arg-type]
+    if watch is not None:
+        import httpx
+
+        kwargs["http_client"] = httpx.Client(event_hooks={"response": [watch.hook]})
     return ChatOpenAI(**kwargs)
 
 
@@ -141,52 +182,6 @@ def check_reachable(settings: LLMSettings, timeout: float = 5.0) -> None:
                              "the server or fix --base-url / OPENAI_BASE_URL") from None
 
 
-def _status(e: Exception) -> int | None:
-    return getattr(e, "status_code", None)
-
-
-def _is_transient(e: Exception) -> bool:
-    if isinstance(e, openai.APIConnectionError | openai.RateLimitError |
-                  openai.InternalServerError):  # APITimeoutError is an APIConnectionError
-        return True
-    s = _status(e)
-    return s is not None and (s >= 500 or s in (408, 409, 425, 429))
-
-
-_METHOD_WORDS = ("response_format", "json_schema", "tool_choice", "tools", "tool call",
-                 "function call", "functions", "grammar", "json_object", "--jinja")
-
-
-def _is_method_refusal(e: Exception) -> bool:
-    """The server refuses the structured-output method: a 400/422 that is not about the
-    prompt's length, or any 4xx/5xx whose message names the method's parameters (llama-cpp-
-    python answers a json_schema it cannot compile with HTTP 500)."""
-    msg = str(getattr(e, "body", None) or "") + " " + str(e)
-    low = msg.lower()
-    if is_context_error(low) or _cap_refused(e):
-        return False
-    if isinstance(e, openai.BadRequestError | openai.UnprocessableEntityError):
-        return True
-    s = _status(e)
-    return s is not None and s >= 400 and s not in (401, 403, 404, 408, 429) and any(
-        w in low for w in _METHOD_WORDS)
-
-
-def _cap_refused(e: Exception) -> str | None:
-    """The form of the output cap a 4xx refuses ("max_tokens" or "max_completion_tokens")."""
-    s = _status(e)
-    if s is None or not 400 <= s < 500:
-        return None
-    low = str(e).lower()
-    if "unsupported parameter" in low or "not supported" in low or "unrecognized" in low \
-            or "extra inputs" in low or "unknown" in low:
-        if "max_completion_tokens" in low:
-            return "max_completion_tokens"
-        if "max_tokens" in low:
-            return "max_tokens"
-    return None
-
-
 def _retry_after(e: Exception) -> float | None:
     resp = getattr(e, "response", None)
     try:
@@ -194,24 +189,6 @@ def _retry_after(e: Exception) -> float | None:
         return min(float(v), MAX_RETRY_AFTER_S) if v else None
     except (TypeError, ValueError):
         return None
-
-
-def _error_text(e: Exception) -> str:
-    s = _status(e)
-    body = getattr(e, "body", None)
-    if isinstance(body, dict) and isinstance(body.get("error"), dict):
-        body = body["error"]
-    if isinstance(body, dict) and body.get("message"):
-        body = str(body["message"])
-    else:
-        body = getattr(e, "message", None) or str(e) or type(e).__name__
-        body = re.sub(r"^Error code: \d+ - ", "", body)
-    if isinstance(e, openai.APITimeoutError):
-        return "request timed out"
-    if isinstance(e, openai.APIConnectionError):
-        cause = e.__cause__ or e.__context__
-        return f"connection error ({one_line(cause or body, 120)})"
-    return f"HTTP {s}: {one_line(body, 200)}" if s else one_line(body, 200)
 
 
 def _raw_text(raw: Any) -> str:
@@ -228,6 +205,21 @@ def _raw_text(raw: Any) -> str:
     if isinstance(content, list):
         return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
     return str(content or "")
+
+
+def _refusal(raw: Any) -> str | None:
+    """The model's refusal (OpenAI's `message.refusal`), when it refused."""
+    if raw is None:
+        return None
+    text = (getattr(raw, "additional_kwargs", None) or {}).get("refusal")
+    if text:
+        return str(text)
+    content = getattr(raw, "content", None)
+    if isinstance(content, list):
+        for p in content:
+            if isinstance(p, dict) and p.get("type") == "refusal":
+                return str(p.get("refusal") or "refused")
+    return None
 
 
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
@@ -247,12 +239,18 @@ def json_text(text: str) -> str:
     return t
 
 
+def _loads(text: str) -> Any:
+    # strict=False: a raw newline or tab inside a string (a kernel written without
+    # escaping its line ends, as small models do) is still that string
+    return json.loads(json_text(text), strict=False)
+
+
 def _stopped_text(finish: str | None, text: str) -> str:
     if finish == "content_filter":
         return "The answer was stopped by the server's content filter."
     valid = ""
     try:
-        json.loads(json_text(text))
+        _loads(text)
     except json.JSONDecodeError:
         valid = " and is not valid JSON"
     return ("The answer was cut off at the output token limit (finish_reason=length)"
@@ -261,7 +259,13 @@ def _stopped_text(finish: str | None, text: str) -> str:
 
 def _usage(raw: Any) -> dict[str, int]:
     um = getattr(raw, "usage_metadata", None) or {}
-    return {k: int(um.get(k, 0) or 0) for k in ("input_tokens", "output_tokens", "total_tokens")}
+    out = {}
+    for k in ("input_tokens", "output_tokens", "total_tokens"):
+        try:
+            out[k] = int(um.get(k, 0) or 0)
+        except (TypeError, ValueError):  # a server that reports no numbers: none counted
+            out[k] = 0
+    return out
 
 
 def _validation_text(e: ValidationError) -> str:
@@ -288,6 +292,8 @@ def _kind_of(error: str | tuple[str, str] | None, default: str) -> tuple[str, st
 
 def _parse_kind(error: str) -> str:
     """The kind of an unusable answer from the parse step's error text."""
+    if error.startswith("the model refused"):
+        return "refused"
     if "cut off at the output token limit" in error:
         return "truncated"
     if "content filter" in error:
@@ -295,6 +301,39 @@ def _parse_kind(error: str) -> str:
     if "does not match the schema" in error:
         return "schema"
     return "malformed"
+
+
+def parse_answer(schema: type[BaseModel], text: str, finish: str | None,
+                 text_parser: TextParser | None = None) -> tuple[BaseModel | None, str | None]:
+    """Strict JSON (langchain's parser accepts partial JSON: a cut-off answer would
+    pass), after removing what local models wrap around it (think tags, fences); an
+    answer that is no JSON object goes to `text_parser` (fenced code, edits, move names)."""
+    cut = " " + _stopped_text(finish, text) if finish in ("length", "content_filter") else ""
+    if cut and text_parser is not None and finish == "length":
+        cut = (" The answer was cut off at the output token limit (finish_reason=length): "
+               "answer in a few lines.")
+    try:
+        data = _loads(text)
+    except json.JSONDecodeError as e:
+        data, error = None, (f"the answer is not valid JSON ({e.msg} at line {e.lineno} "
+                             f"column {e.colno}).{cut}")
+    else:
+        error = None if isinstance(data, dict) else \
+            f"the answer must be one JSON object, not {type(data).__name__}.{cut}"
+    if not isinstance(data, dict) and text_parser is not None:
+        # a plain-text answer (moves, edits, a fenced kernel); cut off at the cap it may
+        # still name a move, and a cut-off kernel fails its own checks
+        data = text_parser(text)
+        if data is None:
+            why = (error or "").split(".")[0].strip() or "the answer is no JSON object"
+            error = (f"{why}, and it holds no MOVE line naming a move of the catalogue, no "
+                     f"search/replace edit and no fenced code block.{cut}")
+    if not isinstance(data, dict):
+        return None, error
+    try:
+        return schema.model_validate(data), None
+    except ValidationError as e:
+        return None, f"the answer does not match the schema: {_validation_text(e)}.{cut}"
 
 
 class LLMClient:
@@ -307,13 +346,23 @@ class LLMClient:
         self.run_dir = run_dir
         self.endpoint: Endpoint = endpoint_for(settings)
         self._cap_param = self.endpoint.cap_param
-        self.model = build_chat_model(settings, self._cap_param)
+        self._watch = _ResponseWatch()
+        self.model = self._chat_model()
         self.sleep = sleep
         self.usage = new_usage()
         self.files: list[str] = []
         self.answers: list[dict[str, Any]] = []  # one per answer: kind, step, reason, ...
         self.last_error: str | None = None
         self.recording = Recording.open(settings.replay) if settings.replay else None
+        self._note: dict[str, Any] = {}
+
+    def annotate(self, **fields: Any) -> None:
+        """Fields a validator adds to the answer it judges (e.g. its form)."""
+        self._note.update(fields)
+
+    def _chat_model(self) -> Any:
+        return build_chat_model(self.settings, self._cap_param, self._watch,
+                                temperature=not self.endpoint.no_temperature)
 
     def spent(self) -> dict[str, int]:
         """Tokens since the last reset, with `cost_microusd` when prices are set."""
@@ -334,34 +383,41 @@ class LLMClient:
 
     # -- public -----------------------------------------------------------------------
     def ask(self, messages: list[BaseMessage], schema: type[BaseModel], *, step: str,
-            iteration: int = 0, validate: Validator | None = None) -> BaseModel | None:
+            iteration: int = 0, validate: Validator | None = None,
+            text_parser: TextParser | None = None, text_form: str | None = None
+            ) -> BaseModel | None:
         """One structured answer, or None when it is still unusable after one repair.
-        Raises `PromptTooLarge` (nothing sent) when the prompt cannot fit the context."""
+        Raises `PromptTooLarge` (nothing sent) when the prompt cannot fit the context, and
+        `BudgetSpent` (nothing sent) when the call could go over a budget. `text_form`:
+        the prompt file that describes a plain-text answer, sent instead of the JSON
+        schema when the method is `text`; `text_parser` reads such an answer."""
         self._prepare()
-        parsed, error, raw = self._call(messages, schema, step=step, iteration=iteration,
-                                        validate=validate)
-        if parsed is not None:
+        how = {"schema": schema, "step": step, "iteration": iteration, "validate": validate,
+               "text_parser": text_parser, "text_form": text_form}
+        parsed, error, raw = self._call(messages, **how)
+        if parsed is not None or self.answers[-1:] and self.answers[-1]["kind"] == "refused":
+            if parsed is None:
+                self.last_error = f"{step}: {error}"
             return parsed
         repair = HumanMessage(render("repair.md", step=step, error=error or "unusable answer",
                                      previous=raw[:RAW_IN_REPAIR] or "(empty)"))
         try:
-            parsed, error, _ = self._call([*messages, repair], schema, step=step,
-                                          iteration=iteration, repair_of=error,
-                                          validate=validate)
+            parsed, error, _ = self._call([*messages, repair], repair_of=error, **how)
         except PromptTooLarge as e:  # the repair itself does not fit: the first answer stands
             parsed, error = None, f"the repair request does not fit the context ({e})"
         if parsed is None:
             self.last_error = f"{step}: unusable answer after one repair: {error}"
         return parsed
 
-    def check_fit(self, messages: list[BaseMessage], schema: type[BaseModel], step: str
-                  ) -> dict[str, Any]:
+    def check_fit(self, messages: list[BaseMessage], schema: type[BaseModel], step: str,
+                  text_form: str | None = None) -> dict[str, Any]:
         """The prompt's size against the context, as it would be sent now; raises
         `PromptTooLarge` (nothing is sent) when it cannot fit."""
         self._prepare()
         if self.recording is not None and self.settings.replay_missing == "stop":
             return {}
-        return self._check_fit(self._shape(messages, schema, self._method_chain()[0]), step)
+        method = self._method_chain()[0]
+        return self._check_fit(self._shape(messages, schema, method, text_form), step)
 
     # -- the endpoint ---------------------------------------------------------------------
     def _prepare(self) -> None:
@@ -393,12 +449,15 @@ class LLMClient:
         return info
 
     def _shape(self, messages: list[BaseMessage], schema: type[BaseModel] | None,
-               method: Method) -> list[BaseMessage]:
-        """The messages as sent: one system message first (with the JSON-mode schema in it),
-        or none when the chat template drops system messages (then it leads the user text)."""
+               method: Method, text_form: str | None = None) -> list[BaseMessage]:
+        """The messages as sent: one system message first (with the JSON-mode schema, or
+        the plain-text answer form, in it), or none when the chat template drops system
+        messages (then it leads the user text)."""
         system = [str(m.content) for m in messages if isinstance(m, SystemMessage)]
         rest = [m for m in messages if not isinstance(m, SystemMessage)]
-        if method in ("json_mode", "text") and schema is not None:
+        if method == "text" and text_form:
+            system.append(render(text_form))
+        elif method in ("json_mode", "text") and schema is not None:
             system.append(render("json_mode.md", schema=json.dumps(
                 schema_dict(schema), separators=(",", ":"))))
         sys_text = "\n\n".join(t for t in system if t.strip())
@@ -412,7 +471,6 @@ class LLMClient:
             return [*rest[:first], HumanMessage(lead), *rest[first + 1:]]
         return [SystemMessage(sys_text), *rest]
 
-    # -- one logical call: method fallbacks and transport retries ------------------------
     def _method_chain(self) -> list[Method]:
         key = (self.settings.endpoint, self.settings.model)
         chain = list(self.settings.methods or METHODS)
@@ -420,10 +478,251 @@ class LLMClient:
             first = _WORKING_METHOD.get(key, self.settings.structured_output)
         return chain[chain.index(first):] if first in chain else chain
 
+    def _remember(self, method: Method) -> None:
+        with _WM_LOCK:
+            _WORKING_METHOD[(self.settings.endpoint, self.settings.model)] = method
+
+    # -- one logical call ---------------------------------------------------------------
+    def _call(self, messages: list[BaseMessage], *, schema: type[BaseModel], step: str,
+              iteration: int, repair_of: str | None = None, validate: Validator | None = None,
+              text_parser: TextParser | None = None, text_form: str | None = None
+              ) -> tuple[BaseModel | None, str | None, str]:
+        record: dict[str, Any] = {
+            "agent": self.agent, "iteration": iteration, "step": step,
+            "model": self.settings.model, "endpoint": self.settings.endpoint,
+            "repair_of": repair_of, "attempts": [], "messages": None, "response": None,
+            "parsed": None, "error": None, "usage": None,
+            "prompt": prompt_text(messages)}
+        t_start = time.monotonic()
+        try:
+            if self.recording is not None:
+                hit = self.recording.take(self.agent, step, record["prompt"])
+                if hit is not None:
+                    return self._replayed(record, hit, schema, validate, text_parser)
+                miss = self.recording.miss(self.agent, step, iteration, record["prompt"])
+                record["replay_miss"] = miss.report
+                if self.settings.replay_missing == "stop":
+                    raise miss
+                self._prepare()
+            out = self._exchange(messages, schema, step, iteration, record, text_form)
+            text, finish, usage, parsed, error = self._read(out, schema, text_parser)
+            add_usage(self.usage, usage)
+            record.update(response=text, finish_reason=finish, usage=usage,
+                          cost_usd=self.settings.cost_usd(usage))
+            parsed, error = self._finish(record, parsed, error, validate)
+            return parsed, error, text
+        except AgentUnavailable as e:
+            record["error"] = str(e)
+            record["answer"] = None
+            raise
+        finally:
+            record["seconds"] = round(time.monotonic() - t_start, 3)
+            self._write(record)
+
+    def _exchange(self, messages: list[BaseMessage], schema: type[BaseModel], step: str,
+                  iteration: int, record: dict[str, Any], text_form: str | None) -> dict:
+        """Send until an answer comes back: the next method when the server refuses one,
+        the other cap form or no temperature when it refuses those, backoff on transient
+        errors. Raises `LLMUnavailable` naming the cause when no answer can come."""
+        chain = self._method_chain()
+        state = {"m_idx": 0, "retries": 0, "bad_requests": 0}
+        while True:
+            method = chain[state["m_idx"]]
+            msgs = self._shape(messages, schema, method, text_form)
+            record["method"] = method
+            record["messages"] = [{"role": m.type, "content": str(m.content)} for m in msgs]
+            record["fit"] = self._check_fit(msgs, step)
+            booked = self._book(record["fit"], step)
+            t0 = time.monotonic()
+            try:
+                out, waited = self._send(msgs, schema, method, step, iteration)
+            except openai.APIError as e:
+                self._unbook(booked)
+                failure = classify(e)
+                record["attempts"].append({"method": method, "error": failure.text,
+                                           "kind": failure.kind,
+                                           "seconds": round(time.monotonic() - t0, 3)})
+                self._after_error(failure, e, chain, state, record, step)
+                continue
+            except _NotACompletion as e:
+                self._unbook(booked)
+                raise LLMUnavailable(
+                    f"LLM endpoint {self.settings.endpoint} sent a response that is not an "
+                    f"OpenAI chat completion ({e}); check --base-url (it usually ends in "
+                    "/v1)") from None
+            except BaseException:
+                self._unbook(booked)
+                raise
+            seconds = time.monotonic() - t0
+            record["attempts"].append({"method": method, "error": None,
+                                       "seconds": round(seconds, 3),
+                                       "waited_s": round(waited, 3)})
+            record["seconds_server"] = round(seconds - waited, 3)
+            record["booked"] = booked
+            self._remember(method)
+            return out
+
+    def _book(self, fit: dict[str, Any], step: str) -> dict[str, Any] | None:
+        """Reserve this attempt's worst case against the run's budgets (or raise)."""
+        s = self.settings
+        if s.token_budget is None and s.cost_budget is None:
+            return None
+        ledger = ledger_for(self.run_dir)
+        if ledger is None:
+            return None
+        worst = {"input_tokens": fit["prompt_tokens"], "output_tokens": fit["reserve"]}
+        tokens = fit["prompt_tokens"] + fit["reserve"]
+        usd = s.cost_usd(worst)
+        ledger.reserve(tokens=tokens, usd=usd, token_budget=s.token_budget,
+                       cost_budget=s.cost_budget, who=f"{self.agent} {step}")
+        return {"tokens": tokens, "usd": usd}
+
+    def _unbook(self, booked: dict[str, Any] | None, usage: dict[str, int] | None = None
+                ) -> None:
+        if booked is None:
+            return
+        ledger = ledger_for(self.run_dir)
+        if ledger is not None:
+            u = usage or {}
+            ledger.settle(reserved_tokens=booked["tokens"], reserved_usd=booked["usd"],
+                          tokens=int(u.get("total_tokens", 0) or 0),
+                          usd=self.settings.cost_usd(u) if u else None)
+
+    def _send(self, msgs: list[BaseMessage], schema: type[BaseModel], method: Method,
+              step: str, iteration: int) -> tuple[dict, float]:
+        """One request; (the answer as langchain's include_raw dict, seconds waited for a
+        slot). A length or content-filter stop comes back as {"stopped": error}."""
+        t0 = time.monotonic()
+        gate = self.endpoint.semaphore(self.settings)
+        waited = 0.0
+        runnable = self.model.with_structured_output(
+            schema_dict(schema), method=method, include_raw=True) \
+            if method != "text" else self.model
+        self._watch.clear()
+        try:
+            if gate is not None:
+                gate.acquire()
+                waited = time.monotonic() - t0
+            try:
+                out = runnable.invoke(msgs, config={
+                    "run_name": f"kernelcrew.{self.agent}.{step}",
+                    "tags": ["kernelcrew", self.agent, step],
+                    "metadata": {"agent": self.agent, "step": step, "iteration": iteration,
+                                 "method": method}})
+            finally:
+                if gate is not None:
+                    gate.release()
+        except openai.APIError:
+            raise
+        except (openai.LengthFinishReasonError, openai.ContentFilterFinishReasonError) as e:
+            # the SDK's json_schema parsing refuses a cut-off answer: it still is an
+            # answer (usage counted) that goes back to the model once
+            return {"stopped": e}, waited
+        except Exception as e:  # noqa: BLE001 - which one it was decides the message
+            ok, snippet = self._watch.last()
+            if not ok:
+                raise _NotACompletion(f"{type(e).__name__}; it began {snippet!r}") from None
+            raise LLMUnavailable(
+                f"the LLM client libraries failed on the {self.agent} {step} answer of "
+                f"{self.settings.endpoint} ({type(e).__name__}: {one_line(e, 160)}); the "
+                "server's response was a chat completion: update langchain-openai and "
+                "openai, or report it") from None
+        if method == "text":  # a plain completion: we parse it ourselves
+            out = {"raw": out, "parsed": None, "parsing_error": None}
+        return out, waited
+
+    def _after_error(self, f: Failure, e: Exception, chain: list[Method], state: dict,
+                     record: dict[str, Any], step: str) -> None:
+        """What to do after a refused request: return to send again, or raise."""
+        where = f"LLM endpoint {self.settings.endpoint} (model {self.settings.model})"
+        if f.kind == "cap-form" and self._cap_param is None and self.settings.max_tokens:
+            other = "max_tokens" if f.refused == "max_completion_tokens" \
+                else "max_completion_tokens"
+            self._cap_param = self.endpoint.cap_param = other  # sent alone from now on
+            self.endpoint.notes.append(f"refuses {f.refused}: the cap goes as {other}")
+            self.model = self._chat_model()
+            return
+        if f.kind == "temperature" and not self.endpoint.no_temperature \
+                and self.settings.temperature is not None:
+            self.endpoint.no_temperature = True  # the model takes only its own default
+            self.endpoint.notes.append(f"refuses temperature={self.settings.temperature:g}: "
+                                       "sent without one")
+            self.model = self._chat_model()
+            return
+        if f.kind == "context":
+            self._context_refused(f, record, step)
+        if f.kind == "cap-too-large":
+            most = f" (it allows at most {f.limit})" if f.limit else ""
+            raise LLMUnavailable(f"{where} refuses an output cap of {self.settings.max_tokens} "
+                                 f"tokens{most}: lower --max-tokens ({f.text})")
+        if f.kind in ("method", "bad-request") and state["m_idx"] + 1 < len(chain):
+            # the next method, no backoff; an unexplained 400 may be the method too
+            state["bad_requests"] += f.kind == "bad-request"
+            state["m_idx"] += 1
+            self._remember(chain[state["m_idx"]])
+            return
+        if f.kind == "method":
+            raise LLMUnavailable(f"{where} refuses structured output ({', '.join(chain)}); "
+                                 f"last answer {f.text}")
+        if f.kind == "transient" and state["retries"] < self.settings.retries:
+            delay = min(MAX_BACKOFF_S, self.settings.backoff_s * 2 ** state["retries"])
+            state["retries"] += 1
+            self.sleep(max(delay, _retry_after(e) or 0.0))
+            return
+        why = {"auth": "; check OPENAI_API_KEY", "model": "; check --model and --base-url",
+               "bad-request": " (the request was refused as it was, with every structured-"
+                              "output method tried)" if state["bad_requests"] else ""}
+        tries = f" after {state['retries'] + 1} attempts" if f.kind == "transient" else ""
+        raise LLMUnavailable(f"{where} failed{tries}: {f.text}{why.get(f.kind, '')}")
+
+    def _context_refused(self, f: Failure, record: dict[str, Any], step: str) -> None:
+        """The server's 400 says the prompt is too long: learn its context and raise."""
+        n_ctx, n_prompt = context_from_error(f.text)
+        if not n_ctx:
+            raise LLMUnavailable(
+                f"LLM endpoint {self.settings.endpoint} refused the {self.agent} {step} "
+                f"prompt as too long ({f.text}); serve the model with a larger context or "
+                "set KERNELCREW_LLM_CONTEXT_WINDOW")
+        self.endpoint.learn_context(n_ctx, "400 message")
+        ours = record["fit"]["prompt_tokens"]
+        if n_prompt and n_prompt > ours:  # our count was low: learn by how much
+            self.endpoint.scale = max(self.endpoint.scale, n_prompt / ours)
+        n = max(n_prompt or 0, ours)
+        raise PromptTooLarge(
+            f"the {self.agent} {step} prompt needs {n} tokens plus {self._reserve()} for the "
+            f"answer, but the model's context is {n_ctx} tokens (the server's 400: "
+            f"{one_line(f.text, 120)})", prompt_tokens=n, context=n_ctx,
+            reserve=self._reserve())
+
+    def _read(self, out: dict, schema: type[BaseModel], text_parser: TextParser | None
+              ) -> tuple[str, str | None, dict[str, int], BaseModel | None, str | None]:
+        """(text, finish reason, usage, parsed answer or None, error) of an answer."""
+        if "stopped" in out:
+            comp = out["stopped"].completion
+            u = comp.usage
+            usage = {"input_tokens": u.prompt_tokens if u else 0,
+                     "output_tokens": u.completion_tokens if u else 0,
+                     "total_tokens": u.total_tokens if u else 0}
+            text = comp.choices[0].message.content or "" if comp.choices else ""
+            finish = comp.choices[0].finish_reason if comp.choices else "length"
+            return text, finish, usage, None, _stopped_text(finish, text)
+        raw = out.get("raw")
+        usage = _usage(raw)
+        text = _raw_text(raw)
+        finish = (getattr(raw, "response_metadata", None) or {}).get("finish_reason")
+        refused = _refusal(raw)
+        if refused:
+            return text or refused, finish, usage, None, \
+                f"the model refused: {one_line(refused, 200)}"
+        parsed, error = parse_answer(schema, text, finish, text_parser)
+        return text, finish, usage, parsed, error
+
     def _finish(self, record: dict[str, Any], parsed: BaseModel | None, error: Any,
                 validate: Validator | None) -> tuple[BaseModel | None, str | None]:
         """Validate a parsed answer and classify the answer; both go into the record."""
+        self._unbook(record.pop("booked", None), record.get("usage"))
         kind = "usable"
+        self._note = {}
         if parsed is not None and validate is not None:
             verdict = validate(parsed)
             if verdict:
@@ -441,160 +740,15 @@ class LLMClient:
                              "repair": record["repair_of"] is not None,
                              "seconds": record.get("seconds_server"),
                              "usage": record.get("usage"), "replayed": record.get("replayed",
-                                                                                  False)})
+                                                                                  False),
+                             **(self._note if kind == "usable" else {})})
+        if kind == "usable" and self._note:
+            record.update(self._note)
         return parsed, error
 
-    def _call(self, messages: list[BaseMessage], schema: type[BaseModel], *, step: str,
-              iteration: int, repair_of: str | None = None, validate: Validator | None = None
-              ) -> tuple[BaseModel | None, str | None, str]:
-        record: dict[str, Any] = {
-            "agent": self.agent, "iteration": iteration, "step": step,
-            "model": self.settings.model, "endpoint": self.settings.endpoint,
-            "repair_of": repair_of, "attempts": [], "messages": None, "response": None,
-            "parsed": None, "error": None, "usage": None,
-            "prompt": prompt_text(messages)}
-        t_start = time.monotonic()
-        chain = self._method_chain()
-        m_idx, retries = 0, 0
-        try:
-            if self.recording is not None:
-                hit = self.recording.take(self.agent, step, record["prompt"])
-                if hit is not None:
-                    return self._replayed(record, hit, schema, validate)
-                miss = self.recording.miss(self.agent, step, iteration, record["prompt"])
-                record["replay_miss"] = miss.report
-                if self.settings.replay_missing == "stop":
-                    raise miss
-                self._prepare()
-            while True:
-                method = chain[m_idx]
-                msgs = self._shape(messages, schema, method)
-                record["method"] = method
-                record["messages"] = [{"role": m.type, "content": str(m.content)} for m in msgs]
-                record["fit"] = self._check_fit(msgs, step)
-                t0 = time.monotonic()
-                gate = self.endpoint.semaphore(self.settings)
-                waited = 0.0
-                try:
-                    runnable = self.model.with_structured_output(
-                        schema_dict(schema), method=method, include_raw=True) \
-                        if method != "text" else self.model
-                    if gate is not None:
-                        gate.acquire()
-                        waited = time.monotonic() - t0
-                    try:
-                        out = runnable.invoke(msgs, config={
-                            "run_name": f"kernelcrew.{self.agent}.{step}",
-                            "tags": ["kernelcrew", self.agent, step],
-                            "metadata": {"agent": self.agent, "step": step,
-                                         "iteration": iteration, "method": method}})
-                    finally:
-                        if gate is not None:
-                            gate.release()
-                    if method == "text":  # a plain completion: we parse it ourselves
-                        out = {"raw": out, "parsed": None, "parsing_error": None}
-                except openai.APIError as e:
-                    why = _error_text(e)
-                    record["attempts"].append({"method": method, "error": why,
-                                               "seconds": round(time.monotonic() - t0, 3)})
-                    cap = _cap_refused(e)
-                    if cap and self._cap_param is None and self.settings.max_tokens:
-                        # the server refuses one form of the cap: send only the other one
-                        other = "max_tokens" if cap == "max_completion_tokens" \
-                            else "max_completion_tokens"
-                        self._cap_param = self.endpoint.cap_param = other
-                        self.model = build_chat_model(self.settings, other)
-                        continue
-                    if is_context_error(why):
-                        n_ctx, n_prompt = context_from_error(why)
-                        if n_ctx:
-                            self.endpoint.learn_context(n_ctx, "400 message")
-                            ours = record["fit"]["prompt_tokens"]
-                            if n_prompt and n_prompt > ours:  # our count was low: learn by how much
-                                self.endpoint.scale = max(self.endpoint.scale, n_prompt / ours)
-                            n = max(n_prompt or 0, ours)
-                            raise PromptTooLarge(
-                                f"the {self.agent} {step} prompt needs {n} tokens plus "
-                                f"{self._reserve()} for the answer, but the model's context is "
-                                f"{n_ctx} tokens (the server's 400: {one_line(why, 120)})",
-                                prompt_tokens=n, context=n_ctx, reserve=self._reserve())
-                        raise LLMUnavailable(
-                            f"LLM endpoint {self.settings.endpoint} refused the {self.agent} "
-                            f"{step} prompt as too long ({why}); serve the model with a larger "
-                            "context or set KERNELCREW_LLM_CONTEXT_WINDOW") from None
-                    if _is_method_refusal(e) and m_idx + 1 < len(chain):
-                        m_idx += 1  # the server refuses this method: next one, no backoff
-                        with _WM_LOCK:  # ... and for every later call, whatever happens next
-                            _WORKING_METHOD[(self.settings.endpoint,
-                                             self.settings.model)] = chain[m_idx]
-                        continue
-                    if _is_method_refusal(e):
-                        raise LLMUnavailable(
-                            f"LLM endpoint {self.settings.endpoint} refuses structured output "
-                            f"({', '.join(chain)}); last answer {why}") from None
-                    if _is_transient(e) and retries < self.settings.retries:
-                        delay = min(MAX_BACKOFF_S, self.settings.backoff_s * 2 ** retries)
-                        delay = max(delay, _retry_after(e) or 0.0)
-                        retries += 1
-                        self.sleep(delay)
-                        continue
-                    tries = f" after {retries + 1} attempts" if _is_transient(e) else ""
-                    raise LLMUnavailable(
-                        f"LLM endpoint {self.settings.endpoint} (model {self.settings.model}) "
-                        f"failed{tries}: {why}") from None
-                except (openai.LengthFinishReasonError,
-                        openai.ContentFilterFinishReasonError) as e:
-                    # the SDK's json_schema parsing refuses a cut-off answer: it still is an
-                    # answer (usage counted) that goes back to the model once
-                    out = {"stopped": e}
-                except Exception as e:  # noqa: BLE001 - a 200 that is no chat completion
-                    # (a proxy's HTML page, a server speaking another API): a clean stop
-                    raise LLMUnavailable(
-                        f"LLM endpoint {self.settings.endpoint} sent a response that is not an "
-                        f"OpenAI chat completion ({type(e).__name__}: {one_line(e, 120)}); "
-                        "check --base-url (it usually ends in /v1)") from None
-                seconds = time.monotonic() - t0
-                record["attempts"].append({"method": method, "error": None,
-                                           "seconds": round(seconds, 3),
-                                           "waited_s": round(waited, 3)})
-                record["seconds_server"] = round(seconds - waited, 3)
-                break
-            with _WM_LOCK:
-                _WORKING_METHOD[(self.settings.endpoint, self.settings.model)] = method
-            if "stopped" in out:
-                comp = out["stopped"].completion
-                u = comp.usage
-                usage = {"input_tokens": u.prompt_tokens if u else 0,
-                         "output_tokens": u.completion_tokens if u else 0,
-                         "total_tokens": u.total_tokens if u else 0}
-                text = comp.choices[0].message.content or "" if comp.choices else ""
-                finish = comp.choices[0].finish_reason if comp.choices else "length"
-                parsed, error = None, _stopped_text(finish, text)
-            else:
-                raw = out.get("raw")
-                if out.get("parsing_error") is not None:  # langchain's view, for the record
-                    record["parsing_error"] = one_line(out["parsing_error"])
-                usage = _usage(raw)
-                text = _raw_text(raw)
-                finish = (getattr(raw, "response_metadata", None) or {}).get("finish_reason")
-                parsed, error = self._parse(schema, text, finish)
-            add_usage(self.usage, usage)
-            record["response"] = text
-            record["finish_reason"] = finish
-            record["usage"] = usage
-            record["cost_usd"] = self.settings.cost_usd(usage)
-            parsed, error = self._finish(record, parsed, error, validate)
-            return parsed, error, text
-        except LLMUnavailable as e:
-            record["error"] = str(e)
-            record["answer"] = None
-            raise
-        finally:
-            record["seconds"] = round(time.monotonic() - t_start, 3)
-            self._write(record)
-
     def _replayed(self, record: dict[str, Any], hit: dict[str, Any], schema: type[BaseModel],
-                  validate: Validator | None) -> tuple[BaseModel | None, str | None, str]:
+                  validate: Validator | None, text_parser: TextParser | None
+                  ) -> tuple[BaseModel | None, str | None, str]:
         """The recorded answer, parsed and judged as it was live (same parse, same checks)."""
         text = hit.get("response") or ""
         usage = {k: int((hit.get("usage") or {}).get(k, 0) or 0)
@@ -606,28 +760,12 @@ class LLMClient:
         add_usage(self.usage, usage)
         if hit.get("response") is None:
             parsed, error = None, hit.get("error") or "no answer was recorded"
+        elif hit.get("answer") == "refused":
+            parsed, error = None, hit.get("error") or "the model refused"
         else:
-            parsed, error = self._parse(schema, text, hit.get("finish_reason"))
+            parsed, error = parse_answer(schema, text, hit.get("finish_reason"), text_parser)
         parsed, error = self._finish(record, parsed, error, validate)
         return parsed, error, text
-
-    @staticmethod
-    def _parse(schema: type[BaseModel], text: str, finish: str | None
-               ) -> tuple[BaseModel | None, str | None]:
-        """Strict JSON (langchain's parser accepts partial JSON: a cut-off answer would
-        pass), after removing what local models wrap around it (think tags, fences)."""
-        cut = " " + _stopped_text(finish, text) if finish in ("length", "content_filter") else ""
-        try:
-            data = json.loads(json_text(text))
-        except json.JSONDecodeError as e:
-            return None, (f"the answer is not valid JSON ({e.msg} at line {e.lineno} "
-                          f"column {e.colno}).{cut}")
-        if not isinstance(data, dict):
-            return None, f"the answer must be one JSON object, not {type(data).__name__}.{cut}"
-        try:
-            return schema.model_validate(data), None
-        except ValidationError as e:
-            return None, f"the answer does not match the schema: {_validation_text(e)}.{cut}"
 
     def _write(self, record: dict[str, Any]) -> None:
         if not self.run_dir:
@@ -635,7 +773,7 @@ class LLMClient:
         folder = Path(self.run_dir) / "llm"
         folder.mkdir(parents=True, exist_ok=True)
         facts = Path(self.run_dir) / "llm-endpoint.json"
-        if not facts.exists() and self.endpoint.probed:  # what was learned, once per run
+        if self.endpoint.probed and (not facts.exists() or self.endpoint.notes):
             facts.write_text(json.dumps({"endpoint": self.settings.endpoint,
                                          "model": self.settings.model,
                                          **self.endpoint.public()}, indent=1))
@@ -655,4 +793,3 @@ class LLMClient:
         self.files.append(str(path))
         if self.answers and record.get("answer") and "file" not in self.answers[-1]:
             self.answers[-1]["file"] = str(path)
-

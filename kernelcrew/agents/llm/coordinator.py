@@ -15,7 +15,13 @@ from typing import Any
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
-from kernelcrew.agents.coordinator import ApplyFn, coordinate, score
+from kernelcrew.agents.coordinator import (
+    ApplyFn,
+    coordinate,
+    estimate_note,
+    record_note,
+    score,
+)
 from kernelcrew.agents.llm.client import LLMClient, PromptTooLarge, new_usage
 from kernelcrew.agents.llm.focus import count_tokens
 from kernelcrew.agents.llm.prompts import render
@@ -35,20 +41,28 @@ class CoordinatorAnswer(BaseModel):
 
 
 def proposal_lines(proposals: list[Proposal], stats: dict[str, dict]) -> str:
+    """Each proposal: what it changes, its evidence and measured record first, the
+    author's own estimate last and marked as such."""
     out = []
     for i, p in enumerate(proposals, 1):
         c = p.change
         what = [f"type {c.type}"]
+        if c.transform:
+            what.append(f"moves of the catalogue: {c.transform}"
+                        + (f" then {', '.join(s[0] for s in c.params.get('then', []))}"
+                           if c.params.get("then") else "") + " (legality checked)")
+        else:
+            what.append("free-form rewrite" if c.type == "source" else "settings")
         if c.flags is not None:
             what.append(f"flags {' '.join(c.flags)}")
         if c.knobs:
             what.append(f"knobs {c.knobs}")
         if c.regions:
             what.append(f"regions {', '.join(c.regions)}")
-        out.append(f"{i}. {p.author}/{c.kind}: expected {p.expected_gain:.2f}x, confidence "
-                   f"{p.confidence:.2f}, heuristic score {score(p, stats):.3f} "
-                   f"({'; '.join(what)})\n   bottleneck: {p.bottleneck}\n   plan: "
-                   f"{p.plan[:600]}\n   risks: {p.risks[:300]}")
+        out.append(f"{i}. {p.author}/{c.kind} ({'; '.join(what)})\n"
+                   f"   measured record: {record_note(c.kind, stats)}; ranking score "
+                   f"{score(p, stats):.3f}\n   bottleneck: {p.bottleneck}\n   plan: "
+                   f"{p.plan[:600]}\n   risks: {p.risks[:300]}\n   {estimate_note(p)}")
     return "\n".join(out)
 
 
@@ -82,8 +96,9 @@ class LLMCoordinator:
         try:
             context = [f"## Profile\n{profile_summary or 'n/a'}"]
             if stats:
-                context.append("## Track record of kinds of change\n" + "\n".join(
-                    f"- {k}: tried {v.get('tried', 0)}, accepted {v.get('accepted', 0)}"
+                context.append("## Track record of kinds of change (measured)\n" + "\n".join(
+                    f"- {k}: tried {v.get('tried', 0)}, helped "
+                    f"{v.get('helped', v.get('accepted', 0))}, failed {v.get('failed', 0)}"
                     for k, v in sorted(stats.items())))
             if tried:
                 context.append("## Already tried\n" + "\n".join(f"- {t}" for t in tried[:30]))
@@ -158,7 +173,9 @@ class LLMCoordinator:
                             "regions": sorted({r for q in used for r in q.change.regions}),
                             "type": "source", "transform": None, "params": {}}),
                         expected_gain=min(10.0, gain), risks="; ".join(q.risks for q in used),
-                        confidence=min(q.confidence for q in used))
+                        confidence=min(q.confidence for q in used),
+                        estimate="model" if any(q.estimate == "model" for q in used)
+                        else "evidence")
             d = text_digest(cand.change.kernel)  # the graph's digest of evaluated kernels
             if d in seen or d in tried_digests or \
                     cand.change.kernel.strip() == base_kernel.strip():

@@ -95,6 +95,7 @@ class Endpoint:
     ratio: float | None = None  # server tokens / estimate, from the last tokenizer answer
     scale: float = 1.0  # learned from a 400 that counted more prompt tokens than we did
     cap_param: str | None = None  # learned from a 400 that refused one form of the cap
+    no_temperature: bool = False  # learned from a 400 that refused the temperature
     notes: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     probe_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -106,7 +107,7 @@ class Endpoint:
         return {"context": self.context, "context_source": self.context_source,
                 "slots": self.slots, "tokenizer": self.tokenize_path or "estimate (chars/3)",
                 "system_dropped": self.system_dropped, "system_probe": self.system_probe,
-                "concurrency": self.gate_size}
+                "concurrency": self.gate_size, "learned": list(self.notes)}
 
     def learn_context(self, n: int, source: str) -> None:
         if n and n > 0 and (self.context is None or self.context_source.startswith("400")

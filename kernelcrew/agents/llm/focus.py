@@ -1,12 +1,17 @@
 """A specialist's prompt context: focused on its field and held to a token budget.
 
-Every specialist sees the operator, the current best kernel, the latest profile summary,
-the last 3-5 iterations, the relevant reflections and the folded list of what was tried
-before; on top of that memory_access gets the memory metrics, loop the occupancy, stall
-and instruction metrics, compiler_flags the vectorization/ptxas report, the current flags
-and the allow-list. Sections are trimmed lowest priority first (track record, tried list,
-reflections, then the oldest recent iterations are folded, then hot regions and metrics)
-until the context fits the budget; what was trimmed is reported.
+Every specialist sees the operator's contract (arrays with dtypes and shapes, each shape
+group with its weight and the sizes it spans as ranges, the tolerance), the current best
+kernel, the moves of the catalogue that apply to it (and, further down, why the others do
+not), the critic's comparison of the last race, the latest profile summary, what the
+source shows (the heuristic crew's static analysis) and what the rule-based specialist of
+the same field would do, the last 3-5 iterations (each with all its candidates), the
+relevant reflections and the folded list of what was tried before. On top of that
+memory_access gets the memory metrics, loop the occupancy, stall and instruction metrics,
+compiler_flags the vectorization/ptxas report, the current flags and the allow-list.
+Sections are trimmed lowest priority first (track record, tried list, reflections, the
+moves that do not apply, then the oldest recent iterations are folded, then hot regions,
+suggestions and metrics) until the context fits the budget; what was trimmed is reported.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from kernelcrew.kernels.flags import allowed_flags
 
 KEEP_RECENT = 5  # iterations shown in full when the budget allows
 MIN_RECENT = 3  # ... and never fewer (older ones are folded into the tried list)
-FEEDBACK_CHARS = 3000  # compile errors / failing cases / regression table
+FEEDBACK_CHARS = 3000  # compile errors / failing cases / the critic's comparison
 TIKTOKEN_ENCODING = "o200k_base"
 
 # metric-name fragments per field (CPU profile names and ncu summary names)
@@ -93,7 +98,7 @@ class Section:
     dropped: int = 0
 
     def render(self) -> str:
-        if not self.items and not self.dropped:
+        if not self.items:  # nothing left to show: a bare heading is noise to a model
             return ""
         lines = [f"## {self.title}"]
         lines += [f"- {i}" if self.bullet else i for i in self.items]
@@ -152,7 +157,14 @@ def fold_note(n: IterationNote) -> str:
 def recent_line(n: IterationNote) -> str:
     sp = f", {n.speedup:.2f}x vs baseline" if n.speedup else ""
     detail = f" - {n.detail}" if n.detail else ""
-    return f"iteration {n.iteration}: {n.author}/{n.kind}: {n.outcome}{sp}{detail}"
+    return f"{n.author}/{n.kind}: {n.outcome}{sp}{detail}"
+
+
+def iteration_block(it: int, notes: list[IterationNote]) -> str:
+    """One iteration with each of its candidates."""
+    if len(notes) == 1:
+        return f"iteration {it}: {recent_line(notes[0])}"
+    return f"iteration {it}:\n" + "\n".join(f"  - {recent_line(n)}" for n in notes)
 
 
 def _current_flags(kernel: str) -> str:
@@ -181,25 +193,71 @@ def feedback_text(fb: Feedback, max_attempts: int = 3) -> tuple[str, str]:
     if fb.kind == "compile-error":
         title = f"Compile errors of your last candidate (attempt {fb.attempt} of {max_attempts})"
         return title, f"```\n{body}\n```"
+    if fb.kind == "crew-compile-errors":
+        return "The crew's last candidates did not compile (plan again)", f"```\n{body}\n```"
     if fb.kind == "incorrect":
-        title = ("Your last candidate was incorrect (failing group/case, max abs/rel error, "
-                 "failing indices)")
+        title = ("Your last candidate was incorrect (failing group/case, output, index, what "
+                 "it wrote, what the reference says)")
         return title, body
     if fb.kind == "slower":
-        return "Your last candidate was slower: regression table", body
+        return "Your last candidate was not faster than the best: the critic's comparison", body
     return f"Feedback on your last candidate ({fb.kind})", body
+
+
+def _operator_section(ctx: AgentContext, fld: str) -> Section:
+    op = [f"{ctx.op}: {ctx.description} (family {ctx.family}, backend {ctx.backend})",
+          f"Kernel arguments in order: {ctx.signature}"]
+    if ctx.contract is not None:
+        op += ctx.contract.lines()
+    else:
+        op.append(f"Tolerance: {ctx.tolerance}")
+    if fld != "compiler_flags":
+        op.append(f"Current flags: {_current_flags(ctx.kernel)}")
+    return Section("operator", "Operator", op, 0)
+
+
+def _profile_sections(ctx: AgentContext, fld: str) -> list[Section]:
+    prof = ctx.profile
+    if prof is None:
+        return []
+    summary = [(f"Measured by {prof.source} on one {prof.case.split('[')[0]} case: "
+               f"{prof.summary}"),
+               f"Diagnosis: {prof.bottleneck.kind}: {prof.bottleneck.evidence}"]
+    if prof.roofline is not None:
+        r = prof.roofline
+        share = f" ({r.bandwidth_share:.0%} of peak)" if r.bandwidth_share else ""
+        summary.append(f"Share of the machine's peaks: {r.achieved_gbps:.3g} GB/s{share}, "
+                       f"{r.achieved_gflops:.3g} GFLOP/s, intensity {r.intensity:.3g} "
+                       f"FLOP/byte, least time {_fmt(r.bound_ms)} ms vs {r.time_ms:.4g} ms")
+    out = [Section("profile", "Latest profile summary", summary, 1)]
+    metrics = metric_lines(ctx, fld)
+    if metrics:
+        out.append(Section("metrics", FIELD_TITLES.get(fld, "Metrics"), metrics, 2))
+    if prof.hot_regions:
+        hot = [f"{h.where}" + (f" {h.share:.0%}" if h.share is not None else "")
+               + (f": {h.what}" if h.what else "") for h in prof.hot_regions]
+        out.append(Section("hot", "Hot regions", hot, 3))
+    return out
+
+
+def _move_sections(ctx: AgentContext) -> list[Section]:
+    if not ctx.moves:
+        return []
+    yes = [m.line() for m in ctx.moves if m.applies]
+    no = [m.line() for m in ctx.moves if not m.applies]
+    out = [Section("moves", "Moves of the catalogue that apply to the current best (name them "
+                            "to have the crew apply them, legality checked)",
+                   yes or ["(none applies as the kernel is now)"], 0)]
+    if no:
+        out.append(Section("moves_not", "Moves that do not apply here, and why", no, 5))
+    return out
 
 
 def build_context(ctx: AgentContext, fld: str, *, budget: int,
                   failed: Proposal | None = None) -> FocusedContext:
     """The focused context of one specialist (field `fld`), trimmed to `budget` tokens."""
     be = ctx.backend
-    op = [f"{ctx.op}: {ctx.description} (family {ctx.family}, backend {be})",
-          f"Kernel arguments in order: {ctx.signature}",
-          f"Tolerance: {ctx.tolerance}"]
-    if fld != "compiler_flags":
-        op.append(f"Current flags: {_current_flags(ctx.kernel)}")
-    sections = [Section("operator", "Operator", op, 0)]
+    sections = [_operator_section(ctx, fld)]
     if ctx.feedback is not None:
         title, body = feedback_text(ctx.feedback)
         sections.append(Section("feedback", title, [body], 0, bullet=False))
@@ -212,33 +270,32 @@ def build_context(ctx: AgentContext, fld: str, *, budget: int,
     if fld == "compiler_flags":
         flags = [f"Current flags: {_current_flags(ctx.kernel)}",
                  f"Allowed flags ({be}): {' '.join(allowed_flags(be))}"]
-        report = ctx.compile_report
-        if report:
-            flags.append("Compiler report:\n" + _cut(report, 1500))
+        if ctx.compile_report:
+            flags.append("Compiler report:\n" + _cut(ctx.compile_report, 1500))
         sections.append(Section("flags", "Flags", flags, 0))
-    prof = ctx.profile
-    if prof is not None:
-        summary = [f"Case {prof.case}, measured by {prof.source}: {prof.summary}",
-                   f"Diagnosis: {prof.bottleneck.kind}: {prof.bottleneck.evidence}"]
-        if prof.roofline is not None:
-            r = prof.roofline
-            share = f" ({r.bandwidth_share:.0%} of peak)" if r.bandwidth_share else ""
-            summary.append(f"Roofline: {r.achieved_gbps:.3g} GB/s{share}, "
-                           f"{r.achieved_gflops:.3g} GFLOP/s, intensity {r.intensity:.3g} "
-                           f"FLOP/byte, bound {_fmt(r.bound_ms)} ms vs {r.time_ms:.4g} ms")
-        sections.append(Section("profile", "Latest profile summary", summary, 1))
-        metrics = metric_lines(ctx, fld)
-        if metrics:
-            sections.append(Section("metrics", FIELD_TITLES.get(fld, "Metrics"), metrics, 2))
-        if prof.hot_regions:
-            hot = [f"{h.where}" + (f" {h.share:.0%}" if h.share is not None else "")
-                   + (f": {h.what}" if h.what else "") for h in prof.hot_regions]
-            sections.append(Section("hot", "Hot regions", hot, 3))
-    recent = sorted(ctx.recent, key=lambda n: n.iteration)
-    folded = [fold_note(n) for n in recent[:-KEEP_RECENT]] if len(recent) > KEEP_RECENT else []
-    recent = recent[-KEEP_RECENT:]
-    rec = Section("recent", "Recent iterations", [recent_line(n) for n in recent], 4,
-                  min_items=min(MIN_RECENT, len(recent)))
+    sections += _move_sections(ctx)
+    if ctx.critiques:
+        sections.append(Section("critique", "The critic on the last race", ctx.critiques, 1))
+    sections += _profile_sections(ctx, fld)
+    if ctx.static_evidence:
+        sections.append(Section("static", "What the source shows (static analysis)",
+                                list(ctx.static_evidence), 2))
+    if ctx.suggestions:
+        sections.append(Section("suggestions", "What the rule-based specialist of this field "
+                                               "would do", list(ctx.suggestions), 3))
+    return _fit(sections, ctx, budget)
+
+
+def _fit(sections: list[Section], ctx: AgentContext, budget: int) -> FocusedContext:
+    """Add history, memory and track record, then trim lowest priority first."""
+    by_it: dict[int, list[IterationNote]] = {}
+    for n in sorted(ctx.recent, key=lambda n: n.iteration):
+        by_it.setdefault(n.iteration, []).append(n)
+    its = sorted(by_it)
+    folded = [fold_note(n) for it in its[:-KEEP_RECENT] for n in by_it[it]]
+    its = its[-KEEP_RECENT:]
+    rec = Section("recent", "Recent iterations", [iteration_block(i, by_it[i]) for i in its],
+                  4, min_items=min(MIN_RECENT, len(its)), bullet=False)
     sections.append(rec)
     sections.append(Section("reflections", "Relevant reflections (from memory)",
                             list(ctx.reflections), 5))
@@ -262,9 +319,9 @@ def build_context(ctx: AgentContext, fld: str, *, budget: int,
             break  # only what must stay is left: reported as over budget
         s = max(cands, key=lambda x: x.priority)
         if s is rec:  # fold the oldest recent iteration into the tried list
-            old = recent.pop(0)
+            old = its.pop(0)
             rec.items.pop(0)
-            tried.items.insert(0, fold_note(old))
+            tried.items[:0] = [fold_note(n) for n in by_it[old]]
             folded_n += 1
         else:
             s.items.pop()

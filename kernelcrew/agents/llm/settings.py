@@ -33,6 +33,12 @@ def _env_float(name: str) -> float | None:
         raise InputError(f"{name}={v!r} is not a number", field=name) from None
 
 
+def _flag(value: Any, env_value: str) -> bool:
+    if value is not None:
+        return bool(value)
+    return env_value.strip().lower() in ("1", "true", "yes", "on")
+
+
 @dataclass(kw_only=True)
 class LLMSettings:
     model: str = field(metadata={"description": "model name (--model, KERNELCREW_LLM_MODEL)"})
@@ -82,6 +88,20 @@ class LLMSettings:
         "description": "before the first call, ask a local server for its context size, "
                        "tokenizer and slots, and whether its chat template keeps system "
                        "messages (KERNELCREW_LLM_PROBE=0 turns it off)"})
+    token_budget: int | None = field(default=None, metadata={
+        "description": "the run's token budget (RunContext.token_budget): a call that could "
+                       "take the run's LLM calls over it is not made"})
+    cost_budget: float | None = field(default=None, metadata={
+        "description": "the run's budget in dollars at the price settings "
+                       "(RunContext.cost_budget): a call that could go over it is not made"})
+    one_call: bool = field(default=False, metadata={
+        "description": "plan and code in one call instead of two (KERNELCREW_LLM_ONE_CALL=1): "
+                       "for small or slow models, where each call costs most"})
+    compact: bool = field(default=False, metadata={
+        "description": "short prompts for small models (KERNELCREW_LLM_COMPACT=1): a "
+                       "few lines of rules instead of the full rules and format, the plain-"
+                       "text answer in one line (MOVE: name) or a code block; the context is "
+                       "held to context_budget as usual"})
     replay: str | None = field(default=None, metadata={
         "description": "a run directory whose recorded answers are replayed (--replay)"})
     replay_missing: ReplayMissing = field(default="stop", metadata={
@@ -153,6 +173,10 @@ class LLMSettings:
             context_window=pick("context_window", "KERNELCREW_LLM_CONTEXT_WINDOW", None, int),
             probe=bool(s.get("probe", probe_env not in ("0", "false", "no", "off"))),
             replay=s.get("replay"), replay_missing=missing,
+            token_budget=pick("token_budget", "KERNELCREW_LLM_TOKEN_BUDGET", None, int),
+            cost_budget=pick("cost_budget", "KERNELCREW_LLM_COST_BUDGET", None),
+            one_call=_flag(s.get("one_call"), env.get("KERNELCREW_LLM_ONE_CALL", "0")),
+            compact=_flag(s.get("compact"), env.get("KERNELCREW_LLM_COMPACT", "0")),
         )
         for name in ("concurrency", "context_window", "max_tokens"):
             v = getattr(out, name)

@@ -18,10 +18,12 @@ from typing import Any
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel
 
+from kernelcrew.agents.llm.answers import complete_front_matter, read_text_answer
 from kernelcrew.agents.llm.client import LLMClient, new_usage
 from kernelcrew.agents.llm.prompts import render
+from kernelcrew.agents.llm.schemas import KernelAnswer, PlanAnswer
 from kernelcrew.agents.llm.settings import LLMSettings
-from kernelcrew.agents.llm.specialists import KernelAnswer, PlanAnswer, _check_plan, clean_kernel
+from kernelcrew.agents.llm.specialists import _check_plan, clean_kernel
 from kernelcrew.errors import InputError
 from kernelcrew.kernels.kernelfile import parse_kernel_text
 
@@ -31,16 +33,19 @@ FEEDBACK_CHARS = 3000
 
 @dataclass
 class WriterTask:
-    """What the writer sees: the spec and the reference as the user wrote them."""
+    """What the writer sees: the operator's contract (arrays, dtypes, shape groups as
+    ranges, tolerance; never the benchmark's cases) and the reference as the user wrote
+    it."""
 
     op: str
     backend: str
     entry: str
     signature: str  # the entry's C parameter list, in order
     tolerance: str
-    op_yaml: str
+    contract: str  # agents.contract.OperatorContract.lines(), one per line
     reference: str
     inputs: str = ""  # inputs.py, when the op has one
+    description: str = ""
 
 
 def check_first_kernel(text: str, task: WriterTask) -> str | None:
@@ -86,8 +91,10 @@ class LLMWriter:
         return f"{render('writer.md')}\n\n{rules}"
 
     def _context(self, task: WriterTask) -> str:
-        parts = [f"Operator {task.op} on {task.backend}.", "op.yaml:", "```yaml",
-                 task.op_yaml.strip(), "```", "reference.py (the semantics to match, float64):",
+        parts = [f"Operator {task.op} on {task.backend}"
+                 + (f": {task.description}" if task.description else "") + ".",
+                 "The operator's contract:", task.contract.strip(),
+                 "reference.py (the semantics to match, float64):",
                  "```python", task.reference.strip(), "```"]
         if task.inputs:
             parts += ["inputs.py (how inputs are made):", "```python", task.inputs.strip(),
@@ -100,7 +107,7 @@ class LLMWriter:
                 HumanMessage(f"{self._context(task)}\n\n{step}")]
 
     def _done(self) -> None:
-        self.last_usage = dict(self.client.usage)
+        self.last_usage = self.client.spent()  # with its cost: the writer is in the budget
         self.last_prompt_file = self.client.files[-1] if self.client.files else None
 
     def plan(self, task: WriterTask) -> PlanAnswer | None:
@@ -113,15 +120,25 @@ class LLMWriter:
             self._done()
 
     def _kernel(self, task: WriterTask, step_text: str, step: str) -> str | None:
+        template = (f"/* kernelcrew\nentry: {task.entry}\nflags: [-O2]\n*/\n"
+                    if task.backend != "cuda" else "")
+
         def usable(ans: BaseModel) -> str | None:
             assert isinstance(ans, KernelAnswer)
             ans.kernel = clean_kernel(ans.kernel)
+            if template:  # the entry and flags are known: a bare source is completed
+                ans.kernel = complete_front_matter(ans.kernel, template, task.backend)
             return check_first_kernel(ans.kernel, task)
+
+        def from_text(text: str) -> dict | None:
+            got = read_text_answer(text)
+            return {"kernel": got["kernel"]} if got and got.get("kernel") else None
 
         self.client.reset()
         try:
             ans = self.client.ask(self._messages(task, step_text), KernelAnswer, step=step,
-                                  validate=usable)
+                                  validate=usable, text_parser=from_text,
+                                  text_form="form_kernel.md")
             return ans.kernel if isinstance(ans, KernelAnswer) else None
         finally:
             self._done()

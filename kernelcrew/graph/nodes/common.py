@@ -17,6 +17,11 @@ def ctx_of(runtime: Runtime[RunContext] | None) -> RunContext:
     return RunContext.from_any(runtime.context if runtime is not None else None)
 
 
+def llm_settings(ctx: RunContext) -> dict[str, Any]:
+    """The LLM settings of the run, with its budgets: every agent's calls are held to them."""
+    return {**ctx.llm, "token_budget": ctx.token_budget, "cost_budget": ctx.cost_budget}
+
+
 def kernel_suffix(backend: str) -> str:
     return ".cu" if backend == "cuda" else ".cpp"
 
@@ -71,7 +76,8 @@ def record_answers(run_dir: str, agent_obj: Any, iteration: int, node: str) -> l
                        + (f": {a['reason']}" if a.get("reason") else ""),
             "reason": a.get("reason", ""), "refs": {"record": a["file"]} if a.get("file") else {},
             "tokens": {}, "answer_tokens": usage, "replayed": a.get("replayed", False),
-            "via": node})
+            "via": node, **({"form": a["form"]} if a.get("form") else {})})
         out.append({"agent": a.get("agent"), "step": a.get("step"), "kind": a.get("kind"),
-                    "iteration": iteration, "reason": (a.get("reason") or "")[:200]})
+                    "iteration": iteration, "reason": (a.get("reason") or "")[:200],
+                    **({"form": a["form"]} if a.get("form") else {})})
     return out

@@ -52,7 +52,8 @@ def demote(state: CrewState, evaluations: list[Evaluation], *, reason: str, wher
         "iteration": it, "author": best["author"], "kind": best["kind"],
         "path": best.get("source") or best["path"], "digest": best["digest"],
         "outcome": DEMOTED, "speedup": best["speedup"], "vs_best": None,
-        "detail": f"failed its re-run ({where}): {reason}"[:600], "compile_tries": 0}
+        "detail": f"failed its re-run ({where}): {reason}"[:600],
+        "note": f"demoted: the former best failed a re-run ({where})", "compile_tries": 0}
     new_best = previous_best(state, [*evaluations, record], baseline_digest)
     shutil.copyfile(new_best["source"], best["path"])
     emit(state["run_dir"], "demote",

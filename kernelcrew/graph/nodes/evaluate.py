@@ -14,6 +14,12 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
 
 from kernelcrew.graph.context import RunContext
+from kernelcrew.graph.feedback import (
+    integrity_failure,
+    race_note,
+    rejection_note,
+    wrong_result_feedback,
+)
 from kernelcrew.graph.nodes.common import (
     baseline_digest,
     budget_spent,
@@ -23,18 +29,22 @@ from kernelcrew.graph.nodes.common import (
 )
 from kernelcrew.graph.nodes.demote import demote
 from kernelcrew.graph.services import tools_for
-from kernelcrew.graph.state import CrewState
-from kernelcrew.tools.executor import EvalResult, Evaluation
+from kernelcrew.graph.state import CrewState, Evaluation
+from kernelcrew.tools.executor import EvalResult
+from kernelcrew.tools.executor import Evaluation as Job
 from kernelcrew.tools.judge import evaluate as ev
 from kernelcrew.tools.observe.static import static_evidence
 from kernelcrew.trace import emit
 
 
-def _record(c: dict, it: int, outcome: str, detail: str, *, speedup=None, vs_best=None,
-            ran_on=None) -> dict:
+def _record(c: dict, it: int, outcome: str, detail: str, *, note: str = "", speedup=None,
+            vs_best=None, ran_on=None, groups=None) -> Evaluation:
+    """An evaluation: `detail` in the judge's words (trace, report), `note` built from
+    structured fields for the agents (graph.feedback)."""
     return {"iteration": it, "author": c["author"], "kind": c["kind"], "path": c["path"],
             "digest": c["digest"], "outcome": outcome, "speedup": speedup, "vs_best": vs_best,
-            "detail": detail, "compile_tries": c["tries"], "ran_on": ran_on or {}}
+            "detail": detail, "note": note or outcome, "groups": groups or {},
+            "compile_tries": c["tries"], "ran_on": ran_on or {}}
 
 
 def _where(r: EvalResult) -> dict:
@@ -50,30 +60,12 @@ def _out_of_budget(state: CrewState, ctx: RunContext, c: dict, it: int, out: lis
     if not spent:
         return False
     c["status"] = "not-evaluated"
-    out.append(_record(c, it, "not-evaluated", f"{spent} before its {step} started"))
+    out.append(_record(c, it, "not-evaluated", f"{spent} before its {step} started",
+                       note=f"not evaluated: the run's time ran out before its {step}"))
     emit(state["run_dir"], step, f"{Path(c['path']).name}: not evaluated, {spent}",
          t0=time.monotonic(), iteration=it, agent=c["author"], refs={"kernel": c["path"]},
          skipped=spent)
     return True
-
-
-MAX_WRONG_CASES = 5  # failing cases quoted back to the author
-
-
-def wrong_result_feedback(rows: list[dict], failure: str, tolerance: str) -> str:
-    """The worst elements of a wrong candidate, per failing case: where (group, case,
-    index), what it wrote, what the reference says, and the tolerance."""
-    lines = [f"Tolerance: {tolerance} (|got - want| <= atol + rtol*|want|)."]
-    bad = [r for r in rows if r.get("status") == "fail"]
-    for r in bad[:MAX_WRONG_CASES]:
-        err = f"max abs err {r['max_abs_err']:.3g}" if r.get("max_abs_err") is not None else ""
-        lines.append(f"- {r['group']} case {r['case']}: {r.get('detail') or 'wrong'}"
-                     + (f" ({err})" if err else ""))
-    if not bad:
-        lines.append(f"- {failure}")
-    elif len(bad) > MAX_WRONG_CASES:
-        lines.append(f"- ... and {len(bad) - MAX_WRONG_CASES} more failing case(s)")
-    return "\n".join(lines)
 
 
 def verify(state: CrewState, runtime: Runtime[RunContext]
@@ -99,7 +91,7 @@ def verify(state: CrewState, runtime: Runtime[RunContext]
             found[key] = cached
         elif key not in todo:
             todo[key] = i
-            batch.append(Evaluation(key=key, stage="verify", kernel=Path(c["path"]).read_text(),
+            batch.append(Job(key=key, stage="verify", kernel=Path(c["path"]).read_text(),
                                     path=c["path"]))
     t0 = time.monotonic()
 
@@ -133,27 +125,37 @@ def verify(state: CrewState, runtime: Runtime[RunContext]
         cached = found[f"verify-{c['digest']}"]
         if cached.get("infra_error"):
             c["status"] = "infra-error"
-            evaluations.append(_record(c, it, "infra-error", cached["infra_error"]))
-        elif cached["correct"]:
+            evaluations.append(_record(c, it, "infra-error", cached["infra_error"],
+                                       note="not evaluated (an infrastructure error)"))
+            continue
+        if cached["correct"]:
             c["status"] = "verified"
             continue
-        author = c["author"].split("+")[0]
-        wrong = any(r.get("status") == "fail" for r in cached["rows"])
-        if wrong and not c.get("fixed_once") and ctx.policy_for(author) == "llm":
-            # a wrong result goes back to its author once: the worst elements, and the
-            # request to explain where the error comes from before fixing the code
-            fb = Path(c["path"]).with_suffix(".wrong.txt")
-            fb.write_text(wrong_result_feedback(cached["rows"], cached["failure"],
-                                                f"rtol={tools.spec.tolerance.rtol:g}, "
-                                                f"atol={tools.spec.tolerance.atol:g}"))
-            c.update(status="incorrect", feedback=str(fb), fixed_once=True,
-                     wrong=cached["failure"][:200])
-            continue
-        c["status"] = "rejected"
-        evaluations.append(_record(c, it, "rejected", cached["failure"],
-                                   ran_on=cached.get("ran_on")))
+        _wrong(c, cached, ctx, tools, it, evaluations)
     goto = "revise" if any(c["status"] == "incorrect" for c in candidates) else "benchmark"
     return Command(goto=goto, update={"candidates": candidates, "evaluations": evaluations})
+
+
+def _wrong(c: dict, cached: dict, ctx: RunContext, tools, it: int,
+           evaluations: list[Evaluation]) -> None:
+    """A wrong result goes back to its author once (LLM authors): the worst elements, and
+    the request to explain where the error comes from before fixing the code. What the
+    author reads is built from the rows' data fields, never from the judge's words."""
+    author = c["author"].split("+")[0]
+    rows = cached["rows"]
+    note = rejection_note(rows)
+    wrong = any(r.get("status") == "fail" for r in rows)
+    if wrong and not c.get("fixed_once") and ctx.policy_for(author) == "llm" \
+            and not integrity_failure(rows):
+        fb = Path(c["path"]).with_suffix(".wrong.txt")
+        tol = f"rtol={tools.spec.tolerance.rtol:g}, atol={tools.spec.tolerance.atol:g}"
+        fb.write_text(wrong_result_feedback(rows, tol))
+        c.update(status="incorrect", feedback=str(fb), fixed_once=True,
+                 wrong=cached["failure"][:200], wrong_note=note)
+        return
+    c["status"] = "rejected"
+    evaluations.append(_record(c, it, "rejected", cached["failure"], note=f"rejected: {note}",
+                               ran_on=cached.get("ran_on")))
 
 
 def _compile_only(state: CrewState, tools, candidates: list[dict], it: int) -> Command:
@@ -174,7 +176,8 @@ def _compile_only(state: CrewState, tools, candidates: list[dict], it: int) -> C
                   f"{after['text']} (best so far: {before['text']})")
         c["status"] = "not-run"
         c["static"] = after
-        evaluations.append(_record(c, it, "not-run", detail))
+        evaluations.append(_record(c, it, "not-run", detail, note=f"compiled, not run (no "
+                                   f"device); {after['text'][:300]}"))
         emit(state["run_dir"], "verify", f"{Path(c['path']).name}: not run, static evidence: "
              f"{after['text'][:300]}", t0=t0, iteration=it, agent=c["author"],
              refs={"kernel": c["path"]}, correct=None, static=after, best_static=before)
@@ -191,77 +194,92 @@ def benchmark(state: CrewState, runtime: Runtime[RunContext]) -> dict:
     tools = tools_for(state, ctx)
     best = state["best"]
     candidates = [dict(c) for c in state.get("candidates", [])]
-    results = []
-    skipped: list[dict] = []
-    demotions: list[dict] = []  # the best failed its re-run as the incumbent of a race
+    results: list[tuple[dict, dict]] = []
+    skipped: list[Evaluation] = []
+    demotions: list[Evaluation] = []  # the best failed its re-run as the incumbent of a race
     pending = [c for c in candidates if c["status"] == "verified"]
     while pending:
-        c = pending[0]
+        c = pending.pop(0)
         if _out_of_budget(state, ctx, c, it, skipped, "benchmark"):
-            pending.pop(0)
             continue
-        t0 = time.monotonic()
-        key = f"race-{c['digest']}-vs-{best['digest']}"
-        cached = load_cached(state["run_dir"], key)
-        if cached is None:
-            try:
-                [r] = tools.executor.evaluate([Evaluation(
-                    key=key, stage="race", kernel=Path(c["path"]).read_text(), path=c["path"],
-                    incumbent=Path(best["path"]).read_text(), incumbent_path=best["path"],
-                    against="the current best")])
-            except ev.IncumbentFailed as e:
-                if best["author"] == "baseline":  # nothing to fall back on: the run stops
-                    halt = f"the baseline failed a re-check while timed: {e.reason}"
-                    emit(state["run_dir"], "benchmark", halt, t0=t0, iteration=it,
-                         agent="gate", ok=False)
-                    return {"candidates": candidates, "evaluations": [*demotions, *skipped],
-                            "best": best, "halts": [halt],
-                            "since_improvement": state.get("since_improvement", 0) + 1}
-                # the best failed while timed again: demoted; this candidate (and the rest)
-                # are raced against the previous best instead
-                best, record = demote({**state, "best": best},
-                                      [*state.get("evaluations", []), *demotions],
-                                      reason=e.reason, where="re-timed as the incumbent",
-                                      baseline_digest=baseline_digest(state, tools))
-                demotions.append(record)
-                pending = [done for done, _ in results] + pending  # timed against the old best
-                results = []
-                continue
-            if r.infra_error or r.race is None:  # the cluster lost it: no verdict
-                c["status"] = "infra-error"
-                skipped.append(_record(c, it, "infra-error", r.infra_error))
-                emit(state["run_dir"], "benchmark", f"{Path(c['path']).name}: not timed: "
-                     f"{r.infra_error[:200]}", t0=t0, iteration=it, agent=c["author"],
-                     refs={"kernel": c["path"]}, verdict=None, infra_error=r.infra_error,
-                     **_where(r))
-                pending.pop(0)
-                continue
-            race = r.race
-            cached = {"verdict": race.verdict, "vs_best": race.speedup, "band": race.band,
-                      "measured_noise": race.measured_noise, "min_speedup": race.min_speedup,
-                      "reason": race.reason, "groups": race.groups,
-                      "rows": [x.model_dump(mode="json") for x in race.rows],
-                      "ran_on": r.ran_on()}
-            store_cached(state["run_dir"], key, cached)
-            emit(state["run_dir"], "benchmark", f"{Path(c['path']).name}: {cached['verdict']} "
-                 f"vs the best ({cached['reason']})", t0=t0, iteration=it, agent=c["author"],
-                 refs={"kernel": c["path"]}, verdict=cached["verdict"],
-                 vs_best=cached["vs_best"], band=cached["band"],
-                 measured_noise=cached.get("measured_noise"), rows=cached["rows"], **_where(r))
-        results.append((c, cached))
-        pending.pop(0)
+        try:
+            cached = _race(state, tools, c, best, skipped)
+        except ev.IncumbentFailed as e:
+            if best["author"] == "baseline":  # nothing to fall back on: the run stops
+                halt = f"the baseline failed a re-check while timed: {e.reason}"
+                emit(state["run_dir"], "benchmark", halt, t0=time.monotonic(), iteration=it,
+                     agent="gate", ok=False)
+                return {"candidates": candidates, "evaluations": [*demotions, *skipped],
+                        "best": best, "halts": [halt],
+                        "since_improvement": state.get("since_improvement", 0) + 1}
+            # the best failed while timed again: demoted; this candidate (and the rest)
+            # are raced against the previous best instead
+            best, record = demote({**state, "best": best},
+                                  [*state.get("evaluations", []), *demotions],
+                                  reason=e.reason, where="re-timed as the incumbent",
+                                  baseline_digest=baseline_digest(state, tools))
+            demotions.append(record)
+            pending = [done for done, _ in results] + [c] + pending  # timed against it
+            results = []
+            continue
+        if cached is not None:
+            results.append((c, cached))
+    return _settle(state, ctx, candidates, results, best, [*demotions, *skipped])
+
+
+def _race(state: CrewState, tools, c: dict, best: dict, skipped: list[Evaluation]
+          ) -> dict | None:
+    """One candidate against the best, side by side (cached by both digests); None when
+    the cluster lost it (recorded in `skipped`). Raises IncumbentFailed from the judge."""
+    it = state["iteration"]
+    t0 = time.monotonic()
+    key = f"race-{c['digest']}-vs-{best['digest']}"
+    cached = load_cached(state["run_dir"], key)
+    if cached is not None:
+        return cached
+    [r] = tools.executor.evaluate([Job(
+        key=key, stage="race", kernel=Path(c["path"]).read_text(), path=c["path"],
+        incumbent=Path(best["path"]).read_text(), incumbent_path=best["path"],
+        against="the current best")])
+    if r.infra_error or r.race is None:  # the cluster lost it: no verdict
+        c["status"] = "infra-error"
+        skipped.append(_record(c, it, "infra-error", r.infra_error,
+                               note="not timed (an infrastructure error)"))
+        emit(state["run_dir"], "benchmark", f"{Path(c['path']).name}: not timed: "
+             f"{r.infra_error[:200]}", t0=t0, iteration=it, agent=c["author"],
+             refs={"kernel": c["path"]}, verdict=None, infra_error=r.infra_error, **_where(r))
+        return None
+    race = r.race
+    cached = {"verdict": race.verdict, "vs_best": race.speedup, "band": race.band,
+              "measured_noise": race.measured_noise, "min_speedup": race.min_speedup,
+              "reason": race.reason, "groups": race.groups,
+              "rows": [x.model_dump(mode="json") for x in race.rows], "ran_on": r.ran_on()}
+    store_cached(state["run_dir"], key, cached)
+    emit(state["run_dir"], "benchmark", f"{Path(c['path']).name}: {cached['verdict']} "
+         f"vs the best ({cached['reason']})", t0=t0, iteration=it, agent=c["author"],
+         refs={"kernel": c["path"]}, verdict=cached["verdict"], vs_best=cached["vs_best"],
+         band=cached["band"], measured_noise=cached.get("measured_noise"),
+         rows=cached["rows"], **_where(r))
+    return cached
+
+
+def _settle(state: CrewState, ctx: RunContext, candidates: list[dict],
+            results: list[tuple[dict, dict]], best: dict, evaluations: list[Evaluation]
+            ) -> dict:
+    """The fastest win is accepted (a person may decline it with --approve); every raced
+    candidate gets its evaluation, with a note built from the race's data."""
+    it = state["iteration"]
     t0 = time.monotonic()
     winners = [(c, r) for c, r in results if r["verdict"] == "faster"]
     winner = max(winners, key=lambda cr: cr[1]["vs_best"], default=None)
     if winner and ctx.approve:
         c, r = winner
-        answer = interrupt({"question": f"accept {Path(c['path']).name} ({c['author']}/{c['kind']},"
-                                        f" {r['vs_best']:.2f}x vs the current best)?",
-                            "kernel": c["path"], "rows": r["rows"]})
+        answer = interrupt({"question": f"accept {Path(c['path']).name} ({c['author']}/"
+                                        f"{c['kind']}, {r['vs_best']:.2f}x vs the current "
+                                        "best)?", "kernel": c["path"], "rows": r["rows"]})
         if not _yes(answer):
             winner = None
             c["declined"] = True
-    evaluations = [*demotions, *skipped]
     new_best = dict(best)
     for c, r in results:
         chained = best["speedup"] * r["vs_best"] if r["vs_best"] else None
@@ -278,8 +296,11 @@ def benchmark(state: CrewState, runtime: Runtime[RunContext]) -> dict:
         else:
             outcome = r["verdict"]
         c["status"] = outcome
+        note = f"rejected: {rejection_note(r.get('rows') or [])}" if outcome == "rejected" \
+            else race_note(outcome, r["vs_best"], r.get("groups"))
         evaluations.append(_record(c, it, outcome, r["reason"], speedup=chained,
-                                   vs_best=r["vs_best"], ran_on=r.get("ran_on")))
+                                   vs_best=r["vs_best"], ran_on=r.get("ran_on"),
+                                   groups=r.get("groups") or {}, note=note))
     improved = winner is not None
     emit(state["run_dir"], "gate", (f"accepted {Path(winner[0]['path']).name}: "
                                     f"{new_best['speedup']:.2f}x over the baseline")

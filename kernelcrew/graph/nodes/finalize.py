@@ -55,7 +55,8 @@ def finalize(state: CrewState, runtime: Runtime[RunContext]) -> dict:
         "run_id": state["run_id"], "run_dir": str(run_dir), "op": state["op_name"],
         "family": state["family"], "backend": state["backend"],
         "iterations": state["iteration"] - 1, "stop_reason": reason,
-        "halted": bool(state.get("halts")),
+        # the crew could not go on: an agent failed, or every specialist sat out
+        "halted": bool(state.get("halts")) or reason.startswith("every specialist sat out"),
         "baseline_ms": sum(typical) if typical else state["baseline"]["typical_ms"],
         "best": {"path": best["path"], "speedup": final["speedup"], "correct": final["correct"],
                  "verdict_vs_baseline": final["verdict"], "reason": final["reason"],
@@ -156,7 +157,7 @@ def _vs_reference(reference_ms: dict[str, float], cases: list, rows: list[dict])
 
 
 ANSWER_KINDS = ("usable", "malformed", "truncated", "schema", "wrong_signature", "invalid",
-                "filtered")
+                "move_refused", "filtered", "refused")
 CANDIDATE_KINDS = ("compile_error", "wrong_signature", "wrong_result", "not_faster",
                    "accepted")
 
@@ -165,6 +166,7 @@ def accounting(run_dir: Path) -> dict:
     """Every LLM answer by kind, every candidate's fate, and tokens and cost per agent and
     per iteration, from the trace (so a resumed run counts what it did before too)."""
     answers = dict.fromkeys(ANSWER_KINDS, 0)
+    forms: dict[str, int] = {}  # usable code answers by how they made the change
     cands = dict.fromkeys(CANDIDATE_KINDS, 0)
     by_agent: dict[str, dict] = {}
     per_agent: dict[str, dict] = {}
@@ -181,6 +183,8 @@ def accounting(run_dir: Path) -> dict:
             kind = e.get("kind") or "invalid"
             answers[kind] = answers.get(kind, 0) + 1
             bump(agent, "answers", kind)
+            if kind == "usable" and e.get("form"):
+                forms[e["form"]] = forms.get(e["form"], 0) + 1
             if e.get("duration_s") and not e.get("replayed"):
                 seconds.append(float(e["duration_s"]))
             continue
@@ -213,7 +217,7 @@ def accounting(run_dir: Path) -> dict:
         "answers": {"total": total_answers, **answers,
                     "seconds_per_call": round(sum(seconds) / len(seconds), 2) if seconds
                     else None},
-        "candidates": cands, "answers_by_agent": by_agent,
+        "answer_forms": forms, "candidates": cands, "answers_by_agent": by_agent,
         "usage_by_agent": per_agent, "usage_by_iteration": per_iter,
         "cost_usd": round(sum(r["cost_usd"] for r in per_agent.values()), 6)
         if per_agent else None,

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from langgraph.runtime import Runtime
 
-from kernelcrew.agents.context import IterationNote
 from kernelcrew.graph.context import RunContext
 from kernelcrew.graph.memory import memory_for
 from kernelcrew.graph.nodes.common import baseline_digest, ctx_of
@@ -17,23 +16,6 @@ from kernelcrew.graph.state import CrewState
 from kernelcrew.tools.config import Limits
 from kernelcrew.tools.observe.profile import ProfileFailed, profile
 from kernelcrew.trace import emit, write_json_atomic
-
-RECENT = 5  # iterations shown in full; older ones are folded into the tried list
-
-
-def fold_history(evaluations: list[dict], iteration: int) -> tuple[list[IterationNote], list[str]]:
-    """Recent evaluations in full, older ones as one line per (kind, author) attempt."""
-    recent, tried = [], []
-    for e in evaluations:
-        note = IterationNote(iteration=e["iteration"], author=e["author"], kind=e["kind"],
-                             outcome=e["outcome"], speedup=e.get("speedup"),
-                             detail=e.get("detail", "")[:160])
-        if e["iteration"] > iteration - 1 - RECENT:
-            recent.append(note)
-        else:
-            sp = f" {e['speedup']:.2f}x" if e.get("speedup") else ""
-            tried.append(f"{e['kind']} by {e['author']}: {e['outcome']}{sp}")
-    return recent, sorted(set(tried))
 
 
 def observe(state: CrewState, runtime: Runtime[RunContext]) -> dict:

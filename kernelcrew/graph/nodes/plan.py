@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import time
 from datetime import datetime
 from pathlib import Path
@@ -11,73 +10,101 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from kernelcrew.agents.context import AgentContext
+from kernelcrew.agents.contract import redact
 from kernelcrew.agents.coordinator import coordinate
+from kernelcrew.agents.llm.budget import BudgetSpent
+from kernelcrew.agents.llm.client import PromptTooLarge
 from kernelcrew.agents.llm.coordinator import LLMCoordinator
 from kernelcrew.agents.proposal import Proposal
-from kernelcrew.agents.specialist import get_specialist, specialist_names
+from kernelcrew.agents.specialist import SpecialistNotFound, get_specialist, specialist_names
 from kernelcrew.agents.transforms import apply_change
 from kernelcrew.errors import AgentUnavailable
+from kernelcrew.graph.agent_view import (
+    agent_context,
+    crew_compile_errors,
+    extent,
+    for_specialist,
+)
 from kernelcrew.graph.context import RunContext
-from kernelcrew.graph.nodes.common import ctx_of, kernel_suffix, record_answers
-from kernelcrew.graph.nodes.observe import fold_history
+from kernelcrew.graph.nodes.common import ctx_of, kernel_suffix, llm_settings, record_answers
 from kernelcrew.graph.services import tools_for
-from kernelcrew.graph.state import CrewState, SpecialistInput
+from kernelcrew.graph.state import Candidate, CrewState, ProposalRecord, SpecialistInput
 from kernelcrew.kernels.kernelfile import text_digest
-from kernelcrew.kernels.signature import entry_params
-from kernelcrew.results import ProfileResult
 from kernelcrew.trace import emit
 
+__all__ = ["agent_context", "coordinator", "extent", "fan_out", "specialist"]
 
-def extent(shape: list[str | int]) -> str:
-    """The element count of an array of this shape, as a C expression in the sizes."""
-    dims = [str(d).strip() for d in shape] or ["1"]
-    return " * ".join(d if re.fullmatch(r"\w+", d) else f"({d})" for d in dims)
-
-
-def agent_context(state: CrewState, ctx: RunContext) -> AgentContext:
-    tools = tools_for(state, ctx)
-    spec = tools.spec
-    recent, tried = fold_history(state.get("evaluations", []), state["iteration"])
-    sig = ", ".join(f"{n} ({k})" for n, k in spec.signature())
-    best_text = Path(state["best"]["path"]).read_text()
-    return AgentContext(
-        op=spec.name, family=spec.family, description=spec.description,
-        backend=state["backend"], signature=sig,
-        tolerance=f"rtol={spec.tolerance.rtol:g}, atol={spec.tolerance.atol:g}",
-        kernel=best_text, kernel_is_baseline=state["best"]["author"] == "baseline",
-        profile=ProfileResult.model_validate(state["profile"]) if state.get("profile") else None,
-        recent=recent, tried=tried, reflections=state.get("reflections", []),
-        change_stats=state.get("change_stats", {}), iteration=state["iteration"],
-        entry_params=entry_params(spec) if state["backend"] != "cuda" else [],
-        extents={name: extent(ts.shape) for name, ts in {**spec.inputs, **spec.outputs}.items()},
-        compile_report=(state.get("profile") or {}).get("compile_report", ""))
+MAX_SUGGESTIONS = 3
 
 
 def fan_out(state: CrewState, runtime: Runtime[RunContext]) -> list[Send]:
     """One Send per specialist: each gets its own focused input, not the whole state."""
     ctx = ctx_of(runtime)
     names = ctx.specialists or specialist_names(ctx.policy_for("specialists"))
-    actx = agent_context(state, ctx).model_dump(mode="json")
+    actx = agent_context(state, ctx)
+    plan_first = state.get("plan_first", False)
+    errors = crew_compile_errors(state) if plan_first else ""
     return [Send("specialist", SpecialistInput(
-        name=n, policy=ctx.policy_for(n), context=actx, iteration=state["iteration"],
-        plan_first=state.get("plan_first", False), run_dir=state["run_dir"])) for n in names]
+        name=n, policy=ctx.policy_for(n),
+        context=for_specialist(actx, n, state, errors).model_dump(mode="json"),
+        iteration=state["iteration"], plan_first=plan_first, run_dir=state["run_dir"]))
+        for n in names]
+
+
+def suggest(name: str, actx: AgentContext) -> None:
+    """What the rule-based specialist of the same field would propose, for an LLM
+    specialist to weigh: its moves and plans in `actx.suggestions`, and the moves it
+    proposes first in `actx.moves`, marked."""
+    try:
+        rules = get_specialist(name, "heuristic")
+    except SpecialistNotFound:
+        return
+    try:
+        props = rules.propose(actx.model_copy(update={"feedback": None}))
+    except Exception:  # noqa: BLE001 - advice only: a rule that fails costs nothing
+        return
+    actx.suggestions = suggestion_lines(props)
+    first = list(dict.fromkeys(p.change.transform for p in props if p.change.transform))
+    for m in actx.moves:
+        m.suggested = m.name in first
+    actx.moves.sort(key=lambda m: (not m.applies, first.index(m.name) if m.name in first
+                                   else len(first)))
+
+
+def suggestion_lines(props: list[Proposal]) -> list[str]:
+    out = []
+    for p in props[:MAX_SUGGESTIONS]:
+        c = p.change
+        params = {k: v for k, v in c.params.items() if k != "then"}
+        what = f"{c.transform}({', '.join(f'{k}={v}' for k, v in params.items())})" \
+            if c.transform else c.kind
+        out.append(f"{what}: {p.plan[:240]}")
+    return out
 
 
 def specialist(payload: SpecialistInput, runtime: Runtime[RunContext]) -> dict:
     t0 = time.monotonic()
+    ctx = ctx_of(runtime)
     name, it = payload["name"], payload["iteration"]
     agent = get_specialist(name, payload["policy"])
-    if hasattr(agent, "configure"):  # LLM agents: the run's model, endpoint, method, ...
-        agent.configure(ctx_of(runtime).llm)
     actx = AgentContext.model_validate(payload["context"])
-    if "run_dir" in AgentContext.model_fields:
-        actx.run_dir = payload["run_dir"]
+    actx.run_dir = payload["run_dir"]
+    if hasattr(agent, "configure"):  # LLM agents: the run's model, endpoint, method, ...
+        agent.configure(llm_settings(ctx))
+        suggest(name, actx)
     try:
         if payload["plan_first"] and hasattr(agent, "plan"):
             plan_note = agent.plan(actx) or ""
             emit(payload["run_dir"], "plan", f"{name} re-plans after repeated compile failures: "
                  f"{plan_note[:200]}", t0=t0, iteration=it, agent=name)
         proposals = agent.propose(actx)
+    except PromptTooLarge as e:  # this agent sits out; the others go on
+        return _sat_out(payload, agent, str(e), t0)
+    except BudgetSpent as e:  # the run's budget: a clean stop after this iteration
+        emit(payload["run_dir"], "specialist", f"{name}: {e}", t0=t0, iteration=it,
+             agent=name, tokens=getattr(agent, "last_usage", None) or {}, budget=True)
+        return {"proposals": [], "budget_stops": [str(e)],
+                "answers": record_answers(payload["run_dir"], agent, it, "specialist")}
     except AgentUnavailable as e:
         answers = record_answers(payload["run_dir"], agent, it, "specialist")
         emit(payload["run_dir"], "specialist", f"{name} cannot continue: {e}", t0=t0,
@@ -85,24 +112,40 @@ def specialist(payload: SpecialistInput, runtime: Runtime[RunContext]) -> dict:
              prompt_file=getattr(agent, "last_prompt_file", None), halted=True)
         return {"proposals": [], "halts": [f"{name}: {e}"], "answers": answers}
     answers = record_answers(payload["run_dir"], agent, it, "specialist")
-    out_dir = Path(payload["run_dir"]) / "proposals"
+    records = _save_proposals(payload["run_dir"], name, it, proposals)
+    summary = "; ".join(f"{p.change.kind}"
+                        + (f" (moves: {p.change.transform})" if p.change.transform else "")
+                        + f": {p.plan[:80]}" for p in proposals) or _nothing(answers)
+    emit(payload["run_dir"], "specialist", summary, t0=t0, iteration=it, agent=name,
+         refs={f"proposal{k}": r["file"] for k, r in enumerate(records)},
+         tokens=getattr(agent, "last_usage", None) or {},
+         prompt_file=getattr(agent, "last_prompt_file", None),
+         prompt_files=getattr(agent, "last_prompt_files", None),
+         context=getattr(agent, "last_context", None), answers=_count(answers))
+    return {"proposals": records, "answers": answers}
+
+
+def _save_proposals(run_dir: str, name: str, it: int, proposals: list[Proposal]
+                    ) -> list[ProposalRecord]:
+    out_dir = Path(run_dir) / "proposals"
     out_dir.mkdir(exist_ok=True)
-    records = []
+    records: list[ProposalRecord] = []
     for k, p in enumerate(proposals):
         f = out_dir / f"iter{it:02d}-{name}-{k}.json"
         f.write_text(p.model_dump_json(indent=1))
         records.append({"iteration": it, "author": name, "file": str(f), "kind": p.change.kind,
                         "expected_gain": p.expected_gain, "confidence": p.confidence})
-    tokens = getattr(agent, "last_usage", None) or {}
-    summary = "; ".join(f"{p.change.kind} (x{p.expected_gain:.2f}, conf {p.confidence:.1f}): "
-                        f"{p.plan[:80]}" for p in proposals) or _nothing(answers, agent)
-    emit(payload["run_dir"], "specialist", summary, t0=t0, iteration=it, agent=name,
-         refs={f"proposal{k}": r["file"] for k, r in enumerate(records)}, tokens=tokens,
-         prompt_file=getattr(agent, "last_prompt_file", None),
-         prompt_files=getattr(agent, "last_prompt_files", None),
-         context=getattr(agent, "last_context", None),
-         answers=_count(answers))
-    return {"proposals": records, "answers": answers}
+    return records
+
+
+def _sat_out(payload: SpecialistInput, agent: object, why: str, t0: float) -> dict:
+    name, it = payload["name"], payload["iteration"]
+    answers = record_answers(payload["run_dir"], agent, it, "specialist")
+    emit(payload["run_dir"], "specialist", f"{name} sits out this iteration: {why}", t0=t0,
+         iteration=it, agent=name, tokens=getattr(agent, "last_usage", None) or {},
+         prompt_file=getattr(agent, "last_prompt_file", None), sat_out=why)
+    return {"proposals": [], "answers": answers,
+            "sat_out": [{"iteration": it, "agent": name, "reason": why}]}
 
 
 def _count(answers: list[dict]) -> dict[str, int]:
@@ -112,7 +155,7 @@ def _count(answers: list[dict]) -> dict[str, int]:
     return out
 
 
-def _nothing(answers: list[dict], agent: object) -> str:
+def _nothing(answers: list[dict]) -> str:
     """Why a specialist has no proposal: its answers were unusable, or it had none."""
     bad = [a for a in answers if a["kind"] != "usable"]
     if not bad:
@@ -128,28 +171,36 @@ def coordinator(state: CrewState, runtime: Runtime[RunContext]) -> dict:
     it = state["iteration"]
     props = [Proposal.model_validate_json(Path(r["file"]).read_text())
              for r in state.get("proposals", []) if r["iteration"] == it]
-
-    tried = {e["digest"] for e in state.get("evaluations", []) if e.get("digest")}
     base_text = Path(state["best"]["path"]).read_text()
     kw = {"stats": state.get("change_stats", {}),
-              "apply": lambda p, text: apply_change(p.change, text),
-              # an executor with more free machines or devices may take more at once
-              "max_candidates": tools_for(state, ctx).executor.candidate_slots(
-                  ctx.candidates_per_iter),
-              "tried_digests": tried}
+          "apply": lambda p, text: apply_change(p.change, text),
+          # an executor with more free machines or devices may take more at once
+          "max_candidates": tools_for(state, ctx).executor.candidate_slots(
+              ctx.candidates_per_iter),
+          "tried_digests": {e["digest"] for e in state.get("evaluations", [])
+                            if e.get("digest")}}
     agent = None
-    halts: list[str] = []
+    budget_stops: list[str] = []
     if ctx.policy_for("coordinator") == "llm":
-        agent = LLMCoordinator(ctx.llm, run_dir=state["run_dir"])
+        agent = LLMCoordinator(llm_settings(ctx), run_dir=state["run_dir"])
         try:
+            prof = state.get("profile") or {}
             decision = agent.coordinate(
-                props, base_text, **kw, profile_summary=(state.get("profile") or {}).get(
-                    "summary", ""), tried=[f"{e['kind']} by {e['author']}: {e['outcome']}"
-                                           for e in state.get("evaluations", [])],
+                props, base_text, **kw, profile_summary=redact(
+                    f"{(prof.get('bottleneck') or {}).get('kind', '')}: "
+                    f"{prof.get('summary', '')}", tools_for(state, ctx).spec),
+                tried=[f"{e['kind']} by {e['author']}: {e['outcome']}"
+                       for e in state.get("evaluations", [])],
                 iteration=it, run_dir=state["run_dir"])
-        except AgentUnavailable as e:
-            halts.append(f"coordinator: {e}")
-            decision = coordinate([], base_text, **kw)
+        except BudgetSpent as e:  # the budget is the run's: it stops after this iteration
+            budget_stops.append(str(e))
+            decision = coordinate(props, base_text, **kw)
+            decision.reason = f"(LLM coordinator not asked: {e}; heuristic choice) " \
+                + decision.reason
+        except AgentUnavailable as e:  # the proposals stand: the heuristic one chooses
+            decision = coordinate(props, base_text, **kw)
+            decision.reason = f"(LLM coordinator unavailable: {e}; heuristic choice) " \
+                + decision.reason
     else:
         decision = coordinate(props, base_text, **kw)
     answers = record_answers(state["run_dir"], agent, it, "coordinator") if agent else []
@@ -160,19 +211,7 @@ def coordinator(state: CrewState, runtime: Runtime[RunContext]) -> dict:
             who = sorted({a["agent"] for a in bad})
             decision.reason = (f"no proposals: the specialists' answers were unusable "
                                f"({len(bad)} unusable answer(s) from {', '.join(who)})")
-    cand_dir = Path(state["run_dir"]) / "candidates"
-    stamp = datetime.now().strftime("%H%M%S")
-    suffix = kernel_suffix(state["backend"])
-    candidates = []
-    for k, p in enumerate(decision.candidates):
-        author = p.author.replace("+", "_")
-        path = cand_dir / f"iter{it:02d}-{k}-{author}-{stamp}{suffix}"
-        path.write_text(p.change.kernel)
-        pfile = cand_dir / f"{path.stem}.proposal.json"
-        pfile.write_text(p.model_dump_json(indent=1))
-        candidates.append({"path": str(path), "author": p.author, "kind": p.change.kind,
-                           "proposal": str(pfile), "tries": 0, "status": "pending",
-                           "digest": text_digest(p.change.kernel)})
+    candidates = _write_candidates(state, decision.candidates)
     emit(state["run_dir"], "coordinator",
          f"{len(candidates)} candidate(s): {decision.reason}", t0=t0, iteration=it,
          agent="coordinator", decision=decision.reason, rejected=decision.rejected,
@@ -181,4 +220,22 @@ def coordinator(state: CrewState, runtime: Runtime[RunContext]) -> dict:
          prompt_file=getattr(agent, "last_prompt_file", None))
     return {"decision": {"reason": decision.reason, "rejected": decision.rejected,
                          "merged_from": decision.merged_from}, "candidates": candidates,
-            "halts": halts, "answers": answers}
+            "budget_stops": budget_stops, "answers": answers}
+
+
+def _write_candidates(state: CrewState, chosen: list[Proposal]) -> list[Candidate]:
+    it = state["iteration"]
+    cand_dir = Path(state["run_dir"]) / "candidates"
+    stamp = datetime.now().strftime("%H%M%S")
+    suffix = kernel_suffix(state["backend"])
+    candidates: list[Candidate] = []
+    for k, p in enumerate(chosen):
+        author = p.author.replace("+", "_")
+        path = cand_dir / f"iter{it:02d}-{k}-{author}-{stamp}{suffix}"
+        path.write_text(p.change.kernel)
+        pfile = cand_dir / f"{path.stem}.proposal.json"
+        pfile.write_text(p.model_dump_json(indent=1))
+        candidates.append({"path": str(path), "author": p.author, "kind": p.change.kind,
+                           "proposal": str(pfile), "tries": 0, "replans": 0,
+                           "status": "pending", "digest": text_digest(p.change.kernel)})
+    return candidates

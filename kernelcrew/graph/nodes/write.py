@@ -7,8 +7,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from kernelcrew.agents.contract import contract_of
 from kernelcrew.errors import AgentUnavailable, InputError
 from kernelcrew.graph.context import RunContext
+from kernelcrew.graph.feedback import compile_feedback, wrong_result_feedback
+from kernelcrew.graph.nodes.common import llm_settings
 from kernelcrew.graph.services import RunTools
 from kernelcrew.kernels.kernelfile import parse_kernel_text
 from kernelcrew.kernels.spec import OpSpec
@@ -43,12 +46,13 @@ def write_baseline(spec: OpSpec, ctx: RunContext, run_dir: Path, tools: RunTools
     backend = tools.backend.name
     folder = spec.folder
     inputs = folder / "inputs.py"
+    tol = f"rtol={spec.tolerance.rtol:g}, atol={spec.tolerance.atol:g}"
     task = WriterTask(
         op=spec.name, backend=backend, entry=spec.name, signature=entry_signature(spec, backend),
-        tolerance=f"rtol={spec.tolerance.rtol:g}, atol={spec.tolerance.atol:g}",
-        op_yaml=(folder / "op.yaml").read_text(), reference=(folder / "reference.py").read_text(),
+        tolerance=tol, contract="\n".join(contract_of(spec).lines()),
+        reference=(folder / "reference.py").read_text(), description=spec.description,
         inputs=inputs.read_text() if inputs.exists() else "")
-    writer = LLMWriter(ctx.llm, run_dir=str(run_dir))
+    writer = LLMWriter(llm_settings(ctx), run_dir=str(run_dir))
     t0 = time.monotonic()
     plan = writer.plan(task)
     emit(run_dir, "write", f"writer plan: {plan.plan[:160] if plan else 'no usable plan'}",
@@ -72,7 +76,7 @@ def write_baseline(spec: OpSpec, ctx: RunContext, run_dir: Path, tools: RunTools
         kf = parse_kernel_text(kernel, backend, path=path)
         comp = tools.compile(kf)
         if not comp.ok:
-            feedback = f"Compile errors:\n{comp.feedback()}"
+            feedback = f"Compile errors:\n{compile_feedback(comp)}"
             outcome = f"does not compile: {comp.reason}"
         else:
             run = tools.harness.run(comp, kf, mode="verify")
@@ -82,7 +86,8 @@ def write_baseline(spec: OpSpec, ctx: RunContext, run_dir: Path, tools: RunTools
                      tokens=writer.last_usage, refs={"kernel": str(path)}, ok=True,
                      correct=True)
                 return path
-            feedback = f"Wrong results: {run.first_failure()}"
+            # what the writer reads: the rows' data fields, never the judge's words
+            feedback = f"Wrong results:\n{wrong_result_feedback(run.rows, tol)}"
             outcome = f"not correct: {run.first_failure()}"
         emit(run_dir, "write", f"writer attempt {attempt}: {outcome}"[:300], t0=t0,
              iteration=0, agent="writer", tokens=writer.last_usage, refs={"kernel": str(path)},
