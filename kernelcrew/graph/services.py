@@ -41,8 +41,8 @@ _TOOLS: dict[str, RunTools] = {}
 def tools_for(state: dict, ctx: RunContext) -> RunTools:
     run_dir = state["run_dir"]
     if run_dir not in _TOOLS:
-        spec = load_op(state["op_path"])
         backend = get_backend(state["backend"])
+        spec = load_op(state["op_path"], backend.name)  # the groups this backend runs
         bench = BenchSettings(reps=ctx.reps, min_speedup=ctx.min_speedup, cache=ctx.cache)
         harness = Harness(spec, backend, seed=state["seed"], limits=Limits(timeout_s=ctx.timeout_s),
                           bench=bench)

@@ -31,8 +31,8 @@ def new_run_id(op_name: str) -> str:
 def baseline(state: CrewState, runtime: Runtime[RunContext]) -> dict:
     t0 = time.monotonic()
     ctx = ctx_of(runtime)
-    spec = load_op(state["operator"])
     backend = get_backend(ctx.backend)
+    spec = load_op(state["operator"], backend.name)  # the groups this backend runs
     written = backend.name not in spec.baselines
     if written and ctx.policy_for("writer") != "llm":
         raise missing_baseline(spec, backend.name)
