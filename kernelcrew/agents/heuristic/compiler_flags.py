@@ -1,5 +1,6 @@
-"""compiler_flags: the optimization level, target ISA, math and unrolling flags (CPU);
--O3 and register caps from ptxas resources (CUDA)."""
+"""compiler_flags: the optimization level, target ISA, math and unrolling flags, and the
+compiler itself (CPU: clang++ and clang++ with Polly beside g++, each with its own flags,
+raced like any other change); -O3 and register caps from ptxas resources (CUDA)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import re
 from kernelcrew.agents.context import AgentContext
 from kernelcrew.agents.heuristic.base import HeuristicSpecialist, Move
 from kernelcrew.agents.heuristic.evidence import Evidence
+from kernelcrew.agents.transforms.cpu import compiler
 
 
 @functools.cache
@@ -77,6 +79,7 @@ class CompilerFlags(HeuristicSpecialist):
                 plan="Add -funroll-loops so g++ unrolls loops whose trip count it can compute.",
                 risks="larger code; can be slower when loops are short", type="flags",
                 params={"add": ["-funroll-loops"]}))
+        out += self._compiler_moves(ev)
         if "-march=native" in flags and "avx512f" in cpu_isa() and \
                 not any(f.startswith("-mprefer-vector-width") for f in flags) and \
                 ev.vector_bytes == 32 and ev.kind == "compute-bound":
@@ -87,6 +90,36 @@ class CompilerFlags(HeuristicSpecialist):
                 plan="Add -mprefer-vector-width=512 so the vectorizer uses 64-byte vectors.",
                 risks="AVX-512 frequency drops on some CPUs can cancel the gain", type="flags",
                 params={"add": ["-mprefer-vector-width=512"]}))
+        return out
+
+    def _compiler_moves(self, ev: Evidence) -> list[Move]:
+        """clang++ and clang++ with Polly as rungs beside g++, from a kernel g++ builds:
+        each is proposed only where the `compiler` move applies (installed, and not
+        clang++ alone on threading pragmas it would build as serial code); a missing
+        compiler is not proposed and `not_applicable` says why."""
+        kf = ev.kf
+        if kf is None or (kf.meta.compiler or "g++").startswith("clang"):
+            return []
+        out: list[Move] = []
+        if compiler.refusal(kf, "clang++", False) is None:
+            out.append(Move(
+                "compiler", "compiler:clang++", 1.1, 0.3, type="flags",
+                params={"cc": "clang++", "polly": False},
+                why="Another compiler vectorizes and if-converts differently: clang's loop "
+                    "vectorizer takes conditional loads (masked) and loops g++ leaves scalar.",
+                plan="Build the same code with clang++ -O3 -march=native.",
+                risks="the export then names clang++ as the compiler the code needs"))
+        if compiler.refusal(kf, "clang++", True) is None:
+            out.append(Move(
+                "compiler", "compiler:polly", 1.15, 0.3, type="flags",
+                params={"cc": "clang++", "polly": True},
+                why="Loop nests over arrays are what a polyhedral optimizer tiles, "
+                    "interchanges, vectorizes on the outer loop and threads.",
+                plan="Build with clang++ and Polly: -O3 -march=native -mllvm=-polly "
+                     "-mllvm=-polly-parallel -mllvm=-polly-vectorizer=stripmine (threads "
+                     "on GCC's libgomp).",
+                risks="Polly ignores the source's own OpenMP pragmas; the export names "
+                      "clang++ with Polly's flags"))
         return out
 
     def _cuda_moves(self, ev: Evidence) -> list[Move]:

@@ -101,7 +101,7 @@ register_transform(
 register_transform(
     "simd", ("cpu",),
     "#pragma omp simd (+ reductions) on innermost loops",
-    through_views(simd.omp_simd_inner),
+    through_views(simd.omp_simd_inner, until_done=True),
     why_not=simd.why_not)
 register_transform(
     "unroll", ("cpu", "cuda"),
@@ -261,6 +261,20 @@ register_transform(
     "writes both coalesced; 2-D grid of tiles, block [TILE, TILE_ROWS]",
     smem_tile.smem_tile_in_file,
     whole_file=True, tile=32, tile_rows=8)
+
+# ---------------------------------------------------------------- code bases never seen
+# (moves for functions as other code bases write them, and the toolchain as a move)
+
+from kernelcrew.agents.transforms.cpu import compiler
+
+register_transform(
+    "compiler", ("cpu",),
+    "build with another compiler and its own flags: clang++ (-O3 -march=native), or "
+    "clang++ with Polly (polly=True: tiling, outer-loop vectorization and -polly-parallel "
+    "threads on libgomp); not where the compiler is missing, nor clang++ without Polly on "
+    "a kernel with threading pragmas (it builds them as serial code)",
+    compiler.compiler_in_file,
+    whole_file=True, cc="clang++", polly=False, flags=[], why_not=compiler.why_not)
 
 # ---------------------------------------------------------------- why a move does not apply
 

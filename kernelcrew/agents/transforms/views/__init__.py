@@ -64,10 +64,15 @@ def canonical(src: str, entry: str) -> str:
     return vs[-1] if vs else src
 
 
-def through_views(transform: Callable[..., str | None]) -> Callable[..., str | None]:
+def through_views(transform: Callable[..., str | None], *, until_done: bool = False
+                  ) -> Callable[..., str | None]:
     """`transform(src, entry, ...)`, or, where it does not apply, the same on the first
-    view it applies to."""
-    def run(src: str, entry: str, *args, **kwargs):
+    view it applies to. `until_done`: applied again (through the views) to its own result
+    while it still applies, at most four times: a move that marks the loops it has taken
+    (a pragma) then reaches the loops that only a later view shows (a dot product into
+    `tmp[i]` that `scalarize` turns into a reduction), not only those of the first view
+    it applies to."""
+    def once(src: str, entry: str, *args, **kwargs):
         # first the same code written plainer: counters declared at the top scoped into
         # their loops (`int i, j;` with j written in every row keeps the rows from being
         # threaded while j's loop still could be) and hand-unrolled loops rolled back (a
@@ -85,6 +90,15 @@ def through_views(transform: Callable[..., str | None]) -> Callable[..., str | N
             if out is not None:
                 return out
         return None
+
+    def run(src: str, entry: str, *args, **kwargs):
+        out = once(src, entry, *args, **kwargs)
+        for _ in range(4 if until_done and out is not None else 0):
+            again = once(out, entry, *args, **kwargs)
+            if again is None or again == out:
+                break
+            out = again
+        return out
 
     run.__name__ = getattr(transform, "__name__", "transform")
     run.__doc__ = transform.__doc__

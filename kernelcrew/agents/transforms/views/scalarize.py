@@ -22,7 +22,8 @@ lives in a local for the loop and is stored once after it:
 The same operations in the same order, so the same result. Offered only for an array
 that is a pointer parameter of the function (the scope analysis gives distinct buffers
 for those, so nothing else in the loop reaches the element), for a loop that is a
-statement of a block and holds no return or goto, with no access in the loop's header.
+statement of a block or the unbraced body of a loop (which then gets braces) and
+holds no return or goto, with no access in the loop's header.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from __future__ import annotations
 import re
 
 from kernelcrew.agents.transforms.analysis.common import finish, repeat
+from kernelcrew.agents.transforms.analysis.types import resolve
 from kernelcrew.csource.syntax import (
     Edit,
     Node,
@@ -43,8 +45,7 @@ from kernelcrew.csource.syntax import (
     within,
 )
 
-_ELEMENT = {"float": "float", "double": "double", "int": "int", "int32_t": "int32_t",
-            "int64_t": "int64_t", "long": "long"}
+_ELEMENT = {"float", "double", "int", "int32_t", "int64_t", "long"}
 _WRITES = ("assignment_expression", "update_expression")
 
 
@@ -55,19 +56,26 @@ def _assigned(n: Node) -> str | None:
     return target.text.decode() if target is not None and target.type == "identifier" else None
 
 
-def _element_type(fn: Node, name: str) -> str | None:
+def _element_type(s: Source, fn: Node, name: str) -> str | None:
+    """The element type of pointer or array parameter `name` as the code spells it
+    (`DATA_TYPE` after `typedef double DATA_TYPE;`), when it is a plain arithmetic type."""
     for p in params(fn):
         if p.name == name and p.pointer is not None:
-            base = re.sub(r"\b(const|volatile|restrict|__restrict__|__restrict)\b", "",
-                          p.node.child_by_field_name("type").text.decode()).split()
-            return _ELEMENT.get(" ".join(base))
+            base = " ".join(re.sub(r"\b(const|volatile|restrict|__restrict__|__restrict)\b",
+                                   "", p.node.child_by_field_name("type").text.decode()
+                                   ).split())
+            return base if resolve(s, base) in _ELEMENT else None
     return None
 
 
 def _once(s: Source, m) -> str | None:
     fn = m.fn
     for lp in m.loops:  # outer loops first: the widest loop over which the element is fixed
-        if lp.node.parent is None or lp.node.parent.type != "compound_statement":
+        if lp.node.parent is None or lp.node.parent.type not in (
+                "compound_statement", "for_statement", "while_statement", "do_statement"):
+            continue
+        braced = lp.node.parent.type == "compound_statement"
+        if not braced and lp.node.parent.child_by_field_name("body") != lp.node:
             continue
         if any(n.type in ("return_statement", "goto_statement") for n in walk(lp.node)):
             continue
@@ -84,7 +92,7 @@ def _once(s: Source, m) -> str | None:
                     subs.setdefault(arr.text.decode(), []).append(n)
         for name, sites in subs.items():
             d = lookup(name, lp.node)
-            typ = _element_type(fn, name)
+            typ = _element_type(s, fn, name)
             if d is None or not d.param or typ is None:
                 continue
             indices = [subscript_index(x) for x in sites]
@@ -115,9 +123,17 @@ def _once(s: Source, m) -> str | None:
             elem = sites[0].text.decode()
             ind = s.indent_of(lp.node)
             edits = [Edit(x.start_byte, x.end_byte, acc) for x in sites]
-            edits.append(Edit(lead_start(s, lp.node), lead_start(s, lp.node),
-                              f"{ind}{typ} {acc} = {elem};\n"))
-            edits.append(Edit(lp.node.end_byte, lp.node.end_byte, f"\n{ind}{elem} = {acc};"))
+            if braced:
+                edits.append(Edit(lead_start(s, lp.node), lead_start(s, lp.node),
+                                  f"{ind}{typ} {acc} = {elem};\n"))
+                edits.append(Edit(lp.node.end_byte, lp.node.end_byte,
+                                  f"\n{ind}{elem} = {acc};"))
+            else:  # the unbraced body of a loop: the three statements become its block
+                outer = s.indent_of(lp.node.parent)
+                start = lead_start(s, lp.node)
+                edits.append(Edit(start, start, f"{outer}{{\n{ind}{typ} {acc} = {elem};\n"))
+                edits.append(Edit(lp.node.end_byte, lp.node.end_byte,
+                                  f"\n{ind}{elem} = {acc};\n{outer}}}"))
             return finish(s, edits)
     return None
 
