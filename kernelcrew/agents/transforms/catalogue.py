@@ -276,6 +276,19 @@ register_transform(
     compiler.compiler_in_file,
     whole_file=True, cc="clang++", polly=False, flags=[], why_not=compiler.why_not)
 
+
+from kernelcrew.agents.transforms.cpu import jam_sweeps
+
+register_transform(
+    "jam_sweeps", ("cpu",),
+    "several rows of a row sweep at once: an outer loop whose body runs several inner "
+    "loops (a dot product, then the row added into a vector: A^T(Ax)) or one that both "
+    "reduces and updates (two mat-vecs sharing A), jammed by FACTOR: each inner loop runs "
+    "once for FACTOR rows, U sums under omp simd, the updated vector loaded once per "
+    "FACTOR rows",
+    through_views(jam_sweeps.jam_sweeps),
+    factor=4, why_not=jam_sweeps.why_not)
+
 # ---------------------------------------------------------------- why a move does not apply
 
 # moves that are settings, not rewrites: never "not applicable"

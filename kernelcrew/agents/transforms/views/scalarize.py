@@ -117,9 +117,11 @@ def _once(s: Source, m) -> str | None:
             if not any(x.parent is not None and x.parent.type in _WRITES and
                        same_target(x) for x in sites):
                 continue
-            acc = f"{name}_acc"
-            if any(n.type == "identifier" and n.text.decode() == acc for n in walk(fn)):
-                continue
+            # a fresh name: another copy of the loop (a threaded and a serial version)
+            # may have its own accumulator already
+            taken = {n.text.decode() for n in walk(fn) if n.type == "identifier"}
+            acc = next(f"{name}_acc{k or ''}" for k in range(len(taken) + 2)
+                       if f"{name}_acc{k or ''}" not in taken)
             elem = sites[0].text.decode()
             ind = s.indent_of(lp.node)
             edits = [Edit(x.start_byte, x.end_byte, acc) for x in sites]
