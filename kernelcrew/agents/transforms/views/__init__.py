@@ -8,6 +8,8 @@ computes, listed once in VIEWS:
 - `counted_whiles`: counted `while` loops written as `for` loops;
 - `inline_helpers`: pure helpers called inside loops inlined;
 - `pointer_walks`: pointer walks (`*dst++ = f(*src++)`) turned into subscripts;
+- `mirror_stores`: a symmetric result's mirror stores moved into a pass after its
+  triangle;
 - `scalarize`: an array element used as an accumulator kept in a local.
 
 A move that does not apply to the source as written is tried on these views
@@ -22,6 +24,7 @@ from kernelcrew.agents.transforms.views.counted_whiles import counted_whiles
 from kernelcrew.agents.transforms.views.expand_macros import expand_macros
 from kernelcrew.agents.transforms.views.inline_helpers import inline_calls
 from kernelcrew.agents.transforms.views.loop_counters import scope_counters
+from kernelcrew.agents.transforms.views.mirror_stores import split_mirrors
 from kernelcrew.agents.transforms.views.pointer_walks import index_pointers
 from kernelcrew.agents.transforms.views.reroll import reroll
 from kernelcrew.agents.transforms.views.scalarize import scalarize
@@ -34,6 +37,7 @@ VIEWS: tuple[Callable[[str, str], str | None], ...] = (
     counted_whiles,
     inline_calls,
     index_pointers,
+    split_mirrors,
     scalarize,
 )
 

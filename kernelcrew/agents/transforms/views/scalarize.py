@@ -36,6 +36,7 @@ from kernelcrew.csource.syntax import (
     Edit,
     Node,
     Source,
+    array_dims,
     lead_start,
     lookup,
     params,
@@ -85,26 +86,31 @@ def _once(s: Source, m) -> str | None:
         if lp.var:
             written.add(lp.var)
         subs: dict[str, list[Node]] = {}
+        chains: dict[int, list[Node | None]] = {}  # site start -> its indices
         for n in walk(lp.body):
             if n.type == "subscript_expression":
                 arr = n.child_by_field_name("argument")
                 if arr is not None and arr.type == "identifier":
-                    subs.setdefault(arr.text.decode(), []).append(n)
+                    top, idx = _element_site(n)
+                    subs.setdefault(arr.text.decode(), []).append(top)
+                    chains[top.start_byte] = idx
         for name, sites in subs.items():
             d = lookup(name, lp.node)
             typ = _element_type(s, fn, name)
             if d is None or not d.param or typ is None:
                 continue
-            indices = [subscript_index(x) for x in sites]
-            if any(i is None for i in indices):
+            dims = array_dims(d.node, name)
+            indices = [chains[x.start_byte] for x in sites]
+            if any(i is None for idx in indices for i in idx) or \
+                    any(len(idx) != (len(dims) if dims else 1) for idx in indices):
+                continue  # a row of a 2D array (`cov[i]`) is not an element
+            if len({"][".join(" ".join(s.text_of(i).split()) for i in idx)
+                    for idx in indices}) != 1:
                 continue
-            if len({" ".join(s.text_of(i).split()) for i in indices}) != 1:
-                continue
-            index = indices[0]
             if any(n.type in ("call_expression", "update_expression", "assignment_expression")
-                   for n in walk(index)):
+                   for i in indices[0] for n in walk(i)):
                 continue
-            names = [n for n in walk(index) if n.type == "identifier"]
+            names = [n for i in indices[0] for n in walk(i) if n.type == "identifier"]
             if any(n.text.decode() in written or ((dn := lookup(n.text.decode(), n)) is not None
                                                    and within(dn.node, lp.node))
                    for n in names):
@@ -125,9 +131,15 @@ def _once(s: Source, m) -> str | None:
             elem = sites[0].text.decode()
             ind = s.indent_of(lp.node)
             edits = [Edit(x.start_byte, x.end_byte, acc) for x in sites]
-            if braced:
+            first = _initial_store(s, lp.node, elem, name) if braced else None
+            if first is not None:  # `elem = c;` right before: the local starts at c
+                store, value = first
+                edits.append(Edit(s.line_start(store), store.end_byte,
+                                  f"{ind}{typ} {acc} = {value};"))
+            elif braced:
                 edits.append(Edit(lead_start(s, lp.node), lead_start(s, lp.node),
                                   f"{ind}{typ} {acc} = {elem};\n"))
+            if braced:
                 edits.append(Edit(lp.node.end_byte, lp.node.end_byte,
                                   f"\n{ind}{elem} = {acc};"))
             else:  # the unbraced body of a loop: the three statements become its block
@@ -138,6 +150,41 @@ def _once(s: Source, m) -> str | None:
                                   f"\n{ind}{elem} = {acc};\n{outer}}}"))
             return finish(s, edits)
     return None
+
+
+def _initial_store(s: Source, loop: Node, elem: str, name: str) -> tuple[Node, str] | None:
+    """`elem = value;` as the statement right before the loop, `value` free of calls,
+    writes and the array itself: the store is dead (the loop does not read the array but
+    through the local, and the local is stored back after it), so the local starts at
+    `value`. (the statement, the value's text)"""
+    prev = loop.prev_named_sibling
+    if prev is None or prev.type != "expression_statement" or not prev.named_children:
+        return None
+    e = prev.named_children[0]
+    if e.type != "assignment_expression" or e.child_by_field_name("operator").type != "=":
+        return None
+    left, right = e.child_by_field_name("left"), e.child_by_field_name("right")
+    if "".join(s.text_of(left).split()) != "".join(elem.split()):
+        return None
+    if any(n.type in ("call_expression", "assignment_expression", "update_expression") or
+           (n.type == "identifier" and n.text.decode() == name) for n in walk(right)):
+        return None
+    if s.data[s.line_start(prev):prev.start_byte].strip() or \
+            s.data[prev.end_byte:loop.start_byte].strip():
+        return None  # shares its line, or something stands between it and the loop
+    return prev, s.text_of(right)
+
+
+def _element_site(n: Node) -> tuple[Node, list[Node | None]]:
+    """The whole access `a[i][j]` that the subscript `a[i]` opens, and its indices."""
+    top, idx = n, [subscript_index(n)]
+    while top.parent is not None and top.parent.type == "subscript_expression" and \
+            top.parent.child_by_field_name("argument") is not None and \
+            top.parent.child_by_field_name("argument").start_byte == top.start_byte and \
+            top.parent.child_by_field_name("argument").end_byte == top.end_byte:
+        top = top.parent
+        idx.append(subscript_index(top))
+    return top, idx
 
 
 def same_target(x: Node) -> bool:
