@@ -8,7 +8,7 @@ import functools
 import re
 
 from kernelcrew.agents.context import AgentContext
-from kernelcrew.agents.heuristic.base import HeuristicSpecialist, Move
+from kernelcrew.agents.heuristic.base import HeuristicSpecialist, Move, blocked, tried_kinds
 from kernelcrew.agents.heuristic.evidence import Evidence
 from kernelcrew.agents.transforms.cpu import compiler
 
@@ -31,9 +31,9 @@ class CompilerFlags(HeuristicSpecialist):
     field = "compiler flags: optimization level, -march, math and unroll flags, register caps"
 
     def moves(self, ctx: AgentContext, ev: Evidence) -> list[Move]:
-        return self._cuda_moves(ev) if ev.backend == "cuda" else self._cpu_moves(ev)
+        return self._cuda_moves(ev) if ev.backend == "cuda" else self._cpu_moves(ctx, ev)
 
-    def _cpu_moves(self, ev: Evidence) -> list[Move]:
+    def _cpu_moves(self, ctx: AgentContext, ev: Evidence) -> list[Move]:
         flags = ev.flags
         out: list[Move] = []
         add = []
@@ -79,7 +79,7 @@ class CompilerFlags(HeuristicSpecialist):
                 plan="Add -funroll-loops so g++ unrolls loops whose trip count it can compute.",
                 risks="larger code; can be slower when loops are short", type="flags",
                 params={"add": ["-funroll-loops"]}))
-        out += self._compiler_moves(ev)
+        out += self._compiler_moves(ctx, ev)
         if "-march=native" in flags and "avx512f" in cpu_isa() and \
                 not any(f.startswith("-mprefer-vector-width") for f in flags) and \
                 ev.vector_bytes == 32 and ev.kind == "compute-bound":
@@ -92,23 +92,16 @@ class CompilerFlags(HeuristicSpecialist):
                 params={"add": ["-mprefer-vector-width=512"]}))
         return out
 
-    def _compiler_moves(self, ev: Evidence) -> list[Move]:
-        """clang++ and clang++ with Polly as rungs beside g++, from a kernel g++ builds:
-        each is proposed only where the `compiler` move applies (installed, and not
-        clang++ alone on threading pragmas it would build as serial code); a missing
-        compiler is not proposed and `not_applicable` says why."""
+    def _compiler_moves(self, ctx: AgentContext, ev: Evidence) -> list[Move]:
+        """clang++ with Polly, then clang++, as rungs beside g++ from a kernel g++ builds,
+        one per iteration (the coordinator builds the iteration's merged kernel with it
+        too): each only where the `compiler` move applies (installed, and not clang++
+        alone on threading pragmas it would build as serial code); a missing compiler is
+        not proposed, and `not_applicable` says why."""
         kf = ev.kf
         if kf is None or (kf.meta.compiler or "g++").startswith("clang"):
             return []
         out: list[Move] = []
-        if compiler.refusal(kf, "clang++", False) is None:
-            out.append(Move(
-                "compiler", "compiler:clang++", 1.1, 0.3, type="flags",
-                params={"cc": "clang++", "polly": False},
-                why="Another compiler vectorizes and if-converts differently: clang's loop "
-                    "vectorizer takes conditional loads (masked) and loops g++ leaves scalar.",
-                plan="Build the same code with clang++ -O3 -march=native.",
-                risks="the export then names clang++ as the compiler the code needs"))
         if compiler.refusal(kf, "clang++", True) is None:
             out.append(Move(
                 "compiler", "compiler:polly", 1.15, 0.3, type="flags",
@@ -120,7 +113,19 @@ class CompilerFlags(HeuristicSpecialist):
                      "on GCC's libgomp).",
                 risks="Polly ignores the source's own OpenMP pragmas; the export names "
                       "clang++ with Polly's flags"))
-        return out
+        if compiler.refusal(kf, "clang++", False) is None:
+            out.append(Move(
+                "compiler", "compiler:clang++", 1.1, 0.3, type="flags",
+                params={"cc": "clang++", "polly": False},
+                why="Another compiler vectorizes and if-converts differently: clang's loop "
+                    "vectorizer takes conditional loads (masked) and loops g++ leaves scalar.",
+                plan="Build the same code with clang++ -O3 -march=native.",
+                risks="the export then names clang++ as the compiler the code needs"))
+        # one compiler rung per iteration (the coordinator races it on the iteration's
+        # merged kernel, beside it): the next one once this one was tried
+        tried = tried_kinds(ctx)
+        raced = {part for kind in tried for part in kind.split("+")}  # on a merge too
+        return [mv for mv in out if not blocked(mv.kind, tried) and mv.kind not in raced][:1]
 
     def _cuda_moves(self, ev: Evidence) -> list[Move]:
         flags = ev.flags

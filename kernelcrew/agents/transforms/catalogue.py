@@ -289,6 +289,19 @@ register_transform(
     through_views(jam_sweeps.jam_sweeps),
     factor=4, why_not=jam_sweeps.why_not)
 
+
+from kernelcrew.agents.transforms.cpu import time_steps
+
+register_transform(
+    "time_steps", ("cpu",),
+    "threads inside each step of a time-stepped nest (a stencil's T steps over two "
+    "arrays) with one parallel region around the time loop: each step's loops `omp for`, "
+    "their barriers keeping the steps in order; the serial nest below OMP_MIN_WORK work "
+    "per step (a knob)",
+    time_steps.time_steps_in_file,
+    whole_file=True, min_work=DEFAULT_MIN_WORK, knob="OMP_MIN_WORK",
+    why_not=time_steps.why_not)
+
 # ---------------------------------------------------------------- why a move does not apply
 
 # moves that are settings, not rewrites: never "not applicable"

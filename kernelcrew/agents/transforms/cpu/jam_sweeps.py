@@ -52,6 +52,7 @@ from kernelcrew.agents.transforms.analysis.dot_nests import jam_reason
 from kernelcrew.agents.transforms.analysis.openmp import reduced_names, worksharing
 from kernelcrew.agents.transforms.analysis.sweeps import SweepPlan, sweep_plan
 from kernelcrew.agents.transforms.reasons import per_entry
+from kernelcrew.agents.transforms.views import canonical
 from kernelcrew.csource.affine import FunctionModel
 from kernelcrew.csource.syntax import Edit, Loop, Node, Source, pragmas_before, walk
 from kernelcrew.kernels.kernelfile import KernelFile
@@ -129,8 +130,9 @@ def jam_sweeps(src: str, entry: str, factor: int = 4) -> str | None:
 
 
 def sweep_reasons(src: str, entry: str) -> list[str]:
-    """Why no loop of `entry` is a row sweep to jam, one reason per loop holding loops."""
-    got = model_of(src, entry)
+    """Why no loop of `entry` is a row sweep to jam, one reason per loop holding loops, on
+    the most rewritten view of the function (the form the move is tried on last)."""
+    got = model_of(canonical(src, entry), entry)
     if got is None:
         return []
     _, m = got

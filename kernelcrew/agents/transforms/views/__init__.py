@@ -10,7 +10,9 @@ computes, listed once in VIEWS:
 - `pointer_walks`: pointer walks (`*dst++ = f(*src++)`) turned into subscripts;
 - `mirror_stores`: a symmetric result's mirror stores moved into a pass after its
   triangle;
-- `scalarize`: an array element used as an accumulator kept in a local.
+- `scalarize`: an array element used as an accumulator kept in a local;
+- `hoist_factors`: a product's leading factors that an innermost loop does not change
+  taken once before it (`alpha * A[i][k] * B[k][j]`).
 
 A move that does not apply to the source as written is tried on these views
 (`through_views`), so a nest split across a call or walked with `*p++` is still seen whole;
@@ -22,6 +24,7 @@ from collections.abc import Callable
 
 from kernelcrew.agents.transforms.views.counted_whiles import counted_whiles
 from kernelcrew.agents.transforms.views.expand_macros import expand_macros
+from kernelcrew.agents.transforms.views.hoist_factors import hoist_factors
 from kernelcrew.agents.transforms.views.inline_helpers import inline_calls
 from kernelcrew.agents.transforms.views.loop_counters import scope_counters
 from kernelcrew.agents.transforms.views.mirror_stores import split_mirrors
@@ -39,6 +42,7 @@ VIEWS: tuple[Callable[[str, str], str | None], ...] = (
     index_pointers,
     split_mirrors,
     scalarize,
+    hoist_factors,
 )
 
 

@@ -153,11 +153,17 @@ def _once(s: Source, m) -> str | None:
 
 
 def _initial_store(s: Source, loop: Node, elem: str, name: str) -> tuple[Node, str] | None:
-    """`elem = value;` as the statement right before the loop, `value` free of calls,
-    writes and the array itself: the store is dead (the loop does not read the array but
-    through the local, and the local is stored back after it), so the local starts at
-    `value`. (the statement, the value's text)"""
+    """`elem = value;` before the loop with only statements that do not name the array
+    between (declarations, other initial stores), `value` free of calls, writes and the
+    array itself: the store is dead (nothing reads the array before the loop, the loop
+    does not read it but through the local, and the local is stored back after it), so
+    the local starts at `value`, declared where the store was. (the statement, the
+    value's text)"""
     prev = loop.prev_named_sibling
+    while prev is not None and prev.type in ("expression_statement", "declaration") and \
+            not any(n.type == "identifier" and n.text.decode() == name for n in walk(prev)) \
+            and not any(n.type == "call_expression" for n in walk(prev)):
+        prev = prev.prev_named_sibling
     if prev is None or prev.type != "expression_statement" or not prev.named_children:
         return None
     e = prev.named_children[0]
@@ -169,9 +175,8 @@ def _initial_store(s: Source, loop: Node, elem: str, name: str) -> tuple[Node, s
     if any(n.type in ("call_expression", "assignment_expression", "update_expression") or
            (n.type == "identifier" and n.text.decode() == name) for n in walk(right)):
         return None
-    if s.data[s.line_start(prev):prev.start_byte].strip() or \
-            s.data[prev.end_byte:loop.start_byte].strip():
-        return None  # shares its line, or something stands between it and the loop
+    if s.data[s.line_start(prev):prev.start_byte].strip():
+        return None  # shares its line with another statement
     return prev, s.text_of(right)
 
 
