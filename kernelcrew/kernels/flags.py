@@ -130,6 +130,21 @@ def check_flags(flags: list[str], backend: str, *, path: object = None,
     return list(flags)
 
 
+def build_flags(compiler: str | None, flags: list[str]) -> list[str]:
+    """The flags a kernel file's compiler is given for its flag list: g++'s as they are;
+    clang++'s with `-fopenmp` as `-fopenmp-simd` (clang has no code generation for GCC's
+    libgomp, the one OpenMP runtime of the worker, so `omp parallel` builds serial; `omp
+    simd` is honoured), `-Wno-register` (C++17 refuses the `register` of old C code) and
+    libgomp linked where Polly threads loops itself (`-polly-parallel` calls GOMP_*)."""
+    if compiler_family(compiler) != "clang++":
+        return list(flags)
+    out = list(dict.fromkeys("-fopenmp-simd" if f == "-fopenmp" else f for f in flags))
+    out.append("-Wno-register")
+    if POLLY_PARALLEL in flags:
+        out.append("-lgomp")
+    return out
+
+
 def find_compiler(compiler: str | None) -> str | None:
     """The executable a compiler name runs (None: not installed). `clang++` without a
     version is `clang++` on the PATH, else the newest `clang++-NN` there."""

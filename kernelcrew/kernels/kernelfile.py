@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kernelcrew.errors import ExprError, InputError
 from kernelcrew.kernels.expr import names_in
-from kernelcrew.kernels.flags import check_compiler, check_flags, knob_defines
+from kernelcrew.kernels.flags import build_flags, check_compiler, check_flags, knob_defines
 from kernelcrew.kernels.spec import DTYPES, OpSpec, TensorSpec
 
 _FRONT = re.compile(r"\A\s*/\*\s*kernelcrew[ \t]*\n(?P<yaml>.*?)\*/[ \t]*\n?", re.DOTALL)
@@ -57,9 +57,11 @@ class KernelFile(BaseModel):
         return text_digest(self.text)
 
     def build_line(self) -> str:
-        """The compiler and flags this kernel is built with, as a user writes them
-        (`clang++ -O3 -march=native`; g++ when the file names no compiler)."""
-        return " ".join([self.meta.compiler or "g++", *self.meta.flags])
+        """The compiler and the flags it is given for this kernel, as it was measured
+        (`clang++ -O3 -march=native -fopenmp-simd -Wno-register` for a clang++ file that
+        lists `-fopenmp`; g++ when the file names no compiler)."""
+        return " ".join([self.meta.compiler or "g++",
+                         *build_flags(self.meta.compiler, list(self.meta.flags))])
 
     def with_changes(self, *, body: str | None = None, flags: list[str] | None = None,
                      knobs: dict[str, Any] | None = None, compiler: str | None = None

@@ -14,7 +14,7 @@ from __future__ import annotations
 import shutil
 
 from kernelcrew.errors import PolicyViolation
-from kernelcrew.kernels.flags import POLLY_PARALLEL, compiler_family, find_compiler
+from kernelcrew.kernels.flags import build_flags, compiler_family, find_compiler
 from kernelcrew.kernels.kernelfile import KernelFile
 from kernelcrew.kernels.policy import check_source
 from kernelcrew.kernels.spec import OpSpec
@@ -32,13 +32,8 @@ def compiler_argv(compiler: str | None, flags: list[str]) -> tuple[str | None, l
     linked where Polly threads loops. The executable is None when not installed."""
     if compiler_family(compiler) != "clang++":
         exe = shutil.which(compiler) if compiler else shutil.which(CXX) and CXX
-        return exe, ["-fno-gnu-unique", *flags]
-    out = ["-fopenmp-simd" if f == "-fopenmp" else f for f in flags]
-    out = list(dict.fromkeys(out))
-    out.append("-Wno-register")
-    if POLLY_PARALLEL in flags:
-        out.append("-lgomp")
-    return find_compiler(compiler), out
+        return exe, ["-fno-gnu-unique", *build_flags(compiler, flags)]
+    return find_compiler(compiler), build_flags(compiler, flags)
 
 
 def _libomp_symbols(lib: object) -> str:
