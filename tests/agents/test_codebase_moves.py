@@ -555,3 +555,62 @@ extern "C" void two(int n, double A[N][N], double B[N][N], double C[N][N])
     assert apply_transform("time_steps", rows) is None
     assert "independent itself" in not_applicable(rows)["time_steps"]
     assert apply_transform("omp_parallel", rows) is not None
+
+
+TWO_MM = """
+#define NI 30
+#define NJ 36
+#define NK 40
+#define NL 28
+typedef double DATA_TYPE;
+extern "C" void two_mm(int ni, int nj, int nk, int nl, double alpha, double beta,
+    DATA_TYPE tmp[NI][NJ], DATA_TYPE A[NI][NK], DATA_TYPE B[NK][NJ], DATA_TYPE C[NJ][NL],
+    DATA_TYPE D[NI][NL])
+{
+  int i, j, k;
+  for (i = 0; i < ni; i++)
+    for (j = 0; j < nj; j++)
+      {
+        tmp[i][j] = 0.0;
+        for (k = 0; k < nk; ++k)
+          tmp[i][j] += alpha * A[i][k] * B[k][j];
+      }
+  for (i = 0; i < ni; i++)
+    for (j = 0; j < nl; j++)
+      {
+        D[i][j] *= beta;
+        for (k = 0; k < nj; ++k)
+          D[i][j] += tmp[i][k] * C[k][j];
+      }
+}
+"""
+
+
+def _two_mm_args(ni=29, nj=35, nk=39, nl=27):
+    t, a, b, c, d = rng_arrays((30, 36), (30, 40), (40, 36), (36, 28), (30, 28))
+    return [ni, nj, nk, nl, 1.5, 1.2, t, a, b, c, d]
+
+
+def test_i_j_k_products_that_scale_their_output_first_are_interchanged_and_blocked(tmp_path):
+    """`D[i][j] *= beta; for k: D[i][j] += tmp[i][k] * C[k][j];` (the sum starts at the
+    element itself): the scaling becomes a loop over j before the products, each element
+    still sums its terms in order; then both nests are register-blocked."""
+    src = kernel(TWO_MM, "two_mm")
+    new = apply_transform("interchange", src)
+    assert new is not None and new.count("a_k") >= 2 and "D[i][j] *= beta;" in new
+    same_results(src, new, tmp_path, "two_mm", _two_mm_args, exact=True)
+    blocked = apply_transform("register_block", new)
+    assert blocked is not None and "D[(i + r2)][j] * beta;" in blocked
+    for sizes in ((29, 35, 39, 27), (3, 5, 7, 9), (30, 36, 40, 28)):
+        same_results(src, blocked, tmp_path, "two_mm", lambda s=sizes: _two_mm_args(*s),
+                     exact=True)
+
+
+def test_a_sum_that_starts_elsewhere_is_not_interchanged():
+    """The second product's sum starts at another array's element (`D[i][j] = C[0][j];`
+    before it): not the element it is stored to, nor zero, so it is left in its order
+    (the first product is still interchanged)."""
+    src = kernel(TWO_MM.replace("        D[i][j] *= beta;\n", "        D[i][j] = C[0][j];\n"),
+                 "two_mm")
+    new = apply_transform("interchange", src)
+    assert new is not None and "a_k2" not in new and "D[i][j] +=" not in new

@@ -128,7 +128,8 @@ def _row_loop(s: Source, m: FunctionModel, i: Loop
             or i.inclusive:
         return None
     if i.decl is None or i.decl.type != "declaration" or i.decl.parent is None or \
-            i.decl.parent.type != "for_statement" or i.body.type != "compound_statement":
+            i.decl.parent.type != "for_statement" or \
+            i.body.type not in ("compound_statement", "if_statement"):
         return None
     if i.node.parent is None or i.node.parent.type != "compound_statement":
         return None
