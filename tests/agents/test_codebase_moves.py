@@ -354,6 +354,18 @@ def test_a_column_sweep_accumulates_a_strip_of_outputs(tmp_path):
                      flags=("-DOMP_MIN_WORK=1",))
 
 
+def test_a_column_sweep_is_interchanged_into_rows_added_into_the_outputs(tmp_path):
+    """The same column sweep, `x2_acc = x2_acc + A[j][i] * y_2[j]` with the sum starting at
+    the element: interchanged, each row of A is added into x2 (unit stride), each element
+    keeping its order of terms."""
+    src = kernel(MVT, "mvt")
+    new = apply_transform("interchange", src)
+    assert new is not None and "x2[i] += A[j][i] * a_j;" in new
+    same_results(src, new, tmp_path, "mvt", _mvt_args, exact=True)
+    for n in (1, 7, 8):
+        same_results(src, new, tmp_path, "mvt", lambda n=n: _mvt_args(n), exact=True)
+
+
 def test_a_row_sweep_is_not_taken_for_a_strip():
     only_rows = kernel(MVT.split("  for (i = 0; i < n; i++)\n    for (j = 0; j < n; j++)\n"
                                  "      x2")[0] + "}\n", "mvt")

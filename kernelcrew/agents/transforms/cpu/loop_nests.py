@@ -104,6 +104,12 @@ def _matmul_nest(s: Source, m: FunctionModel, j: Loop
     # the k loop: exactly `acc += X * Y;`
     qs = statements(q.body)
     upd = assignment(qs[0], "+=") if len(qs) == 1 else None
+    if upd is None and len(qs) == 1 and (plain := assignment(qs[0], "=")) is not None:
+        # `acc = acc + X * Y;`, the same update
+        r = plain[1]
+        if r.type == "binary_expression" and r.child_by_field_name("operator").type == "+" \
+                and s.text_of(r.child_by_field_name("left")).strip() == acc:
+            upd = (plain[0], r.child_by_field_name("right"))
     if upd is None or s.text_of(upd[0]).strip() != acc:
         return None
     prod = upd[1]
