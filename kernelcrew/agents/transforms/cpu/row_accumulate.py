@@ -626,21 +626,22 @@ def row_accumulate(src: str, entry: str) -> str | None:
 
 def row_reasons(src: str, entry: str) -> list[str]:
     """Why no loop of `entry` takes row accumulators: one reason per loop that holds a
-    nested loop (the candidates), at most four; read on the most rewritten view of the
-    function (counters scoped, helpers inlined, accumulators kept in locals), the form
-    the move is tried on last."""
-    got = model_of(canonical(src, entry), entry)
-    if got is None:
-        return []
-    s, m = got
-    out = []
-    for lp in m.loops:
-        if not lp.children:
+    nested loop (the candidates), at most four, on the code as written; then those of
+    the most rewritten view of the function (counters scoped, helpers inlined,
+    accumulators kept in locals), the form the move is tried on last, that differ."""
+    out: list[str] = []
+    for text, cap in ((src, 4), (canonical(src, entry), 8)):
+        got = model_of(text, entry)
+        if got is None:
             continue
-        why, _ = _plan(s, m, lp)
-        if why is not None:
-            out.append(why)
-    return out[:4]
+        s, m = got
+        for lp in m.loops:
+            if not lp.children:
+                continue
+            why, _ = _plan(s, m, lp)
+            if why is not None and why not in out and len(out) < cap:
+                out.append(why)
+    return out
 
 
 def why_not(kf: KernelFile) -> str:
