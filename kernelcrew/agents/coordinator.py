@@ -77,6 +77,8 @@ def _conflict(a: Proposal, b: Proposal, *, can_merge: bool = False) -> str | Non
     re-apply changes on top of each other), two rewrites of one region are left to the
     merge: the second is re-applied to the first's result and, if it no longer applies,
     kept out of the merge and evaluated on its own."""
+    if (a.change.transform == "compiler") != (b.change.transform == "compiler"):
+        return "a compiler change is raced on the others' kernel, beside it"
     ka, kb = a.change.knobs or {}, b.change.knobs or {}
     same_knobs = [k for k in ka if k in kb and ka[k] != kb[k]]
     if same_knobs:
@@ -97,6 +99,8 @@ def _knob_alternative(p: Proposal, q: Proposal) -> bool:
     """`p` and `q` are rungs of one specialist's ladder: knob changes by the same author,
     `p` setting only knobs that `q` sets too, to other values. (Two specialists that want
     one knob two ways are a conflict, resolved by score.)"""
+    if p.change.transform == "compiler" and q.change.transform != "compiler":
+        return True  # the chosen change (or the merge it is in) built by another compiler
     kp, kq = p.change.knobs or {}, q.change.knobs or {}
     return (p.author == q.author and p.change.type == q.change.type == "knobs" and bool(kp)
             and set(kp) <= set(kq)) or _param_alternative(p, q)
@@ -146,6 +150,7 @@ APPLY_AFTER = {# threads, private copies and register blocks read the nest as wr
                "unroll_and_jam": ("omp_parallel", "keep_values", "interchange",
                                   "register_block", "private_bins"),
                "register_tile": ("omp_parallel", "keep_values"),
+               "jam_sweeps": ("omp_parallel", "keep_values", "private_bins", "row_accumulate"),
                # a thread's rows and the blocks of a blocked scan are scanned a vector at a
                # time; a vector-scanned loop is no longer one blocked_scan can split, nor
                # its rows ones the thread analysis reads (vector typedefs, builtins)
@@ -224,7 +229,9 @@ def _resolve(proposals: list[Proposal], stats: dict[str, dict], apply: ApplyFn |
     rungs of a chosen move's ladder as (rung, the chosen one))."""
     chosen: list[Proposal] = []
     alternatives: list[tuple[Proposal, Proposal]] = []
-    for p in sorted(proposals, key=lambda p: score(p, stats), reverse=True):
+    # a compiler change goes last: it is another build of what the others chose
+    for p in sorted(proposals, key=lambda p: (p.change.transform != "compiler",
+                                              score(p, stats)), reverse=True):
         same_move = next((q for q in chosen if _param_alternative(p, q)), None)
         if same_move is not None:  # another size of a chosen move: evaluated beside it
             alternatives.append((p, same_move))
@@ -312,11 +319,25 @@ def _add_rungs(candidates: list[tuple[Proposal, str]],
                 text = apply(p, merged.change.kernel)
             if text is None:
                 continue
+            # a compiler rung is named as the merge built by that compiler, so the run
+            # records it as tried
+            kind = merged.change.kind + (f"+{p.change.kind}"
+                                         if p.change.transform == "compiler" else "")
             alt = merged.model_copy(update={
                 "plan": f"{merged.plan} Alternative: {p.plan}",
-                "change": merged.change.model_copy(update={"kernel": text})})
+                "change": merged.change.model_copy(update={"kernel": text, "kind": kind})})
             in_merged_rungs += 1
             at = in_merged_rungs
+        elif p.change.transform == "compiler" and apply is not None:
+            # the chosen change built by the other compiler, not the bare base
+            text = apply(p, q.change.kernel)
+            if text is None:
+                continue
+            alt = q.model_copy(update={
+                "plan": f"{q.plan} Alternative: {p.plan}",
+                "change": q.change.model_copy(update={
+                    "kernel": text, "kind": f"{q.change.kind}+{p.change.kind}"})})
+            at = next((i + 1 for i, (c, _) in enumerate(candidates) if c is q), len(candidates))
         else:
             alt = p
             at = next((i + 1 for i, (c, _) in enumerate(candidates) if c is q), len(candidates))

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kernelcrew.errors import ExprError, InputError
 from kernelcrew.kernels.expr import names_in
-from kernelcrew.kernels.flags import check_flags, knob_defines
+from kernelcrew.kernels.flags import build_flags, check_compiler, check_flags, knob_defines
 from kernelcrew.kernels.spec import DTYPES, OpSpec, TensorSpec
 
 _FRONT = re.compile(r"\A\s*/\*\s*kernelcrew[ \t]*\n(?P<yaml>.*?)\*/[ \t]*\n?", re.DOTALL)
@@ -31,6 +31,8 @@ class Launch(BaseModel):
 class FrontMatter(BaseModel):
     model_config = ConfigDict(extra="forbid")
     entry: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    # CPU: the compiler the kernel is built with (None: g++), `clang++` or `clang++-19`
+    compiler: str | None = None
     flags: list[str] = Field(default_factory=list)
     knobs: dict[str, int | float] = Field(default_factory=dict)
     temps: dict[str, TensorSpec] = Field(default_factory=dict)
@@ -54,10 +56,21 @@ class KernelFile(BaseModel):
     def digest(self) -> str:
         return text_digest(self.text)
 
+    def build_line(self) -> str:
+        """The compiler and the flags it is given for this kernel, as it was measured
+        (`clang++ -O3 -march=native -fopenmp-simd -Wno-register` for a clang++ file that
+        lists `-fopenmp`; g++ when the file names no compiler)."""
+        return " ".join([self.meta.compiler or "g++",
+                         *build_flags(self.meta.compiler, list(self.meta.flags))])
+
     def with_changes(self, *, body: str | None = None, flags: list[str] | None = None,
-                     knobs: dict[str, Any] | None = None) -> KernelFile:
-        """A new kernel file with some parts replaced (front matter re-rendered)."""
+                     knobs: dict[str, Any] | None = None, compiler: str | None = None
+                     ) -> KernelFile:
+        """A new kernel file with some parts replaced (front matter re-rendered);
+        `compiler="g++"` names the default compiler (the field is then left out)."""
         meta = self.meta.model_copy(deep=True)
+        if compiler is not None:
+            meta.compiler = None if compiler == "g++" else compiler
         if flags is not None:
             meta.flags = list(flags)
         if knobs is not None:
@@ -122,7 +135,8 @@ def parse_kernel_text(text: str, backend: Backend, *, path: Path | None = None) 
         err = e.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])
         raise InputError(f"{err['msg']}", path=path, field=f"front matter {loc}") from None
-    check_flags(meta.flags, backend, path=path)
+    check_compiler(meta.compiler, backend, path=path)
+    check_flags(meta.flags, backend, path=path, compiler=meta.compiler)
     knob_defines(meta.knobs, path=path)
     if backend == "cpu" and not meta.entry:
         raise InputError("CPU kernel files need `entry: <function name>` in the front matter",

@@ -111,8 +111,13 @@ void f(const float* x, float* out, int n) {
 @pytest.mark.parametrize("helper, use, why", [
     ("static float g(float* p, int i) { p[i] = 0; return 1.0f; }",
      "out[i] = g(out, i);", "writes through its pointer"),
-    ("static float g(const float* p, int i) { if (i < 0) return 0; return p[i]; }",
-     "out[i] = g(x, i);", "an early return"),
+    (("static float g(const float* p, int i) { for (int k = 0; k < i; k++) "
+     "if (p[k] < 0) return 0; return p[i]; }"),
+     "out[i] = g(x, i);", "a return inside a loop"),
+    (("static float g(const float* p, int i) { if (i < 0) return 0; else i = 1; "
+     "return p[i]; }"), "out[i] = g(x, i);", "an early return with an else"),
+    (("static float g(const float* p, int i) { if (i < 0) { i = 0; return p[1]; } "
+     "return p[i]; }"), "out[i] = g(x, i);", "an early return after other statements"),
     ("static float g(const float* p, int i) { return i ? g(p, i - 1) : p[0]; }",
      "out[i] = g(x, i);", "recursive"),
     ("static float g(const float* p, int i) { return p[i]; }",

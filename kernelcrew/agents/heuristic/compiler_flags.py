@@ -1,5 +1,6 @@
-"""compiler_flags: the optimization level, target ISA, math and unrolling flags (CPU);
--O3 and register caps from ptxas resources (CUDA)."""
+"""compiler_flags: the optimization level, target ISA, math and unrolling flags, and the
+compiler itself (CPU: clang++ and clang++ with Polly beside g++, each with its own flags,
+raced like any other change); -O3 and register caps from ptxas resources (CUDA)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import functools
 import re
 
 from kernelcrew.agents.context import AgentContext
-from kernelcrew.agents.heuristic.base import HeuristicSpecialist, Move
+from kernelcrew.agents.heuristic.base import HeuristicSpecialist, Move, blocked, tried_kinds
 from kernelcrew.agents.heuristic.cuda_moves import register_moves
 from kernelcrew.agents.heuristic.evidence import Evidence
+from kernelcrew.agents.transforms.cpu import compiler
 
 
 @functools.cache
@@ -30,9 +32,9 @@ class CompilerFlags(HeuristicSpecialist):
     field = "compiler flags: optimization level, -march, math and unroll flags, register caps"
 
     def moves(self, ctx: AgentContext, ev: Evidence) -> list[Move]:
-        return self._cuda_moves(ev, ctx) if ev.backend == "cuda" else self._cpu_moves(ev)
+        return self._cuda_moves(ev, ctx) if ev.backend == "cuda" else self._cpu_moves(ctx, ev)
 
-    def _cpu_moves(self, ev: Evidence) -> list[Move]:
+    def _cpu_moves(self, ctx: AgentContext, ev: Evidence) -> list[Move]:
         flags = ev.flags
         out: list[Move] = []
         add = []
@@ -78,6 +80,7 @@ class CompilerFlags(HeuristicSpecialist):
                 plan="Add -funroll-loops so g++ unrolls loops whose trip count it can compute.",
                 risks="larger code; can be slower when loops are short", type="flags",
                 params={"add": ["-funroll-loops"]}))
+        out += self._compiler_moves(ctx, ev)
         if "-march=native" in flags and "avx512f" in cpu_isa() and \
                 not any(f.startswith("-mprefer-vector-width") for f in flags) and \
                 ev.vector_bytes == 32 and ev.kind == "compute-bound":
@@ -89,6 +92,41 @@ class CompilerFlags(HeuristicSpecialist):
                 risks="AVX-512 frequency drops on some CPUs can cancel the gain", type="flags",
                 params={"add": ["-mprefer-vector-width=512"]}))
         return out
+
+    def _compiler_moves(self, ctx: AgentContext, ev: Evidence) -> list[Move]:
+        """clang++ with Polly, then clang++, as rungs beside g++ from a kernel g++ builds,
+        one per iteration (the coordinator builds the iteration's merged kernel with it
+        too): each only where the `compiler` move applies (installed, and not clang++
+        alone on threading pragmas it would build as serial code); a missing compiler is
+        not proposed, and `not_applicable` says why."""
+        kf = ev.kf
+        if kf is None or (kf.meta.compiler or "g++").startswith("clang"):
+            return []
+        out: list[Move] = []
+        if compiler.refusal(kf, "clang++", True) is None:
+            out.append(Move(
+                "compiler", "compiler:polly", 1.15, 0.3, type="flags",
+                params={"cc": "clang++", "polly": True},
+                why="Loop nests over arrays are what a polyhedral optimizer tiles, "
+                    "interchanges, vectorizes on the outer loop and threads.",
+                plan="Build with clang++ and Polly: -O3 -march=native -mllvm=-polly "
+                     "-mllvm=-polly-parallel -mllvm=-polly-vectorizer=stripmine (threads "
+                     "on GCC's libgomp).",
+                risks="Polly ignores the source's own OpenMP pragmas; the export names "
+                      "clang++ with Polly's flags"))
+        if compiler.refusal(kf, "clang++", False) is None:
+            out.append(Move(
+                "compiler", "compiler:clang++", 1.1, 0.3, type="flags",
+                params={"cc": "clang++", "polly": False},
+                why="Another compiler vectorizes and if-converts differently: clang's loop "
+                    "vectorizer takes conditional loads (masked) and loops g++ leaves scalar.",
+                plan="Build the same code with clang++ -O3 -march=native.",
+                risks="the export then names clang++ as the compiler the code needs"))
+        # one compiler rung per iteration (the coordinator races it on the iteration's
+        # merged kernel, beside it): the next one once this one was tried
+        tried = tried_kinds(ctx)
+        raced = {part for kind in tried for part in kind.split("+")}  # on a merge too
+        return [mv for mv in out if not blocked(mv.kind, tried) and mv.kind not in raced][:1]
 
     def _cuda_moves(self, ev: Evidence, ctx: AgentContext) -> list[Move]:
         flags = ev.flags

@@ -188,6 +188,19 @@ class Loop(HeuristicSpecialist):
                      "(unroll-and-jam by 4, the additions in their order): one load and one "
                      "store of a sum for four rows.",
                 risks="as the move above; four row streams at once"))
+            # the same with a row sweep's jam (a dot product of the row, then the row
+            # added into the vector: A^T(Ax)), where the rows' own loop has several passes
+            if _own_check(ev, "jam_sweeps"):
+                out.append(Move(
+                    "private_bins", "private_bins", 0.9 * cores, 0.5,
+                    params={"extents": extents, "copies": BIN_COPIES,
+                            "then": [["jam_sweeps", {"factor": 4}]]},
+                    why="Rows are added into a vector of sums inside a row sweep that also "
+                        "takes each row's dot product: the rows are linked through the "
+                        "vector, so they run on one core.",
+                    plan="Thread the rows with private copies of the sums, then jam four "
+                         "rows into each pass of the sweep's inner loops.",
+                    risks="as the moves above"))
         if cores > 1 and not regressed:
             out.append(Move(
                 "blocked_scan", "blocked_scan", 0.75 * cores, 0.55,
@@ -263,6 +276,36 @@ class Loop(HeuristicSpecialist):
                          "original code.",
                     risks="register spills if the tile outgrows the vector registers; no gain "
                           "for a single row (a matrix-vector product)"))
+        if _own_check(ev, "jam_sweeps"):
+            # the move's own check is the evidence: a row loop whose body runs several
+            # inner loops over the same columns (A^T(Ax), two mat-vecs sharing A), each
+            # reading with unit stride
+            for rank, factor in enumerate((4, 8)):
+                out.append(Move(
+                    "jam_sweeps", "jam_sweeps", 1.8, 0.7 - 0.1 * rank,
+                    params={"factor": factor},
+                    why="A row loop sweeps each row in more than one inner loop, or in one "
+                        "that both sums and updates a vector: each row loads the shared "
+                        "vectors again and each sum waits on its own add chain.",
+                    plan=f"Jam {factor} rows into each pass of the inner loops: {factor} "
+                         "sums per pass under omp simd reduction, the updated vector loaded "
+                         "and stored once per pass with the rows' terms added in their "
+                         "order; leftover rows run the loop as written.",
+                    risks="register pressure at the larger factor; an `omp parallel for` "
+                          "must come first (the merge threads, then jams)"))
+        if ev.cores() > 1 and ev.serial() and _own_check(ev, "time_steps"):
+            # the move's own check is the evidence: a sequential (time) loop around
+            # independent loop nests
+            out.append(Move(
+                "time_steps", "time_steps", 0.85 * ev.cores(), 0.7,
+                why="A sequential time loop runs independent loop nests at each step (a "
+                    "stencil over two arrays): threading each nest opens a parallel region "
+                    "per nest per step.",
+                plan="One parallel region around the time loop: every thread runs the steps, "
+                     "each step's loops are `omp for` whose barriers keep the steps in "
+                     "order; the serial nest below OMP_MIN_WORK work per step.",
+                risks="a barrier per loop per step; a step too small for two threads "
+                      "(its work below the threshold) runs serial"))
         if _own_check(ev, "reciprocal"):
             # the move's own check is the evidence: a float division by a value the loop
             # does not change

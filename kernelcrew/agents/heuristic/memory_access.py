@@ -132,7 +132,9 @@ class MemoryAccess(HeuristicSpecialist):
                 "row_accumulate", "row_accumulate", 3.0, 0.75,
                 why="Each output is computed by its own reduction nest whose innermost loop "
                     "runs a short constant count (a filter's taps, the padding tested per "
-                    "tap): nothing vectorizes, and every tap is a branch.",
+                    "tap) or reads an array down its columns (a transposed mat-vec, a "
+                    "covariance's column products): nothing vectorizes, or every load is "
+                    "a new cache line.",
                 plan="Accumulate a strip of 256 outputs at once: the nest runs once per strip, "
                      "each tap adds its product into the strip's accumulators in one "
                      "unit-stride `omp simd` loop whose bounds are the padding tests, and the "

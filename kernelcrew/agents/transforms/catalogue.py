@@ -19,7 +19,9 @@ from kernelcrew.agents.transforms.any_backend import restrict, settings, unroll
 from kernelcrew.agents.transforms.cpu import (
     accumulators,
     blocked_scan,
+    compiler,
     fusion,
+    jam_sweeps,
     keep_values,
     loop_nests,
     omp_parallel,
@@ -30,6 +32,7 @@ from kernelcrew.agents.transforms.cpu import (
     row_accumulate,
     simd,
     stream_stores,
+    time_steps,
     unroll_and_jam,
     vector_exp_erf,
     vector_scan,
@@ -108,7 +111,7 @@ register_transform(
 register_transform(
     "simd", ("cpu",),
     "#pragma omp simd (+ reductions) on innermost loops",
-    through_views(simd.omp_simd_inner),
+    through_views(simd.omp_simd_inner, until_done=True),
     why_not=simd.why_not)
 register_transform(
     "unroll", ("cpu", "cuda"),
@@ -324,6 +327,40 @@ register_transform(
     "loop split over the y threads, partials combined in shared memory",
     split_reduce.split_reduce_in_file,
     whole_file=True, x=32, y=8, why_not=split_reduce.why_not)
+
+# ---------------------------------------------------------------- code bases never seen
+# (moves for functions as other code bases write them, and the toolchain as a move)
+
+register_transform(
+    "compiler", ("cpu",),
+    "build with another compiler and its own flags: clang++ (-O3 -march=native), or "
+    "clang++ with Polly (polly=True: tiling, outer-loop vectorization and -polly-parallel "
+    "threads on libgomp); not where the compiler is missing, nor clang++ without Polly on "
+    "a kernel with threading pragmas (it builds them as serial code)",
+    compiler.compiler_in_file,
+    whole_file=True, cc="clang++", polly=False, flags=[], why_not=compiler.why_not)
+
+
+register_transform(
+    "jam_sweeps", ("cpu",),
+    "several rows of a row sweep at once: an outer loop whose body runs several inner "
+    "loops (a dot product, then the row added into a vector: A^T(Ax)) or one that both "
+    "reduces and updates (two mat-vecs sharing A), jammed by FACTOR: each inner loop runs "
+    "once for FACTOR rows, U sums under omp simd, the updated vector loaded once per "
+    "FACTOR rows",
+    through_views(jam_sweeps.jam_sweeps),
+    factor=4, why_not=jam_sweeps.why_not)
+
+
+register_transform(
+    "time_steps", ("cpu",),
+    "threads inside each step of a time-stepped nest (a stencil's T steps over two "
+    "arrays) with one parallel region around the time loop: each step's loops `omp for`, "
+    "their barriers keeping the steps in order; the serial nest below OMP_MIN_WORK work "
+    "per step (a knob)",
+    time_steps.time_steps_in_file,
+    whole_file=True, min_work=DEFAULT_MIN_WORK, knob="OMP_MIN_WORK",
+    why_not=time_steps.why_not)
 
 # ---------------------------------------------------------------- why a move does not apply
 

@@ -31,6 +31,7 @@ class Outcome:
     knobs: dict[str, int | float] | None = None
     launch: list[Launch] | None = None
     temps: dict[str, Any] | None = None  # CUDA scratch buffers (replaces the whole map)
+    compiler: str | None = None  # CPU: the compiler to build with ("g++" for the default)
 
 
 def parse_any(kernel_text: str) -> KernelFile:
@@ -153,4 +154,6 @@ def render_outcome(kf: KernelFile, out: Outcome) -> str:
         meta.launch = out.launch
     if out.temps is not None:
         meta.temps = out.temps
+    if out.compiler is not None:
+        meta.compiler = None if out.compiler == "g++" else out.compiler
     return render(meta, body)

@@ -124,3 +124,81 @@ def jam_header(s: Source, m: FunctionModel, lp: Loop, factor: int, taken: set[st
 
 def paren(text: str) -> str:
     return text if re.fullmatch(r"[\w.]+", text) else f"({text})"
+
+
+def folded_copies(body: list[Node], copies: range, copy, indent: str) -> str | None:
+    """The copies of a one-statement body `t[j] += e;` that every copy adds into the same
+    element, as one statement, `t[j] = ((t[j] + (e0)) + (e1)) + ...;`: the same additions
+    in the same order (the same result, bit for bit), with one load and one store of the
+    element instead of one per copy. `t[j] = t[j] + e;` is the same update. None when the
+    body is anything else, the copies' targets differ (per-copy accumulators), or an added
+    term reads the target's array."""
+    if len(body) != 1 or body[0].type != "expression_statement" or \
+            not body[0].named_children or body[0].named_children[0].type != "assignment_expression":
+        return None
+    asg = body[0].named_children[0]
+    left, right = asg.child_by_field_name("left"), asg.child_by_field_name("right")
+    op = asg.child_by_field_name("operator")
+    if left is None or right is None or op is None:
+        return None
+    sign = op.text.decode()[0]
+    if op.text == b"=" and right.type == "binary_expression" and \
+            right.child_by_field_name("operator").type in ("+", "-") and \
+            "".join(right.child_by_field_name("left").text.decode().split()) == \
+            "".join(left.text.decode().split()):
+        sign = right.child_by_field_name("operator").type
+        right = right.child_by_field_name("right")
+    elif op.text not in (b"+=", b"-="):
+        return None
+    targets = {copy(left, k) for k in copies}
+    if len(targets) != 1 or left.type not in ("subscript_expression", "identifier",
+                                              "pointer_expression", "field_expression"):
+        return None
+    base = left
+    while base.type != "identifier" and base.named_children:
+        base = base.named_children[0]
+    reads = {n.text for n in walk(right) if n.type == "identifier"}
+    if base.type != "identifier" or base.text in reads:
+        return None
+    target = targets.pop()
+    text = target
+    for k in copies:
+        text = f"({text} {sign} {paren(copy(right, k))})"
+    return f"{indent}{target} = {text[1:-1]};\n"
+
+
+def folded_body(body: list[Node], copies: range, copy, indent: str) -> str | None:
+    """The copies of an inner loop's body, statement by statement: each statement's
+    copies together, an update that every copy makes to one element folded into one
+    statement (`folded_copies`). The copies' statements are reordered (statement 2 of
+    row i after statement 1 of row i + 1), which keeps the meaning when the copies share
+    no variable but the elements so folded, each updated by one statement only: the
+    caller's legality (rows independent but for those elements, locals renamed per copy)
+    gives the first; None here when a target is updated by two statements, when no
+    statement folds, or when the body is one statement (`folded_copies` then)."""
+    if len(body) < 2:
+        return None
+    parts: list[str] = []
+    targets: list[str] = []
+    bases: dict[bytes, int] = {}  # the folded targets' arrays -> their statement's start
+    for st in body:
+        one = folded_copies([st], copies, copy, indent)
+        if one is not None:
+            left = st.named_children[0].child_by_field_name("left")
+            target = "".join(left.text.decode().split())
+            if target in targets:
+                return None
+            targets.append(target)
+            base = left
+            while base.type != "identifier" and base.named_children:
+                base = base.named_children[0]
+            bases[base.text] = st.start_byte
+            parts.append(one)
+        else:
+            parts.extend(f"{indent}{copy(st, k)}\n" for k in copies)
+    # another statement that reads a folded array would see all the rows' updates at once
+    for st in body:
+        if any(n.type == "identifier" and n.text in bases and bases[n.text] != st.start_byte
+               for n in walk(st)):
+            return None
+    return "".join(parts) if bases else None

@@ -124,6 +124,30 @@ def invariant_text(s: Source, m: FunctionModel, node: Node | None, at: Node) -> 
     return s.text_of(node).strip()
 
 
+def fixed_text(s: Source, m: FunctionModel, node: Node | None, region: Node) -> str | None:
+    """The text of an expression whose names nothing inside `region` declares or writes
+    (an enclosing loop's counter included: it holds one value while `region` runs); None
+    when one changes there or the expression has a call or a write."""
+    if node is None:
+        return None
+    if any(n.type in ("call_expression", "assignment_expression", "update_expression")
+           for n in walk(node)):
+        return None
+    changed = set()
+    for n in walk(region):
+        target = n.child_by_field_name("left") if n.type == "assignment_expression" else \
+            n.child_by_field_name("argument") if n.type == "update_expression" else None
+        if target is not None and target.type == "identifier":
+            d = lookup(target.text.decode(), target)
+            if d is not None:
+                changed.add(d.key)
+    for ident in identifiers(node):
+        d = lookup(ident.text.decode(), ident)
+        if d is not None and (within(d.node, region) or d.key in changed):
+            return None
+    return s.text_of(node).strip()
+
+
 def constant_trip(s: Source, m: FunctionModel, lp: Loop) -> int | None:
     """The trip count of a unit-step loop whose bounds are integer constants: literals,
     object-like macros of a literal (`#define KSIZE 3`; not a knob, which a `#ifndef`

@@ -372,7 +372,10 @@ def _root_partition(model: FunctionModel, lp: Loop, region: Node, own: set[str],
             return f"the {what} does not depend on {lp.var}: iterations would write the " \
                    "same element"
         split = split_terms(offset)
-        sig = (mine[0][0], sorted(mine[0][1].items()), sorted(split[1].items()))
+        # the loops that walk one tile (`owned`) all walk the same range of it, so two
+        # accesses through two of them, at the same weight, touch the same tile
+        var = mine[0][0] if mine[0][0] == lp.key else "tile"
+        sig = (var, sorted(mine[0][1].items()), sorted(split[1].items()))
         if ref is None:
             ref = sig
         elif sig != ref:

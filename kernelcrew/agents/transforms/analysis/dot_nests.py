@@ -220,3 +220,9 @@ def _pragma_reason(s: Source, lp: Loop, carried: set[str] = frozenset()) -> str:
     if not omp or worksharing(s, lp, reductions=keep) is not None:
         return ""
     return f"carries an OpenMP pragma the jam cannot keep (`#pragma {omp[0]}`)"
+
+
+def jam_pragma_reason(s: Source, lp: Loop, carried: set[str] = frozenset()) -> str:
+    """Why the OpenMP pragmas on `lp` stop a jam ("" when they do not): see
+    `_pragma_reason`."""
+    return _pragma_reason(s, lp, carried)

@@ -45,11 +45,34 @@ def owned_loops(m: FunctionModel, lp: Loop) -> set[str]:
             end = d.init if d is not None and d.init is not None else end
         arms = m._min_arms(end) if end.type in ("conditional_expression",
                                                 "call_expression") else None
+        arms = arms or _strip_end_arms(m, end, lp.var, step_text)
         for arm in arms or []:
             t = m.src.text_of(arm).replace(" ", "")
             if t in (f"{lp.var}+{step_text}", f"{step_text}+{lp.var}"):
                 out.add(inner.key)
     return out
+
+
+def _strip_end_arms(m: FunctionModel, end, var: str, step: str) -> list | None:
+    """The arms of `(n) - i0 > T ? i0 + T : (n)`, the end of a strip written without the
+    overflow of `i0 + T < n`: the value is at most either arm as well."""
+    if end.type != "conditional_expression":
+        return None
+    cond = end.child_by_field_name("condition")
+    a, b = end.child_by_field_name("consequence"), end.child_by_field_name("alternative")
+    while cond is not None and cond.type == "parenthesized_expression" and cond.named_children:
+        cond = cond.named_children[0]
+    if cond is None or a is None or b is None or cond.type != "binary_expression" or \
+            cond.child_by_field_name("operator").type not in (">", ">="):
+        return None
+    text = m.src.text_of
+    left = text(cond.child_by_field_name("left")).replace(" ", "")
+    limit = text(cond.child_by_field_name("right")).replace(" ", "")
+    bound = text(b).replace(" ", "")
+    if limit != step or left not in (f"{bound}-{var}", f"({bound})-{var}") or \
+            text(a).replace(" ", "") not in (f"{var}+{step}", f"{step}+{var}"):
+        return None
+    return [a, b]
 
 
 def parallel_verdict(m: FunctionModel, lp: Loop, *, reductions: bool = False,

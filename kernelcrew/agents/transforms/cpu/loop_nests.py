@@ -4,6 +4,8 @@ down columns), `tile` (cache blocking of strided 2-deep nests, a transpose) and
 memory contiguously).
 
 interchange is legal on a nest `for j { acc = 0; for k acc += X * Y; C[..j..] = acc; }`
+(or `acc = C[..j..]`, the element's own value, with statements before it that update the
+element alone, `C[i][j] *= beta;`, which become a loop over j of their own first)
 whose k loop's bounds do not depend on j, whose product does not read C, and whose j
 iterations are independent (`check_loop`: each writes its own element of C). Each element
 of C still sums its k terms in the original order. Offered only where Y's inner access
@@ -88,19 +90,26 @@ def _matmul_nest(s: Source, m: FunctionModel, j: Loop
     stmts = statements(j.body)
     pre = [st for st in stmts if st.start_byte < q.node.start_byte and st.type != "preproc_call"]
     post = [st for st in stmts if st.start_byte > q.node.end_byte]
-    if len(pre) != 1 or len(post) != 1 or pre[0].type != "declaration":
+    # before the accumulator, statements that update the element alone (`C[i][j] *=
+    # beta;`): they run as a loop of their own over j, before the products
+    if not pre or len(post) != 1 or pre[-1].type != "declaration":
         return None
+    lead, pre = pre[:-1], pre[-1:]
 
     ds = list(declarators(pre[0]))
     if len(ds) != 1 or ds[0][2] or ds[0][1] is None:
         return None
     acc, zero = ds[0][0], ds[0][1]
-    if zero.type != "number_literal" or float(zero.text.decode().rstrip("fFlL") or 1) != 0.0:
-        return None
     acc_type = s.text_of(pre[0].child_by_field_name("type"))
     # the k loop: exactly `acc += X * Y;`
     qs = statements(q.body)
     upd = assignment(qs[0], "+=") if len(qs) == 1 else None
+    if upd is None and len(qs) == 1 and (plain := assignment(qs[0], "=")) is not None:
+        # `acc = acc + X * Y;`, the same update
+        r = plain[1]
+        if r.type == "binary_expression" and r.child_by_field_name("operator").type == "+" \
+                and s.text_of(r.child_by_field_name("left")).strip() == acc:
+            upd = (plain[0], r.child_by_field_name("right"))
     if upd is None or s.text_of(upd[0]).strip() != acc:
         return None
     prod = upd[1]
@@ -128,6 +137,21 @@ def _matmul_nest(s: Source, m: FunctionModel, j: Loop
     target = store[0]
     if target.type != "subscript_expression" or mentions_var(m, target, q):
         return None
+    # the sum starts at 0, or at the element itself (`acc = C[i][j]`: C keeps its value)
+    elem = "".join(s.text_of(target).split())
+    keeps = "".join(s.text_of(zero).split()) == elem
+    if not keeps and (zero.type != "number_literal" or
+                      float(zero.text.decode().rstrip("fFlL") or 1) != 0.0):
+        return None
+    for st in lead:
+        upd_lead = st.named_children[0] if st.type == "expression_statement" and \
+            st.named_children else None
+        if upd_lead is None or upd_lead.type != "assignment_expression" or \
+                "".join(s.text_of(upd_lead.child_by_field_name("left")).split()) != elem or \
+                any(n.type in ("call_expression", "assignment_expression", "update_expression")
+                    or (n.type == "identifier" and n.text.decode() == acc)
+                    for n in walk(upd_lead.child_by_field_name("right"))):
+            return None
     # rectangular: the k loop's bounds do not depend on j
     if any(mentions_var(m, n, j) for n in (q.start, q.end) if n is not None):
         return None
@@ -142,7 +166,7 @@ def _matmul_nest(s: Source, m: FunctionModel, j: Loop
         return None
     if not _strided_in_k(m, j, q, y):
         return None
-    return q, acc_type, zero, x, y, x_first, target
+    return q, acc_type, None if keeps else zero, x, y, x_first, target, lead
 
 
 def _strided_in_k(m: FunctionModel, j: Loop, q: Loop, y: Node) -> bool:
@@ -168,7 +192,7 @@ def _interchange_one(s: Source, m: FunctionModel, j: Loop) -> str | None:
     nest = _matmul_nest(s, m, j)
     if nest is None:
         return None
-    q, acc_type, zero, x, y, x_first, target = nest
+    q, acc_type, zero, x, y, x_first, target, lead = nest
     simd = any(re.match(r"omp\s+simd", pragma_text(s, p)) for p in pragmas_before(q.node))
     ind = s.indent_of(j.node)
     step = "    "
@@ -181,10 +205,13 @@ def _interchange_one(s: Source, m: FunctionModel, j: Loop) -> str | None:
         return None
     simd_line = "#pragma omp simd\n" if simd else ""
     ii = ind + step  # the interchanged nest sits one level deeper, inside the version test
+    first = [s.text_of(st).strip() for st in lead]
+    if zero is not None:
+        first.append(f"{c_text} = {zero.text.decode()};")
     fast = (
-        f"{ii}{loop_header(s, j)} {{\n"
-        f"{ii}{step}{c_text} = {zero.text.decode()};\n"
-        f"{ii}}}\n"
+        (f"{ii}{loop_header(s, j)} {{\n"
+         + "".join(f"{ii}{step}{st}\n" for st in first) +
+         f"{ii}}}\n" if first else "") +
         f"{ii}{loop_header(s, q)} {{\n"
         + (f"{ii}{step}const {acc_type} {a} = {s.text_of(x)};\n" if x is not None else "") +
         f"{simd_line}"

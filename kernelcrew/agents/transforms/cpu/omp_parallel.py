@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kernelcrew.agents.transforms.analysis.common import (
+    descendants,
     finish,
     guard_edit,
     mentions_var,
@@ -36,6 +37,7 @@ from kernelcrew.agents.transforms.analysis.common import (
 from kernelcrew.agents.transforms.analysis.dependence import Verdict
 from kernelcrew.agents.transforms.analysis.parallel import (
     DEFAULT_MIN_WORK,
+    owned_loops,
     parallel_verdict,
     work_expr,
 )
@@ -163,6 +165,8 @@ def _parallel_version(s: Source, m: FunctionModel, group: list[Loop], min_work: 
                 clause = (" collapse(2)" if _collapsible(m, lp) else "") + _reduction_clause(
                     s, lp, parallel_verdict(m, lp, reductions=True, assume=True))
                 line = f"{_threaded_pragma(s, lp, construct, clause)}\n"
+                if _triangular(m, lp):  # rows of unequal work: dealt out one at a time
+                    line = line.replace("schedule(static)", "schedule(static, 1)")
                 text = text[:at] + line.encode() + text[to:]
         lines = text.decode().split("\n")
         return "\n".join(ln if not ln.strip() or ln.startswith("#") else extra + ln
@@ -194,6 +198,15 @@ def _parallel_version(s: Source, m: FunctionModel, group: list[Loop], min_work: 
     cond = f"{work} >= {min_work}" + (f" && {test}" if conds else "")
     text = (f"{ind}if ({cond}) {{\n{par}\n{ind}}} else {{\n{ser}\n{ind}}}")
     return Edit(start, end, text)
+
+
+def _triangular(m: FunctionModel, lp: Loop) -> bool:
+    """A loop inside `lp` has a bound that moves with `lp`'s counter (`j = i; j < m`):
+    the iterations have unequal work, so `schedule(static, 1)` deals them out in turn
+    (contiguous blocks would give one thread most of a triangle)."""
+    tiles = owned_loops(m, lp)  # a strip's own loops move with it but are not uneven
+    return any(n is not None and mentions_var(m, n, lp)
+               for c in descendants(lp) if c.key not in tiles for n in (c.start, c.end))
 
 
 def _collapsible(m: FunctionModel, lp: Loop) -> bool:

@@ -53,6 +53,7 @@ from kernelcrew.agents.transforms.analysis.common import (
 )
 from kernelcrew.agents.transforms.analysis.dependence import accesses, check_loop
 from kernelcrew.agents.transforms.analysis.openmp import in_omp_construct
+from kernelcrew.agents.transforms.analysis.types import resolve
 from kernelcrew.agents.transforms.kernel_files import Outcome, called_in_loops, each_entry, entries
 from kernelcrew.agents.transforms.reasons import per_entry
 from kernelcrew.agents.transforms.views import through_views
@@ -83,8 +84,15 @@ _FLOAT = re.compile(r"(const\s+)?(float|double)")
 
 
 def _elem_type(s: Source, d) -> str | None:
+    """The declared element type, a typedef or macro name resolved to the arithmetic type
+    it stands for (`DATA_TYPE` -> `double`)."""
     ty = d.node.child_by_field_name("type")
-    return s.text_of(ty).replace("const", "").strip() if ty is not None else None
+    if ty is None:
+        return None
+    text = s.text_of(ty).replace("const", "").strip()
+    if _INT.fullmatch(text) or _FLOAT.fullmatch(text):
+        return text
+    return resolve(s, text) or text
 
 
 def _is_int_expr(m: FunctionModel, node: Node) -> bool:

@@ -8,6 +8,10 @@ vector registers once the row loop is fully unrolled, so each loaded element of 
 FMAs and C is stored once. Column chunks that do not fill JB run the rows together with C
 in memory; rows left over by the blocking (m % RB) run the original i-k-j code.
 
+A scaling of the row before the products (`for (j ..) C[i][j] *= beta;`, the beta of `C =
+alpha A B + beta C`) takes the zero loop's place: the block's accumulators start at `C *
+beta`, the value the scaled element had.
+
 Legal when the rows write distinct elements of C and so do the columns (the dependence
 analysis of `check_loop`), the product reads nothing of C and B's element does not depend on
 the row; every element still sums its k terms in the original order. The blocked code
@@ -47,6 +51,7 @@ from kernelcrew.agents.transforms.analysis.common import (
     versioned,
 )
 from kernelcrew.agents.transforms.analysis.dependence import check_loop
+from kernelcrew.agents.transforms.analysis.types import resolve
 from kernelcrew.agents.transforms.kernel_files import Outcome, each_entry
 from kernelcrew.agents.transforms.views import through_views
 from kernelcrew.csource.affine import FunctionModel
@@ -90,18 +95,27 @@ def _plain(s: Source, node: Node) -> str:
     return re.sub(r"\s+", "", s.text_of(node))
 
 
-def _is_zero_store(s: Source, m: FunctionModel, z: Loop, i: Loop) -> tuple[Node, Node] | None:
-    """`for (j ..) C[..] = LITERAL;` -> (C target, literal)."""
+def _is_zero_store(s: Source, m: FunctionModel, z: Loop, i: Loop
+                   ) -> tuple[Node, Node, bool] | None:
+    """`for (j ..) C[..] = LITERAL;` -> (C target, literal, False); `for (j ..) C[..] *=
+    S;` with S a name fixed over the nest (the beta of `C = alpha A B + beta C`) -> (C
+    target, S, True)."""
     if not z.canonical or z.children:
         return None
     st = statements(z.body)
     store = assignment(st[0], "=") if len(st) == 1 else None
+    if store is None and len(st) == 1 and (scale := assignment(st[0], "*=")) is not None:
+        target, value = scale
+        if target.type == "subscript_expression" and value.type == "identifier" and \
+                invariant_text(s, m, value, i.node) is not None:
+            return target, value, True
+        return None
     if store is None:
         return None
     target, value = store
     if target.type != "subscript_expression" or value.type != "number_literal":
         return None
-    return target, value
+    return target, value, False
 
 
 def _row_loop(s: Source, m: FunctionModel, i: Loop
@@ -114,7 +128,8 @@ def _row_loop(s: Source, m: FunctionModel, i: Loop
             or i.inclusive:
         return None
     if i.decl is None or i.decl.type != "declaration" or i.decl.parent is None or \
-            i.decl.parent.type != "for_statement" or i.body.type != "compound_statement":
+            i.decl.parent.type != "for_statement" or \
+            i.body.type not in ("compound_statement", "if_statement"):
         return None
     if i.node.parent is None or i.node.parent.type != "compound_statement":
         return None
@@ -235,8 +250,8 @@ def _block_one(s: Source, m: FunctionModel, i: Loop, rows: str, cols: str, rows_
                 r = m.subscript(n, i.node)
                 if r is None or r[0] == c_root[0]:
                     return None
-    # the zero loop: the same columns of the same element
-    zero = None
+    # the zero loop (or the scaling of C): the same columns of the same element
+    zero, scaled = None, False
     if z is not None:
         got = _is_zero_store(s, m, z, i)
         if got is None or _plain(s, got[0]) != _plain(s, target) or \
@@ -245,6 +260,7 @@ def _block_one(s: Source, m: FunctionModel, i: Loop, rows: str, cols: str, rows_
         if any(not _HINT.match(pragma_text(s, p)) for p in pragmas_before(z.node)):
             return None
         zero = got[1].text.decode()
+        scaled = got[2]
     # rectangular: k and j bounds fixed over the rows (and j's over k)
     for lp, region in ((q, i.node), (j, i.node)):
         for b in (lp.start, lp.end):
@@ -274,7 +290,7 @@ def _block_one(s: Source, m: FunctionModel, i: Loop, rows: str, cols: str, rows_
             return None
         conds += [c for c in v.assume if c not in conds]
     return _emit(s, m, i, z, q, j, i_prag, cond, other, a_name, a_type, x, target, prod,
-                 zero, rows, cols, rows_default, cols_default, i_end, j_end, conds)
+                 zero, rows, cols, rows_default, cols_default, i_end, j_end, conds, scaled)
 
 
 def _subst(s: Source, m: FunctionModel, node: Node, lp: Loop, text: str) -> str:
@@ -293,14 +309,14 @@ def _emit(s: Source, m: FunctionModel, i: Loop, z: Loop | None, q: Loop, j: Loop
           i_prag: list[Node], cond: Node | None, other: Node | None, a_name: str,
           a_type: str, x: Node, target: Node, prod: Node, zero: str | None, rows: str,
           cols: str, rows_default: int, cols_default: int, i_end: str, j_end: str,
-          conds: list[str]) -> str | None:
+          conds: list[str], scaled: bool = False) -> str | None:
     """The blocked nest's text in place of the row loop (the knobs' guards added)."""
     # stays long: it writes the blocked nest line by line, top to bottom; cut in pieces,
     # each would take a dozen of the names computed here
     i_type = s.text_of(i.decl.child_by_field_name("type")).strip()
     j_type = s.text_of(j.decl.child_by_field_name("type")).strip()
     elem = re.sub(r"\bconst\b", "", a_type).strip()
-    if elem not in ("float", "double"):
+    if resolve(s, elem) not in ("float", "double"):
         return None  # the accumulator array's type: only plain floating point
     iv, jv = i.var, j.var
     i_start, j_start = s.text_of(i.start).strip(), s.text_of(j.start).strip()
@@ -339,12 +355,13 @@ def _emit(s: Source, m: FunctionModel, i: Loop, z: Loop | None, q: Loop, j: Loop
             (1, f"{j_type} {j0} = {j_start};"),
             (1, f"for (; {j0} + {cols} <= {j_end}; {j0} += {cols}) {{"),
             (2, f"{elem} {acc}[{rows}][{cols}];")]
-    out += rows_then(f"{slot} = {zero if zero is not None else c_row};", jc, 2)
+    init = f"{c_row} * {zero}" if scaled else zero if zero is not None else c_row
+    out += rows_then(f"{slot} = {init};", jc, 2)
     out += k_rows(f"{slot} += {y_prod};", jc, 2)
     out += rows_then(f"{c_row} = {slot};", jc, 2)
     out += [(1, "}"), (1, f"if ({j0} < {j_end}) {{")]
     if zero is not None:
-        out += rows_then(f"{c_row} = {zero};", jr, 2)
+        out += rows_then(f"{c_row} {'*=' if scaled else '='} {zero};", jr, 2)
     out += k_rows(f"{c_row} += {y_prod};", jr, 2)
     out += [(1, "}"), (0, "}")]
     # the rows left over: the original i-k-j code on the rows past the last full block

@@ -44,8 +44,12 @@ value that does not. Offered where the innermost loop of the nest runs a short c
 count (the compiler unrolls it whole, nothing to vectorize there), or, where the nest tests
 the pixel's offset (a padded or causal filter), a count fixed before the pixel loop (`k <
 K`, a filter width known at run time: the test in the tap loop keeps it from vectorizing,
-however long it is, while each strip pass is a plain unit-stride loop); and every array the
-nest reads is read with unit stride or not at all along the pixel loop.
+however long it is, while each strip pass is a plain unit-stride loop), or a count fixed
+before the pixel loop whose body reads an array down its columns (`A[j][i]`, `data[k][j]`:
+strided along the reduction, unit-stride along the pixel; the strip turns each column
+read into a row read, the outer-loop vectorization of a transposed mat-vec or of a
+covariance's column products); and every array the nest reads is read with unit stride
+or not at all along the pixel loop.
 """
 
 from __future__ import annotations
@@ -55,15 +59,21 @@ from kernelcrew.agents.transforms.analysis.common import (
     assignment,
     constant_trip,
     finish,
+    fixed_text,
     fresh_name,
     has_pragma,
+    in_as_was,
+    in_small_path,
     invariant_text,
     model_of,
     repeat,
     statements,
 )
 from kernelcrew.agents.transforms.analysis.dependence import PURE_CALLS
+from kernelcrew.agents.transforms.analysis.types import resolve
 from kernelcrew.agents.transforms.reasons import per_entry
+from kernelcrew.agents.transforms.views import canonical
+from kernelcrew.csource.affine import split_terms
 from kernelcrew.csource.syntax import Edit, Loop, Node, Source, declarators, walk
 from kernelcrew.kernels.kernelfile import KernelFile
 
@@ -212,6 +222,13 @@ def _roots(m, n: Node, writes: bool) -> set[str]:
             if c.type == "pointer_expression" and \
                     c.child_by_field_name("operator").type != "*":
                 continue
+            if c.type == "subscript_expression":
+                if c.parent is not None and c.parent.type == "subscript_expression" and \
+                        c.parent.child_by_field_name("argument") == c:
+                    continue  # the row `A[j]` of `A[j][i]`: the whole access is counted
+                got = m.subscript(c, n)  # `A[j][i]` of a 2D array parameter
+                out.add(got[0] if got is not None else "?")
+                continue
             base = c.child_by_field_name("argument")
             root = m.pointer_root(base, n) if base is not None else None
             out.add(root[0] if root is not None else "?")
@@ -252,13 +269,14 @@ def _plan(s: Source, m, xl: Loop) -> tuple[str | None, dict]:
     if isinstance(got, str):
         return got, {}
     before, dep_decls, lows, highs, update = got
-    why = _update_reason(s, inner, acc, nest, x, update, runtime, lows, highs, chain)
+    why = _update_reason(s, m, inner, acc, nest, x, update, runtime, lows, highs, chain)
     if why is None:
         why = _tail_reason(s, m, red, body, acc, line)
     if why is not None:
         return why, {}
     tail = body[2:]
-    start, end = invariant_text(s, m, xl.start, xl.node), invariant_text(s, m, xl.end, xl.node)
+    # fixed while the pixel loop runs (a triangular nest's `j = i` start included)
+    start, end = fixed_text(s, m, xl.start, xl.node), fixed_text(s, m, xl.end, xl.node)
     if start is None or end is None or _mentions(init, {acc}) or \
             not _pure(s, init, allow_reads=True):
         return f"loop at line {line}: bounds or the accumulator's value change inside it", {}
@@ -310,7 +328,7 @@ def _accumulator(s: Source, xl: Loop, line: int
         return f"loop at line {line}: the accumulator is not one scalar with a value"
     acc, init = ds[0][0], ds[0][1]
     ftype = s.text_of(body[0].child_by_field_name("type")).strip()
-    if ftype not in ("float", "double"):
+    if resolve(s, ftype) not in ("float", "double"):
         return f"loop at line {line}: the accumulator {acc} is not float or double"
     return lead, body, lead_names, acc, init, ftype
 
@@ -427,18 +445,19 @@ def _innermost_body(s: Source, inner: Loop, acc: str, nest: _Nest, x: str
     return before, dep_decls, lows, highs, update
 
 
-def _update_reason(s: Source, inner: Loop, acc: str, nest: _Nest, x: str, update: Node,
+def _update_reason(s: Source, m, inner: Loop, acc: str, nest: _Nest, x: str, update: Node,
                    runtime: str | None, lows: list[str], highs: list[str], chain: list[Loop]
                    ) -> str | None:
     """The update reads the accumulator nowhere else and calls nothing impure, depends on
     the pixel, and reads every array with unit stride (or not at all) along it; the nest
     writes nothing outside its innermost body and does not jump out."""
-    if runtime is not None and not (lows or highs):
-        # a count known at run time and no test on the pixel: a long one vectorizes as it
-        # is (a dot product), and a short one cannot be told from a long one here
+    if runtime is not None and not (lows or highs) and not _column_read(m, chain, x, update):
+        # a count known at run time, no test on the pixel and no column read: a long one
+        # vectorizes as it is (a dot product), and a short one cannot be told from a long
+        # one here
         return (f"the innermost loop of the nest at line {s.line_of(inner.node)} runs a count "
-                f"known at run time and tests nothing on {x} (it can be vectorized as it "
-                "is)")
+                f"known at run time, tests nothing on {x} and reads no array down its "
+                "columns (it can be vectorized as it is)")
     if _mentions(update, {acc}) or not _pure(s, update, allow_reads=True):
         return f"the update of {acc} reads {acc} again or calls a function"
     if not _mentions(update, nest.dep):
@@ -465,6 +484,27 @@ def _update_reason(s: Source, inner: Loop, acc: str, nest: _Nest, x: str, update
             if n.type in ("break_statement", "return_statement", "goto_statement"):
                 return f"line {s.line_of(n)}: a jump out of the nest"
     return None
+
+
+def _column_read(m, chain: list[Loop], x: str, update: Node) -> bool:
+    """The update reads an array down its columns: a subscript with unit stride along the
+    pixel `x` that strides (by more than one element) along the innermost loop of the
+    nest, so the strip reads rows where the code as written reads columns."""
+    inner = chain[-1]
+    xl = chain[0].parent
+    if xl is None or xl.var != x:
+        return False
+    for n in walk(update):
+        if n.type != "subscript_expression":
+            continue
+        got = m.subscript(n, xl.node)
+        sp = split_terms(got[1]) if got is not None and got[1] is not None else None
+        if sp is None:
+            continue
+        along_x, along_k = sp[0].get(xl.key), sp[0].get(inner.key)
+        if along_x == {(): 1} and along_k is not None and along_k != {(): 1}:
+            return True
+    return False
 
 
 def _tail_reason(s: Source, m, red: Loop, body: list[Node], acc: str, line: int
@@ -568,6 +608,8 @@ def _once(s: Source, m) -> str | None:
     for lp in m.loops:
         if MARK in s.data[s.line_start(lp.node):lp.body.start_byte].decode():
             continue
+        if in_small_path(lp.node) or in_as_was(lp.node):
+            continue  # code kept as it was for sizes or cases another rewrite leaves
         why, plan = _plan(s, m, lp)
         if why is None:
             return _rewrite(s, m, lp, plan)
@@ -584,19 +626,22 @@ def row_accumulate(src: str, entry: str) -> str | None:
 
 def row_reasons(src: str, entry: str) -> list[str]:
     """Why no loop of `entry` takes row accumulators: one reason per loop that holds a
-    nested loop (the candidates), at most four."""
-    got = model_of(src, entry)
-    if got is None:
-        return []
-    s, m = got
-    out = []
-    for lp in m.loops:
-        if not lp.children:
+    nested loop (the candidates), at most four, on the code as written; then those of
+    the most rewritten view of the function (counters scoped, helpers inlined,
+    accumulators kept in locals), the form the move is tried on last, that differ."""
+    out: list[str] = []
+    for text, cap in ((src, 4), (canonical(src, entry), 8)):
+        got = model_of(text, entry)
+        if got is None:
             continue
-        why, _ = _plan(s, m, lp)
-        if why is not None:
-            out.append(why)
-    return out[:4]
+        s, m = got
+        for lp in m.loops:
+            if not lp.children:
+                continue
+            why, _ = _plan(s, m, lp)
+            if why is not None and why not in out and len(out) < cap:
+                out.append(why)
+    return out
 
 
 def why_not(kf: KernelFile) -> str:

@@ -47,8 +47,8 @@ from kernelcrew.agents.transforms.analysis.body_copies import (
     JAM_MARK,
     body_locals,
     copy_suffix,
+    folded_copies,
     jam_header,
-    paren,
     rename_copy,
 )
 from kernelcrew.agents.transforms.analysis.common import (
@@ -109,7 +109,7 @@ def _jam_once(s: Source, m: FunctionModel, factor: int) -> str | None:
         post_txt = "".join(f"{st2}{copy(st, k)}\n"
                            for k in copies for st in post)
         body_stmts = statements(inner.body)
-        body_txt = _folded(body_stmts, copies, copy, st3) or "".join(
+        body_txt = folded_copies(body_stmts, copies, copy, st3) or "".join(
             f"{st3}{copy(st, k)}\n" for k in copies for st in body_stmts)
         names = [f"{r}{sep}{k}" if k else r for r in red for k in copies]
         ih = s.data[inner.node.start_byte:inner.body.start_byte].decode().rstrip()
@@ -142,38 +142,6 @@ def _jam_once(s: Source, m: FunctionModel, factor: int) -> str | None:
         start_b = s.line_start(at[0]) if at else lp.node.start_byte
         return finish(s, [Edit(start_b, lp.node.end_byte, (ind if at else "") + text)])
     return None
-
-
-def _folded(body: list[Node], copies: range, copy, indent: str) -> str | None:
-    """The copies of a one-statement body `t[j] += e;` that every copy adds into the same
-    element, as one statement, `t[j] = ((t[j] + (e0)) + (e1)) + ...;`: the same additions
-    in the same order (the same result, bit for bit), with one load and one store of the
-    element instead of one per copy. None when the body is anything else, the copies'
-    targets differ (per-copy accumulators), or an added term reads the target's array."""
-    if len(body) != 1 or body[0].type != "expression_statement" or \
-            not body[0].named_children or body[0].named_children[0].type != "assignment_expression":
-        return None
-    asg = body[0].named_children[0]
-    left, right = asg.child_by_field_name("left"), asg.child_by_field_name("right")
-    op = asg.child_by_field_name("operator")
-    if left is None or right is None or op is None or op.text not in (b"+=", b"-="):
-        return None
-    targets = {copy(left, k) for k in copies}
-    if len(targets) != 1 or left.type not in ("subscript_expression", "identifier",
-                                              "pointer_expression", "field_expression"):
-        return None
-    base = left
-    while base.type != "identifier" and base.named_children:
-        base = base.named_children[0]
-    reads = {n.text for n in walk(right) if n.type == "identifier"}
-    if base.type != "identifier" or base.text in reads:
-        return None
-    target = targets.pop()
-    sign = op.text.decode()[0]
-    text = target
-    for k in copies:
-        text = f"({text} {sign} {paren(copy(right, k))})"
-    return f"{indent}{target} = {text[1:-1]};\n"
 
 
 def unroll_and_jam(src: str, entry: str, factor: int = 4) -> str | None:

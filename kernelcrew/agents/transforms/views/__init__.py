@@ -8,7 +8,11 @@ computes, listed once in VIEWS:
 - `counted_whiles`: counted `while` loops written as `for` loops;
 - `inline_helpers`: pure helpers called inside loops inlined;
 - `pointer_walks`: pointer walks (`*dst++ = f(*src++)`) turned into subscripts;
-- `scalarize`: an array element used as an accumulator kept in a local.
+- `mirror_stores`: a symmetric result's mirror stores moved into a pass after its
+  triangle;
+- `scalarize`: an array element used as an accumulator kept in a local;
+- `hoist_factors`: a product's leading factors that an innermost loop does not change
+  taken once before it (`alpha * A[i][k] * B[k][j]`).
 
 A move that does not apply to the source as written is tried on these views
 (`through_views`), so a nest split across a call or walked with `*p++` is still seen whole;
@@ -20,8 +24,10 @@ from collections.abc import Callable
 
 from kernelcrew.agents.transforms.views.counted_whiles import counted_whiles
 from kernelcrew.agents.transforms.views.expand_macros import expand_macros
+from kernelcrew.agents.transforms.views.hoist_factors import hoist_factors
 from kernelcrew.agents.transforms.views.inline_helpers import inline_calls
 from kernelcrew.agents.transforms.views.loop_counters import scope_counters
+from kernelcrew.agents.transforms.views.mirror_stores import split_mirrors
 from kernelcrew.agents.transforms.views.pointer_walks import index_pointers
 from kernelcrew.agents.transforms.views.reroll import reroll
 from kernelcrew.agents.transforms.views.scalarize import scalarize
@@ -34,7 +40,9 @@ VIEWS: tuple[Callable[[str, str], str | None], ...] = (
     counted_whiles,
     inline_calls,
     index_pointers,
+    split_mirrors,
     scalarize,
+    hoist_factors,
 )
 
 
@@ -64,10 +72,15 @@ def canonical(src: str, entry: str) -> str:
     return vs[-1] if vs else src
 
 
-def through_views(transform: Callable[..., str | None]) -> Callable[..., str | None]:
+def through_views(transform: Callable[..., str | None], *, until_done: bool = False
+                  ) -> Callable[..., str | None]:
     """`transform(src, entry, ...)`, or, where it does not apply, the same on the first
-    view it applies to."""
-    def run(src: str, entry: str, *args, **kwargs):
+    view it applies to. `until_done`: applied again (through the views) to its own result
+    while it still applies, at most four times: a move that marks the loops it has taken
+    (a pragma) then reaches the loops that only a later view shows (a dot product into
+    `tmp[i]` that `scalarize` turns into a reduction), not only those of the first view
+    it applies to."""
+    def once(src: str, entry: str, *args, **kwargs):
         # first the same code written plainer: counters declared at the top scoped into
         # their loops (`int i, j;` with j written in every row keeps the rows from being
         # threaded while j's loop still could be) and hand-unrolled loops rolled back (a
@@ -85,6 +98,15 @@ def through_views(transform: Callable[..., str | None]) -> Callable[..., str | N
             if out is not None:
                 return out
         return None
+
+    def run(src: str, entry: str, *args, **kwargs):
+        out = once(src, entry, *args, **kwargs)
+        for _ in range(4 if until_done and out is not None else 0):
+            again = once(out, entry, *args, **kwargs)
+            if again is None or again == out:
+                break
+            out = again
+        return out
 
     run.__name__ = getattr(transform, "__name__", "transform")
     run.__doc__ = transform.__doc__

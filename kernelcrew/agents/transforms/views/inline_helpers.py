@@ -15,9 +15,22 @@ work on. Inlined, the caller's loop holds the helper's loop and the nest is visi
     }
     out[c] = total_1;
 
+A helper that returns early (`if (row < 0 || row >= height) return 0;` before its last
+`return`, as pixel helpers test the padding) is inlined as the pure function it is: its
+value becomes one conditional expression when the early returns follow the rest of its
+statements,
+
+    data_col[idx] = (row_1 < 0 || row_1 >= height) ? ((float)(0)) : ((float)(im[...]));
+
+and otherwise a result local set on each path of nested `if`/`else` blocks (the
+statements after an early return run in its `else`). Either way each path evaluates what
+the helper evaluated on it, in its order, and nothing else: a read the helper guards stays
+guarded.
+
 Only what keeps the meaning: a helper defined in the file that writes nothing outside its
-own locals (reads through its pointers only), is not recursive, has one `return` as its
-last statement and no static locals or labels, and uses no macro that names its
+own locals (reads through its pointers only), is not recursive, ends with a `return`,
+returns early only as `if (cond) return value;` at the top level of its body (no else, no
+return nested deeper), has no static locals or labels, and uses no macro that names its
 parameters or locals; a call in a statement of a loop body that has no other side effect
 than its own assignment, not under `&&`, `||`, `?:` or in a loop header. Arguments that are
 names, literals or casts of names replace the parameter (when the helper does not assign
@@ -137,8 +150,29 @@ def _other_effects(s: Source, stmt: Node, call: Node, defined: set[str], macros:
     return False
 
 
+def _early_return(st: Node) -> tuple[Node, Node] | None:
+    """`if (cond) return value;` (or `{ return value; }`) without an else: (the
+    condition, the value)."""
+    if st.type != "if_statement" or st.child_by_field_name("alternative") is not None:
+        return None
+    cond, then = st.child_by_field_name("condition"), st.child_by_field_name("consequence")
+    if cond is None or then is None:
+        return None
+    if then.type == "compound_statement":
+        inner = [c for c in then.named_children if c.type != "comment"]
+        if len(inner) != 1:
+            return None
+        then = inner[0]
+    if then.type != "return_statement" or not then.named_children:
+        return None
+    expr = cond.named_children[-1] if cond.type == "condition_clause" else cond
+    return expr, then.named_children[0]
+
+
 def _helper_shape(s: Source, h: Node) -> tuple[list[Node], Node] | None:
-    """(statements before the return, the returned expression) of an inlinable helper."""
+    """(statements before the return, the returned expression) of an inlinable helper;
+    the statements may include early returns, `if (cond) return value;` at the top level
+    (`_early_return`)."""
     body = h.child_by_field_name("body")
     decl = h.child_by_field_name("declarator")
     if body is None or decl is None or decl.type != "function_declarator":
@@ -146,9 +180,11 @@ def _helper_shape(s: Source, h: Node) -> tuple[list[Node], Node] | None:
     stmts = [c for c in body.named_children if c.type != "comment"]
     if not stmts or stmts[-1].type != "return_statement" or not stmts[-1].named_children:
         return None
+    early = {r.start_byte for st in stmts[:-1] if _early_return(st) is not None
+             for r in walk(st) if r.type == "return_statement"}
     name = function_name(h)
     for n in walk(body):
-        if n.type == "return_statement" and n != stmts[-1]:
+        if n.type == "return_statement" and n != stmts[-1] and n.start_byte not in early:
             return None
         if n.type in _CONTROL:
             return None
@@ -229,18 +265,9 @@ def _inline_one(s: Source, fn: Node) -> str | None:
             rename[nm] = _fresh(taken, nm)
 
         ind = s.indent_of(stmt)
-        lines = list(setup)
-        for st in body_nodes:
-            text = _renamed(s, st, rename)
-            text = "\n".join(ln if k == 0 or ln.startswith("#") else
-                             ln.removeprefix(s.indent_of(st))
-                             for k, ln in enumerate(text.split("\n")))
-            lines.append(text)
         rtype = s.text_of(h.child_by_field_name("type")).strip()
-        value = _renamed(s, ret, rename)
-        if not (ret.type == "identifier" and _declared_type(s, hbody, ret.text.decode()) ==
-                rtype):
-            value = f"(({rtype})({value}))"
+        lines = list(setup)
+        value = _body_lines(s, body_nodes, ret, rename, rtype, hbody, lines, taken)
         new_stmt = (s.data[stmt.start_byte:call.start_byte] + value.encode()
                     + s.data[call.end_byte:stmt.end_byte]).decode()
         hoisted = "".join(
@@ -255,6 +282,87 @@ def _inline_one(s: Source, fn: Node) -> str | None:
             continue  # the statement shares its line with another
         return finish(s, [Edit(start, stmt.end_byte, hoisted + ind + new_stmt)])
     return None
+
+
+def _statement_text(s: Source, st: Node, rename: dict[str, str]) -> str:
+    """A helper statement's text with its names replaced, its own indentation taken off
+    the lines after the first."""
+    text = _renamed(s, st, rename)
+    return "\n".join(ln if k == 0 or ln.startswith("#") else ln.removeprefix(s.indent_of(st))
+                     for k, ln in enumerate(text.split("\n")))
+
+
+_COMPARE = ("<", ">", "<=", ">=")
+
+
+def _condition(s: Source, node: Node, rename: dict[str, str]) -> str:
+    """A test's text with its names replaced and each comparison in parentheses, on one
+    line: out of an `if`, `c < 0 || r >= h` reads to a C++ parser as a template argument
+    list (`c<0 || r>`), and the moves would misread the statement."""
+    def render(n: Node) -> str:
+        if n.type == "identifier":
+            return rename.get(n.text.decode(), n.text.decode())
+        if not n.named_children:
+            return s.text_of(n)
+        out, at = b"", n.start_byte
+        for c in n.children:
+            out += s.data[at:c.start_byte] + render(c).encode()
+            at = c.end_byte
+        text = (out + s.data[at:n.end_byte]).decode()
+        if n.type == "binary_expression" and \
+                n.child_by_field_name("operator").type in _COMPARE and \
+                (n.parent is None or n.parent.type != "parenthesized_expression"):
+            text = f"({text})"
+        return text
+    return " ".join(render(node).split())
+
+
+def _cast(s: Source, node: Node, text: str, rtype: str, hbody: Node) -> str:
+    """The returned value converted to the helper's return type, as `return` does."""
+    if node.type == "identifier" and _declared_type(s, hbody, node.text.decode()) == rtype:
+        return text
+    return f"(({rtype})({text}))"
+
+
+def _body_lines(s: Source, body: list[Node], ret: Node, rename: dict[str, str], rtype: str,
+                hbody: Node, lines: list[str], taken: set[str]) -> str:
+    """Append the helper's statements (renamed) to `lines`; the value the call becomes.
+    Early returns after the last other statement make one conditional expression; one
+    before another statement makes a result local set on each path (`if (c) { r = v; }
+    else { ...rest... }`)."""
+    final = _cast(s, ret, _renamed(s, ret, rename), rtype, hbody)
+    first = next((k for k, st in enumerate(body) if _early_return(st) is not None), None)
+    if first is None:
+        lines.extend(_statement_text(s, st, rename) for st in body)
+        return final
+    lines.extend(_statement_text(s, st, rename) for st in body[:first])
+    rest = body[first:]
+    if all(_early_return(st) is not None for st in rest):
+        value = final
+        for st in reversed(rest):
+            cond, v = _early_return(st)
+            value = (f"({_condition(s, cond, rename)}) ? "
+                     f"{_cast(s, v, _renamed(s, v, rename), rtype, hbody)} : {value}")
+        return f"({value})"
+    result = _fresh(taken, "ret")
+    text, closes = f"{rtype} {result};\n", 0
+    for st in rest:
+        got = _early_return(st)
+        pad = "    " * closes
+        if got is None:
+            text += "\n".join(pad + ln for ln in _statement_text(s, st, rename).split("\n"))
+            text += "\n"
+            continue
+        cond, v = got
+        text += (f"{pad}if ({_condition(s, cond, rename)}) {{\n"
+                 f"{pad}    {result} = "
+                 f"{_cast(s, v, _renamed(s, v, rename), rtype, hbody)};\n{pad}}} else {{\n")
+        closes += 1
+    text += "    " * closes + f"{result} = {final};\n"
+    for k in range(closes - 1, -1, -1):
+        text += "    " * k + "}\n"
+    lines.append(text.rstrip("\n"))
+    return result
 
 
 def _bind_parameters(s: Source, ps: list, args: list[Node], hbody: Node, taken: set[str]
