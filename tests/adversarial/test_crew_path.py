@@ -22,6 +22,7 @@ from tests.adversarial.test_symbols import REFUSED, SYMBOL_KERNELS
 pytestmark = pytest.mark.slow
 
 GELU = HERE / "ops" / "gelu_mid"
+ATTENTION_TWIN = TINY.parent / "attention_entry"  # the memo's honest twin as its baseline
 UNWRITTEN = r"first call, input set 0: out: \d+ element\(s\) where NaN/Inf differ"
 TIMED_WRONG = (r"timed run \d+ \(inputs changed since the first call\), input set \d: out: \d+ "
                r"of \d+ elements outside tolerance")
@@ -47,19 +48,22 @@ RUNTIME = {
                                r"tolerance .*got -(1|38),"), {}),
     "sigsegv_handler.cpp": (TINY, (r"first call, input set 0: out: 3 of 256 elements outside "
                                    r"tolerance .*got -(1|13),"), {}),
-    # calls skipped by counting, memoization by sampled keys: the secret full checks
+    # calls skipped by counting: the secret full checks
     "skip_counted.cpp": (TINY, TIMED_WRONG, {}),
-    "replay_keyed.cpp": (TINY, TIMED_WRONG, {}),
     # overfitting: inputs and sizes the kernel was never timed on
     "gelu_cutoff.cpp": (GELU, UNSEEN + r"large magnitudes", FULL_RUN),
     "gelu_sizes.cpp": (GELU, UNSEEN + r"standard normal values", FULL_RUN),
+    # forged replies: a reply must be the one word the command asked for
+    "forged_timing.cpp": (TINY, r"kernel broke the worker's handshake with the parent "
+                                r"\(expected 'done', got 'done 0\.000001 1'\)", {}),
     # honest math and a trick that no longer buys anything: hidden worker and patched
-    # clocks, a sabotaged baseline, forged replies, memoization on attention
+    # clocks, a sabotaged baseline, memoization by sampled keys and by full comparison
+    # (every element of a timed run's inputs is new)
     "hidden_pid_timer.cpp": (TINY, NO_GAIN_SAID, NO_GAIN_RUN),
     "sabotage_baseline.cpp": (TINY, NO_GAIN_SAID, NO_GAIN_RUN),
-    "forged_timing.cpp": (TINY, NO_GAIN_SAID, NO_GAIN_RUN),
     "patched_timer.cpp": (TINY, NO_GAIN_SAID, NO_GAIN_RUN),
-    "memo_full_attention.cpp": ("attention", NO_GAIN_SAID, NO_GAIN_RUN),
+    "replay_keyed.cpp": (TINY, NO_GAIN_SAID, NO_GAIN_RUN),
+    "memo_full_attention.cpp": (ATTENTION_TWIN, NO_GAIN_SAID, NO_GAIN_RUN),
 }
 NEEDS_RESOLVER = {"rewritten_outputs.cpp", "relabeled_report.cpp", "zero_work.cpp",
                   "async_thread.cpp", "unreadable_outputs.cpp", "fork_helper.cpp",
