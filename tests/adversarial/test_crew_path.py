@@ -54,8 +54,8 @@ RUNTIME = {
     "gelu_cutoff.cpp": (GELU, UNSEEN + r"large magnitudes", FULL_RUN),
     "gelu_sizes.cpp": (GELU, UNSEEN + r"standard normal values", FULL_RUN),
     # forged replies: a reply must be the one word the command asked for
-    "forged_timing.cpp": (TINY, r"kernel broke the worker's handshake with the parent "
-                                r"\(expected 'done', got 'done 0\.000001 1'\)", {}),
+    "forged_timing.cpp": (TINY, (r"kernel broke the worker's handshake with the parent "
+                                 r"\(expected 'done', got 'done 0\.000001 1'\)"), {}),
     # honest math and a trick that no longer buys anything: hidden worker and patched
     # clocks, a sabotaged baseline, memoization by sampled keys and by full comparison
     # (every element of a timed run's inputs is new)
