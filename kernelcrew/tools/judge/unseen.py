@@ -20,7 +20,10 @@ the op's contract does not cover it) is dropped before the challenger sees it.
 
 from __future__ import annotations
 
+import os
 import secrets
+import signal
+import time
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -76,12 +79,42 @@ STRESS: dict[str, tuple[str, Callable[[np.ndarray, np.random.Generator], np.ndar
 }
 
 
+def size_rules(spec: OpSpec) -> tuple[dict[str, int], list[tuple[str, str, str]]]:
+    """What every listed case of the op keeps, read from the cases themselves: each size's
+    largest value (an unseen size stays under it: a code base's fixed array extents, say,
+    bound its loop sizes), and each pair of sizes that is equal, or ordered, in every case
+    (`lda == k`, `n <= ldc`), as (a, "==" or "<=", b)."""
+    cases = [c.sizes for c in spec.cases()]
+    top = {s: max(c[s] for c in cases) for s in spec.sizes}
+    rules = []
+    for i, a in enumerate(spec.sizes):
+        for b in spec.sizes[i + 1:]:
+            if all(c[a] == c[b] for c in cases):
+                rules.append((a, "==", b))
+            elif all(c[a] <= c[b] for c in cases):
+                rules.append((a, "<=", b))
+            elif all(c[b] <= c[a] for c in cases):
+                rules.append((b, "<=", a))
+    return top, rules
+
+
+def _keeps(sizes: dict[str, int], top: dict[str, int],
+           rules: list[tuple[str, str, str]]) -> bool:
+    if any(sizes[s] > top[s] for s in sizes):
+        return False
+    return all(sizes[a] == sizes[b] if op == "==" else sizes[a] <= sizes[b]
+               for a, op, b in rules)
+
+
 def unseen_sizes(spec: OpSpec, rng: np.random.Generator, n: int = UNSEEN_CASES,
                  max_bytes: int = UNSEEN_MAX_BYTES) -> list[dict[str, int]]:
     """Up to n size tuples the op does not list, near its own cases (see the module
-    text), each moving at most `max_bytes` by the op's cost model."""
+    text), each moving at most `max_bytes` by the op's cost model, within the op's
+    ranges: no size above its largest listed value, and every equality and order between
+    two sizes that all listed cases keep, kept (`size_rules`)."""
     cases = list(spec.cases())
     listed = {s: {c.sizes[s] for c in cases} for s in spec.sizes}
+    top, rules = size_rules(spec)
     anchors = sorted(cases, key=lambda c: spec.cost_bytes(c.sizes))
     anchors = anchors[: max(1, (len(anchors) + 1) // 2 + 1)]
     out: list[dict[str, int]] = []
@@ -91,9 +124,12 @@ def unseen_sizes(spec: OpSpec, rng: np.random.Generator, n: int = UNSEEN_CASES,
         a = anchors[int(rng.integers(len(anchors)))].sizes
         sizes = {}
         for s, v in a.items():
-            lo, hi = max(1, v // 2), max(3, 2 * v)
+            lo, hi = max(1, v // 2), min(max(3, 2 * v), top[s])
             choices = [x for x in rng.integers(lo, hi + 1, size=8) if x not in listed[s]]
             sizes[s] = int(choices[0]) if choices else int(v)
+        for x, op, y in rules:  # equal in every case: equal here
+            if op == "==":
+                sizes[y] = sizes[x]
         for _shrink in range(40):  # keep it small: halve the largest size until it fits
             if spec.cost_bytes(sizes) <= max_bytes:
                 break
@@ -101,8 +137,11 @@ def unseen_sizes(spec: OpSpec, rng: np.random.Generator, n: int = UNSEEN_CASES,
             sizes[big] = max(1, sizes[big] // 2)
             if sizes[big] in listed[big]:
                 sizes[big] += 1
+            for x, op, y in rules:
+                if op == "==" and big in (x, y):
+                    sizes[x] = sizes[y] = sizes[big]
         if spec.cost_bytes(sizes) > max_bytes or sizes in out or \
-                all(sizes[s] in listed[s] for s in sizes):
+                all(sizes[s] in listed[s] for s in sizes) or not _keeps(sizes, top, rules):
             continue
         out.append(sizes)
     return out
@@ -172,6 +211,8 @@ def unseen_failure(h: Harness, challenger: Kernel, *, incumbent: Kernel | None
                 sets, kinds = _sets(sub, case, rng)
                 if incumbent is None:
                     sets, kinds = sets[:1], kinds[:1]
+                if not _reference_survives(sub, case, sets):
+                    continue  # sizes the op's reference cannot take
                 sub._data[f"unseen[{i}]"] = sub._make(case, sets)
             except (InputError, ValueError, TypeError, IndexError) as e:
                 del e  # the op cannot make these sizes: try the others
@@ -186,6 +227,34 @@ def unseen_failure(h: Harness, challenger: Kernel, *, incumbent: Kernel | None
         return _first_failure(sub, challenger, valid, kinds_of)
     finally:
         sub.close()
+
+
+def _reference_survives(h: Harness, case: Case, sets: list[dict[str, np.ndarray]]) -> bool:
+    """Whether the op's reference takes these sizes: run first in a child process, so a
+    reference that is compiled code (an imported function's float64 build) reading or
+    writing out of bounds on sizes its code base never meant kills the child, not
+    kernelcrew. False on a crash, an error or after the worker timeout."""
+    pid = os.fork()
+    if pid == 0:  # the child: compute, and say only whether it could
+        code = 1
+        try:
+            for ins in sets:
+                h.reference(case, ins)
+            code = 0
+        except BaseException:  # noqa: BLE001 - any failure means "not these sizes"
+            code = 1
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + h.limits.timeout_s
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return False
+        time.sleep(0.01)
 
 
 def _passes(sub: Harness, k: Kernel) -> dict[int, set[int]]:
