@@ -191,6 +191,10 @@ def _head(spec: OpSpec, s: _Sides, root: Path, rel: str, flags: list[str],
             f"with `patch -p1` or `git apply`.\n"
             f"Compile {rel} with: {' '.join(flags)}"
             + (f" (new: {' '.join(added_flags)})" if added_flags else "") + "\n")
+    compiler = getattr(s.best_kf.meta, "compiler", None)
+    if compiler and s.backend == "cpu":
+        # the best kernel was measured built by another compiler: name it, as built
+        head += f"The best kernel needs its compiler: {s.best_kf.build_line()} (as measured).\n"
     for lc in s.best_kf.meta.launch:
         def sub(e: object) -> str:
             return re.sub(r"\b\w+\b", lambda m: str(knobs.get(m.group(0), m.group(0))),
