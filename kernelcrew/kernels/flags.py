@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from kernelcrew.errors import InputError, PolicyViolation
+from kernelcrew.kernels.formats import format_for
 
 _CPU_EXACT = {
     "-O0", "-O1", "-O2", "-O3", "-Os", "-Ofast",
@@ -39,13 +40,18 @@ _CUDA_EXACT = {
 }
 _CUDA_PATTERNS = [r"-maxrregcount=\d{2,3}", r"--maxrregcount=\d{2,3}"]
 
+# a kernel format's `flags` names its allow-list: (exact flags, patterns)
+ALLOW_LISTS: dict[str, tuple[set[str], list[str]]] = {
+    "gcc": (_CPU_EXACT, _CPU_PATTERNS),
+    "nvcc": (_CUDA_EXACT, _CUDA_PATTERNS),
+}
+
 KNOB_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
 
 def check_flags(flags: list[str], backend: str, *, path: object = None) -> list[str]:
     """Return the flags if all are allowed, else raise InputError naming the first bad one."""
-    exact, patterns = (_CPU_EXACT, _CPU_PATTERNS) if backend == "cpu" else (_CUDA_EXACT,
-                                                                            _CUDA_PATTERNS)
+    exact, patterns = ALLOW_LISTS[format_for(backend, path=path).flags]
     for f in flags:
         if not isinstance(f, str):
             raise InputError(f"flag {f!r} is not a string", path=path, field="flags")
@@ -72,4 +78,4 @@ def knob_defines(knobs: dict[str, object], *, path: object = None) -> list[str]:
 
 
 def allowed_flags(backend: str) -> list[str]:
-    return sorted(_CPU_EXACT if backend == "cpu" else _CUDA_EXACT)
+    return sorted(ALLOW_LISTS[format_for(backend).flags][0])

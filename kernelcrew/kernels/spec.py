@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from kernelcrew.errors import ExprError, InputError
 from kernelcrew.kernels.expr import evaluate, names_in
+from kernelcrew.kernels.formats import FORMATS
 
 LIBRARY = Path(__file__).parent / "library"
 
@@ -124,7 +125,8 @@ class OpSpec(_Strict):
     cost: Cost
     tolerance: Tolerance
     shapes: dict[str, ShapeGroup] = Field(min_length=1)
-    baselines: dict[Literal["cpu", "cuda"], str] = Field(default_factory=dict)
+    # backend (a registered kernel format: kernels.formats) -> its baseline file
+    baselines: dict[str, str] = Field(default_factory=dict)
     origin: Origin | None = None
     # how timed runs find the caches: cold (flushed before each run), warm (the previous
     # run's data left in place), auto (by the working set against the last-level cache)
@@ -134,6 +136,14 @@ class OpSpec(_Strict):
     # accepts a win; by default it does not, as fast math need not propagate them)
     specials: bool = False
     folder: Path | None = Field(default=None, exclude=True)
+
+    @field_validator("baselines")
+    @classmethod
+    def _known_backends(cls, v: dict[str, str]) -> dict[str, str]:
+        unknown = [k for k in v if k not in FORMATS]
+        if unknown:
+            raise ValueError(f"no backend named {unknown[0]!r}; use one of {', '.join(FORMATS)}")
+        return v
 
     @model_validator(mode="after")
     def _check_symbols(self) -> OpSpec:
@@ -199,6 +209,10 @@ class OpSpec(_Strict):
         return min(written / total, 1.0)
 
     def baseline_path(self, backend: str) -> Path:
+        """The baseline `backend` races: its own, or the one of the format it shares."""
+        fmt = FORMATS.get(backend)
+        if backend not in self.baselines and fmt is not None:
+            backend = fmt.baseline_key
         if backend not in self.baselines or self.folder is None:
             raise InputError(
                 f"no baseline for backend {backend!r}; add `baselines: {{{backend}: FILE}}`",
