@@ -105,8 +105,12 @@ def print_result(result: dict) -> None:
           f"the baseline ({best.get('verdict_vs_baseline')}), correct: {best.get('correct')}")
     print(f"  best kernel: {best.get('path')}  (by {best.get('author')}, {best.get('kind')}, "
           f"iteration {best.get('iteration')})")
+    from kernelcrew.report.build import split_stop_reason
+
+    stop = split_stop_reason(str(result.get("stop_reason")))
     print(f"  iterations: {result.get('iterations')}, evaluations: {result.get('evaluations')}, "
-          f"stop: {result.get('stop_reason')}")
+          f"stop: {stop.line}" + (" (`kernelcrew show RUN` lists them)" if stop.considered
+                                  else ""))
     run_dir = result.get("run_dir", "")
     print(f"  run: {result.get('run_id')}  report: {run_dir}/report.md")
 
