@@ -130,7 +130,7 @@ class RayExecutor:
                 f"{self.resource!r}, so none can run {setup.backend} evaluations; start each "
                 + ("machine's node with --resources='{\"cpu_bench\": 1}'"
                    if self.resource == "cpu_bench" else "GPU node with its GPUs visible")
-                + " (README: Running on a cluster)")
+                + " (docs/cluster.md)")
         self.setup_ref = ray.put(setup.model_dump())
         self.host = socket.gethostname()
 
