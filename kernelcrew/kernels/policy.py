@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from kernelcrew.errors import PolicyViolation
+from kernelcrew.kernels.formats import format_for
 
 CPU_INCLUDES = frozenset({
     "cmath", "cstdint", "cstddef", "cstring", "cstdlib", "algorithm", "limits", "cfloat",
@@ -46,6 +47,15 @@ _CUDA_RULES = [
     (re.compile(r"^\s*#\s*line\b"), "#line directives are not allowed"),
     (re.compile(r"\b(fopen|std::|system|popen)\b"), "host library code is not allowed"),
 ]
+
+# by a kernel format's `code`: host C++ (a library the worker calls) or device code only
+INCLUDES = {"host": CPU_INCLUDES, "device": CUDA_INCLUDES}
+RULES = {"host": _CPU_RULES, "device": _CUDA_RULES}
+
+
+def includes_for(backend: str) -> frozenset[str]:
+    """The headers a kernel file of `backend` may include."""
+    return INCLUDES[format_for(backend).code]
 
 
 _RAW_STRING = re.compile(r'(?:u8|u|U|L)?R"([^ ()\\\t\n]{0,16})\(')
@@ -126,8 +136,8 @@ def _normalize_digraphs(clean: str) -> str:
 def check_source(body: str, backend: str, *, path: Path | None = None,
                  line_offset: int = 0) -> None:
     """Raise PolicyViolation naming the first line that breaks a rule."""
-    allowed = CPU_INCLUDES if backend == "cpu" else CUDA_INCLUDES
-    rules = _CPU_RULES if backend == "cpu" else _CUDA_RULES
+    code = format_for(backend, path=path).code
+    allowed, rules = INCLUDES[code], RULES[code]
     # The compiler joins backslash-continued lines before it reads anything, so a line
     # continuation could glue a directive or a name together where this line-by-line
     # check sees two harmless halves: refuse them outside comments. Digraphs (`%:` for
@@ -153,7 +163,7 @@ def check_source(body: str, backend: str, *, path: Path | None = None,
         for rx, rule in rules:
             if rx.search(line):
                 raise PolicyViolation(f"{where}: {rule}: {line.strip()[:80]!r}", path=path)
-    if backend == "cuda":
+    if code == "device":
         _check_device_only(clean, path, line_offset)
 
 

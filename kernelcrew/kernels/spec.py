@@ -24,6 +24,7 @@ from pydantic import (
 
 from kernelcrew.errors import ExprError, InputError
 from kernelcrew.kernels.expr import evaluate, names_in
+from kernelcrew.kernels.formats import FORMATS
 
 LIBRARY = Path(__file__).parent / "library"
 
@@ -139,8 +140,9 @@ class OpSpec(_Strict):
     # groups of one backend only (e.g. a GPU's `typical` a hundred times a CPU's): on that
     # backend a group here replaces the shared group of the same name or adds one; other
     # backends never see it (`for_backend`)
-    backend_shapes: dict[Backend, dict[str, ShapeGroup]] = Field(default_factory=dict)
-    baselines: dict[Backend, str] = Field(default_factory=dict)
+    backend_shapes: dict[str, dict[str, ShapeGroup]] = Field(default_factory=dict)
+    # backend (a registered kernel format: kernels.formats) -> its baseline file
+    baselines: dict[str, str] = Field(default_factory=dict)
     origin: Origin | None = None
     # how timed runs find the caches: cold (flushed before each run), warm (the previous
     # run's data left in place), auto (by the working set against the last-level cache)
@@ -153,6 +155,14 @@ class OpSpec(_Strict):
     # after for_backend: op.yaml's `shapes:`, and the backend whose groups `shapes` holds
     _shared: dict[str, ShapeGroup] | None = PrivateAttr(default=None)
     _backend: str | None = PrivateAttr(default=None)
+
+    @field_validator("baselines")
+    @classmethod
+    def _known_backends(cls, v: dict[str, str]) -> dict[str, str]:
+        unknown = [k for k in v if k not in FORMATS]
+        if unknown:
+            raise ValueError(f"no backend named {unknown[0]!r}; use one of {', '.join(FORMATS)}")
+        return v
 
     @model_validator(mode="after")
     def _check_symbols(self) -> OpSpec:
@@ -244,6 +254,10 @@ class OpSpec(_Strict):
         return min(written / total, 1.0)
 
     def baseline_path(self, backend: str) -> Path:
+        """The baseline `backend` races: its own, or the one of the format it shares."""
+        fmt = FORMATS.get(backend)
+        if backend not in self.baselines and fmt is not None:
+            backend = fmt.baseline_key
         if backend not in self.baselines or self.folder is None:
             raise InputError(
                 f"no baseline for backend {backend!r}; add `baselines: {{{backend}: FILE}}`",

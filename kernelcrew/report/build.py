@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelcrew.errors import InputError
+from kernelcrew.kernels.formats import FORMATS
 from kernelcrew.kernels.kernelfile import text_digest
 from kernelcrew.kernels.spec import load_op
 from kernelcrew.report.charts import (
@@ -220,8 +221,10 @@ def _op_spec(run: Run) -> Any:
 
 
 def _cached_peaks(backend: str) -> tuple[float | None, float | None, str]:
-    """This machine's measured CPU peaks if they are already cached (never measured here)."""
-    if backend != "cpu":
+    """This machine's measured CPU peaks if they are already cached (never measured here),
+    for a backend whose kernels run on this CPU (host code)."""
+    fmt = FORMATS.get(backend)
+    if fmt is None or fmt.code != "host":
         return None, None, "no profile with a roofline in this run"
     path = peaks_path()
     if not path.exists():
@@ -293,6 +296,45 @@ def _cost(spec: Any, row: dict) -> tuple[int, int]:
     return spec.cost_bytes(row["sizes"]), spec.cost_flops(row["sizes"])
 
 
+# ---------------------------------------------------------------- the stop reason
+
+CONSIDERED = "moves considered: "
+
+
+@dataclass(frozen=True)
+class StopReason:
+    """Why the run stopped, in one line, and the moves it considered when it listed them
+    (a run with nothing left to try lists every move of the catalogue: tried and how it
+    went, applicable, or why not)."""
+
+    line: str
+    considered: list[str] = field(default_factory=list)
+
+
+def split_stop_reason(text: str) -> StopReason:
+    """The reason before `moves considered: ...`, and that list item by item (items are
+    separated by `; ` outside parentheses)."""
+    at = text.find(CONSIDERED)
+    if at < 0:
+        return StopReason(text)
+    line = text[:at].rstrip("; ").strip()
+    items, depth, start = [], 0, at + len(CONSIDERED)
+    rest = text[start:]
+    k = 0
+    while k < len(rest):
+        c = rest[k]
+        depth += (c == "(") - (c == ")")
+        if depth == 0 and rest.startswith("; ", k):
+            items.append(rest[:k])
+            rest, k = rest[k + 2:], 0
+            continue
+        k += 1
+    items.append(rest)
+    items = [i.strip() for i in items if i.strip()]
+    summary = f"{len(items)} moves considered"
+    return StopReason(f"{line}; {summary}" if line else summary, items)
+
+
 # ---------------------------------------------------------------- the whole report
 
 
@@ -303,7 +345,8 @@ class Report:
     rows: list[TableRow]
     roof: RoofData | None
     diff: list[str]  # unified diff lines, baseline -> best
-    facts: list[tuple[str, str]]  # header: (label, value)
+    facts: list[tuple[str, str]]  # header: (label, value); the stop reason in one line
+    considered: list[str] = field(default_factory=list)  # the moves the stop reason listed
 
 
 def build_report(run_dir: str | Path) -> Report:
@@ -317,10 +360,11 @@ def build_report(run_dir: str | Path) -> Report:
     res = run.result or {}
     best = res.get("best", {})
     sp = best.get("speedup") if res else (history.best_line[-1][1] if history.best_line else None)
+    stop = split_stop_reason(str(res.get("stop_reason") or "(still running, or killed)"))
     facts = [("operator", run.op), ("backend", run.backend), ("device", run_device(run)),
              ("date", f"{run_started(run):%Y-%m-%d %H:%M %Z}"), ("status", run_status(run)),
              ("iterations", str(iterations_done(run))),
-             ("stop reason", str(res.get("stop_reason") or "(still running, or killed)")),
+             ("stop reason", stop.line),
              ("best speedup", f"{sp:.2f}x" if sp else "n/a")]
     if res:
         facts += [("best kernel", (f"{Path(str(best.get('path'))).name} by {best.get('author')} "
@@ -333,4 +377,4 @@ def build_report(run_dir: str | Path) -> Report:
             facts.append(("tokens", ", ".join(f"{k} {v}" for k, v in tokens.items())))
     facts.append(("run", f"{run.run_id} ({run.dir})"))
     return Report(run, history, regression_rows(run, history, evals), roofline_data(run),
-                  diff, facts)
+                  diff, facts, stop.considered)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from kernelcrew.report.build import Report
+from kernelcrew.report.build import Report, split_stop_reason
 from kernelcrew.report.charts import (
     OUTCOME_COLORS,
     RoofData,
@@ -77,6 +77,12 @@ pre.diff span { display: block; white-space: pre; }
 .add { background: #dafbe1; color: #116329; } .del { background: #ffebe9; color: #82071e; }
 .hunk { color: #0550ae; background: #ddf4ff; } .meta { color: var(--muted); font-weight: 600; }
 .muted { color: var(--muted); }
+.stop { margin: 4px 0; overflow-wrap: anywhere; }
+details.considered { margin: 2px 0 0; color: var(--muted); }
+details.considered summary { cursor: pointer; }
+details.considered ul { columns: 2 420px; margin: 6px 0; padding-left: 20px; color: var(--fg);
+                        font-size: 13px; }
+details.considered li { break-inside: avoid; overflow-wrap: anywhere; }
 """
 
 
@@ -179,12 +185,15 @@ def _timeline_html(rep: Report) -> str:
             parts.append(_step(e))
         parts.append("</div>")
     for e in tl.other + tl.finalize:
-        parts.append(f'<div class="iter"><h3>{escape(str(e.get("node")))}</h3>{_step(e)}</div>')
+        # the moves a stop reason lists are in the header, folded
+        text = split_stop_reason(str(e.get("summary", ""))).line
+        parts.append(f'<div class="iter"><h3>{escape(str(e.get("node")))}</h3>'
+                     f"{_step(e, text)}</div>")
     if not tl.finalize and rep.run.result:
+        stop = split_stop_reason(str(rep.run.result.get("stop_reason"))).line
         parts.append(f'<div class="iter"><h3>Finished</h3><div class="step"><span class="node">'
                      f'finalize</span><span></span><span class="sum">stop: '
-                     f'{escape(str(rep.run.result.get("stop_reason")))}</span><span></span>'
-                     "</div></div>")
+                     f'{escape(stop)}</span><span></span></div></div>')
     parts.append("</div>")
     return "\n".join(parts)
 
@@ -201,6 +210,16 @@ def _diff_html(lines: list[str]) -> str:
     return f'<pre class="diff" id="diff">{"".join(out)}</pre>'
 
 
+def _considered_html(items: list[str]) -> str:
+    """The moves a run that stopped with nothing left to try considered, folded."""
+    if not items:
+        return ""
+    lis = "".join(f"<li>{escape(i)}</li>" for i in items)
+    return (f'<details class="considered" id="moves-considered"><summary>the {len(items)} '
+            f"moves considered: tried, applicable, or why not</summary><ul>{lis}</ul>"
+            "</details>")
+
+
 def render_html(rep: Report) -> str:
     run = rep.run
     facts = dict(rep.facts)
@@ -214,8 +233,9 @@ def render_html(rep: Report) -> str:
         roof_cap += (" A point above the bandwidth roof: the case's working set fits in a cache,"
                      " which is faster than the measured DRAM peak.")
     table = (run.result or {}).get("table") or []
+    # the speedup and the stop reason have their own lines above the facts
     fact_html = "".join(f"<div><b>{escape(k)}</b>: {escape(v)}</div>" for k, v in rep.facts
-                        if k != "best speedup")
+                        if k not in ("best speedup", "stop reason"))
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -226,8 +246,9 @@ def render_html(rep: Report) -> str:
 <h1>kernelcrew run: {escape(run.op)} on {escape(run.backend)}</h1>
 <div><span class="big" id="best-speedup">{escape(facts.get("best speedup", "n/a"))}</span>
 <span class="muted">best speedup over the baseline &middot; {escape(facts.get("device", ""))}
-&middot; {escape(facts.get("date", ""))} &middot; stop: {escape(facts.get("stop reason", ""))}
-</span></div>
+&middot; {escape(facts.get("date", ""))}</span></div>
+<div class="stop" id="stop-reason"><b>stop:</b> {escape(facts.get("stop reason", ""))}</div>
+{_considered_html(rep.considered)}
 <div class="facts">{fact_html}</div>
 </header>
 <section class="charts">

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kernelcrew.report.build import Report
+from kernelcrew.report.build import Report, split_stop_reason
 from kernelcrew.report.timeline import (
     Iteration,
     build_timeline,
@@ -89,6 +89,10 @@ def render_markdown(rep: Report) -> str:
     run = rep.run
     out = [f"# kernelcrew run: {run.op} on {run.backend}", ""]
     out += [f"- **{k}**: {v}" for k, v in rep.facts] + [""]
+    if rep.considered:  # folded: on GitHub and in most Markdown viewers, one line
+        out += [(f"<details><summary>The {len(rep.considered)} moves considered: tried, "
+                "applicable, or why not</summary>"), ""]
+        out += [f"- {item}" for item in rep.considered] + ["", "</details>", ""]
     out += ["## Regression table", "",
             ("Time is the sum of the group's case medians; the change vs the baseline is the "
             "geometric mean over its cases, chained through the best each candidate raced."), ""]
@@ -124,8 +128,8 @@ def render_markdown(rep: Report) -> str:
         out += [f"- **baseline**: {e.get('summary')}", ""]
     for it in tl.iterations:
         out += _iteration_md(it, run.dir)
-    for e in tl.finalize + tl.other:
-        out += [f"- **{e.get('node')}**: {e.get('summary')}"]
+    for e in tl.finalize + tl.other:  # the moves a stop reason lists are in the header
+        out += [f"- **{e.get('node')}**: {split_stop_reason(str(e.get('summary'))).line}"]
     out += ["", "## Diff: baseline -> best", ""]
     out += ["```diff", *rep.diff, "```"] if rep.diff else [("The best kernel is the baseline: "
                                                            "no change was accepted.")]

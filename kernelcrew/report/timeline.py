@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kernelcrew.errors import InputError
+from kernelcrew.kernels.formats import FORMATS
 from kernelcrew.trace import read_trace, runs_root
 
 Status = Literal["finished", "failed", "running-or-killed"]
@@ -58,15 +59,16 @@ class Run:
     def backend(self) -> str:
         if self.result and self.result.get("backend"):
             return str(self.result["backend"])
-        if (self.dir / "baseline.cu").exists():
-            return "cuda"
-        if (self.dir / "baseline.cpp").exists():
-            return "cpu"
+        for fmt in FORMATS.values():  # the run's baseline file names its backend
+            if (self.dir / f"baseline{fmt.suffix}").exists():
+                return fmt.backend
         return str(self.context.get("backend", "?"))
 
     @property
     def suffix(self) -> str:
-        return ".cu" if self.backend == "cuda" else ".cpp"
+        """The ending of the run's kernel files (baseline, best, candidates)."""
+        fmt = FORMATS.get(self.backend)
+        return fmt.suffix if fmt else ".cpp"
 
     def nodes(self, node: str) -> list[dict[str, Any]]:
         return [e for e in self.events if e.get("node") == node]

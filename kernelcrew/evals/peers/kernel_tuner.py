@@ -185,20 +185,11 @@ def evals_to_target(times: list[float | None], target_ms: float) -> int | None:
     return None
 
 
-def kt_child(job: dict) -> dict:
-    import random
-
-    import kernel_tuner
-
-    spec = load_op(job["op"])
-    kf = load_kernel(job["tunable"])
-    space = knob_space(kf)
-    sizes = job["case"]
-    entry = kf.meta.entry or spec.name
-    fname, wrapper = timing_wrapper(spec, entry)
-    source = kf.body + "\n" + wrapper
-    rng = np.random.default_rng(0)
-    ins = make_inputs(spec, sizes, rng)
+def _kt_arguments(spec: OpSpec, sizes: dict[str, int]
+                  ) -> tuple[list[Any], list[Any], dict[str, np.ndarray]]:
+    """Kernel Tuner's arguments in the entry's order, its `answer` list (the outputs'
+    float64 references cast to their dtype), and the references."""
+    ins = make_inputs(spec, sizes, np.random.default_rng(0))
     ref = reference_outputs(spec, sizes, ins)
     args: list[Any] = []
     answer: list[Any] = []
@@ -211,87 +202,114 @@ def kt_child(job: dict) -> dict:
             args.append(np.zeros(spec.shape(name, sizes), dtype=DTYPES[t.dtype]))
             answer.append(ref[name].astype(DTYPES[t.dtype]))
         elif kind == "scalar":
-            s = spec.scalars[name]
-            args.append(DTYPES[s.dtype].type(s.value))
+            sc = spec.scalars[name]
+            args.append(DTYPES[sc.dtype].type(sc.value))
             answer.append(None)
         else:
             args.append(np.int64(sizes[name]))
             answer.append(None)
+    return args, answer, ref
+
+
+def _times_of(results: list[dict], keys: list[str]) -> list[float | None]:
+    """Each configuration's time, first evaluation only, None where it failed."""
+    seen: set[tuple] = set()
+    out: list[float | None] = []
+    for r in results:
+        key = tuple(r[k] for k in keys)
+        if key in seen:
+            continue
+        seen.add(key)
+        t = r.get("time")
+        out.append(float(t) if isinstance(t, (int, float)) and math.isfinite(t) else None)
+    return out
+
+
+def _kt_setup(job: dict, tmp: Path) -> tuple[KernelFile, dict[str, Any]]:
+    """The tunable kernel file, and the keyword arguments every `tune_kernel` call shares
+    (the op's own tolerance against the float64 reference decides, not Kernel Tuner's)."""
+    spec = load_op(job["op"])
+    kf = load_kernel(job["tunable"])
+    sizes = job["case"]
+    fname, wrapper = timing_wrapper(spec, kf.meta.entry or spec.name)
+    args, answer, ref = _kt_arguments(spec, sizes)
     tol = spec.tolerance
     out_names = {i: n for i, (n, kind) in enumerate(spec.signature()) if kind == "output"}
 
     def verify(_answer: list, got: list, atol: float = 0.0) -> bool:
-        # the op's own tolerance against the float64 reference, not Kernel Tuner's atol
         return all(close_enough(got[i], ref[n], tol.rtol, tol.atol)
                    for i, n in out_names.items())
 
-    flags = [f for f in kf.meta.flags] + ["-std=c++17"]
+    return kf, {
+        "kernel_name": fname, "kernel_source": kf.body + "\n" + wrapper, "problem_size": (1,),
+        "arguments": args, "tune_params": knob_space(kf), "lang": "C", "compiler": "g++",
+        "compiler_options": [*kf.meta.flags, "-std=c++17"], "answer": answer,
+        "verify": verify, "iterations": job["iterations"], "quiet": True,
+        "cache": str(tmp / f"{spec.name}.json")}
+
+
+def _kt_strategy(kernel_tuner: Any, common: dict[str, Any], strat: str, job: dict,
+                 keys: list[str], target: float) -> StrategyResult:
+    """One strategy over `job["seeds"]` seeds, replayed from the brute-force cache."""
+    import random
+
+    counts: list[int | None] = []
+    evaluated: list[int] = []
+    error = ""
+    size = space_size(common["tune_params"])
+    for seed in range(job["seeds"]):
+        random.seed(seed)
+        np.random.seed(seed)
+        try:
+            res, _env = kernel_tuner.tune_kernel(
+                **common, strategy=strat, simulation_mode=True,
+                strategy_options=strategy_options(strat, size, job["max_fevals"]))
+        except Exception as e:  # noqa: BLE001 - e.g. a strategy's missing optional dependency
+            error = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+            break
+        ts = _times_of(res, keys)
+        counts.append(evals_to_target(ts, target))
+        evaluated.append(len(ts))
+    reached = [c for c in counts if c is not None]
+    return StrategyResult(strat, len(counts), counts, evaluated,
+                          float(statistics.median(reached)) if reached else None, len(reached),
+                          "replayed from the brute-force cache (Kernel Tuner simulation mode)",
+                          error)
+
+
+def kt_child(job: dict) -> dict:
+    """In a child process: Kernel Tuner's brute force over the knob space (measured), then
+    each other strategy replayed from its cache; evaluations until within WITHIN of the
+    optimum."""
+    import kernel_tuner
+
     tmp = Path(tempfile.mkdtemp(prefix="kc-kt-"))
-    cache = tmp / f"{spec.name}.json"
-    common: dict[str, Any] = {
-        "kernel_name": fname, "kernel_source": source, "problem_size": (1,), "arguments": args,
-        "tune_params": space, "lang": "C", "compiler": "g++", "compiler_options": flags,
-        "answer": answer, "verify": verify, "iterations": job["iterations"], "quiet": True,
-        "cache": str(cache)}
+    kf, common = _kt_setup(job, tmp)
+    keys = list(common["tune_params"])
     t0 = time.monotonic()
-    result: dict[str, Any] = {"strategies": []}
-    keys = list(space)
-
-    def times_of(results: list[dict]) -> list[float | None]:
-        seen: set[tuple] = set()
-        out: list[float | None] = []
-        for r in results:
-            key = tuple(r[k] for k in keys)
-            if key in seen:
-                continue
-            seen.add(key)
-            t = r.get("time")
-            out.append(float(t) if isinstance(t, (int, float)) and math.isfinite(t) else None)
-        return out
-
     try:
         bf, _env = kernel_tuner.tune_kernel(**common, strategy="brute_force")
     except Exception as e:  # noqa: BLE001 - Kernel Tuner's own failure: reported, not hidden
         return {"error": f"brute force failed: {type(e).__name__}: {e}"}
-    bf_times = times_of(bf)
+    bf_times = _times_of(bf, keys)
     valid = [(t, r) for t, r in zip(bf_times, bf, strict=False) if t is not None]
     if not valid:
         return {"error": "brute force found no valid configuration"}
     opt_t, opt_r = min(valid, key=lambda tr: tr[0])
     target = opt_t * (1 + WITHIN)
-    result.update(optimum={k: opt_r[k] for k in keys}, optimum_ms=opt_t,
-                  invalid=len(bf_times) - len(valid))
     default = tuple(kf.meta.knobs[k] for k in keys)
-    result["default_ms"] = next((t for t, r in zip(bf_times, bf, strict=False)
-                                 if tuple(r[k] for k in keys) == default), None)
-    size = space_size(space)
     n_bf = evals_to_target(bf_times, target)
-    result["strategies"].append(asdict(StrategyResult(
-        "brute_force", 1, [n_bf], [len(bf_times)], n_bf, int(n_bf is not None), "measured")))
+    result: dict[str, Any] = {
+        "strategies": [asdict(StrategyResult("brute_force", 1, [n_bf], [len(bf_times)], n_bf,
+                                             int(n_bf is not None), "measured"))],
+        "optimum": {k: opt_r[k] for k in keys}, "optimum_ms": opt_t,
+        "invalid": len(bf_times) - len(valid),
+        "default_ms": next((t for t, r in zip(bf_times, bf, strict=False)
+                            if tuple(r[k] for k in keys) == default), None)}
     for strat in job["strategies"]:
-        if strat == "brute_force":
-            continue
-        counts: list[int | None] = []
-        evaluated: list[int] = []
-        error = ""
-        for seed in range(job["seeds"]):
-            random.seed(seed)
-            np.random.seed(seed)
-            try:
-                res, _env = kernel_tuner.tune_kernel(
-                    **common, strategy=strat, simulation_mode=True,
-                    strategy_options=strategy_options(strat, size, job["max_fevals"]))
-            except Exception as e:  # noqa: BLE001 - e.g. a strategy's missing optional dependency
-                error = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
-                break
-            ts = times_of(res)
-            counts.append(evals_to_target(ts, target))
-            evaluated.append(len(ts))
-        reached = [c for c in counts if c is not None]
-        result["strategies"].append(asdict(StrategyResult(
-            strat, len(counts), counts, evaluated,
-            float(statistics.median(reached)) if reached else None, len(reached),
-            "replayed from the brute-force cache (Kernel Tuner simulation mode)", error)))
+        if strat != "brute_force":
+            result["strategies"].append(asdict(_kt_strategy(kernel_tuner, common, strat, job,
+                                                             keys, target)))
     result["seconds"] = round(time.monotonic() - t0, 1)
     shutil.rmtree(tmp, ignore_errors=True)
     return result

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kernelcrew.kernels.formats import format_for
 from kernelcrew.kernels.spec import OpSpec
 from kernelcrew.tools.backends.backend import get_backend
-from kernelcrew.tools.backends.peaks import bandwidth_ceiling, cpu_peaks, cuda_peaks
+from kernelcrew.tools.backends.peaks import bandwidth_ceiling, cpu_peaks
 
 
 @dataclass
@@ -41,12 +42,11 @@ class Peaks:
 
 
 def machine_peaks(backend: str = "cpu") -> Peaks:
-    """The machine's measured peaks (kernelcrew.tools.backends.peaks)."""
-    if backend == "cuda":
-        p = cuda_peaks(get_backend("cuda"))
-        flops = (f"; FP32 {p.fp32_gflops:.0f} GFLOP/s from the spec sheet ({p.sm_count} SMs at "
-                 f"{p.clock_mhz:.0f} MHz)" if p.fp32_gflops else "; FP32 peak unknown")
-        return Peaks(p.copy_gbps, p.fp32_gflops, p.method + flops)
+    """The machine's measured peaks (kernelcrew.tools.backends.peaks): this CPU's for
+    kernels that run on it (host code), else what the backend reports for its device."""
+    if format_for(backend).code != "host":
+        r = get_backend(backend).peak_rates()
+        return Peaks(r.gbps, r.gflops, r.what)
     p = cpu_peaks()
     return Peaks(p.triad_gbps, p.fma_gflops, f"kernelcrew.tools.backends.peaks: {p.method}",
                  p.read_gbps)

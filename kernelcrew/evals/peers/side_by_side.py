@@ -14,6 +14,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernelcrew.kernels.formats import format_for
 from kernelcrew.kernels.kernelfile import KernelFile, load_kernel
 from kernelcrew.kernels.spec import OpSpec, load_op
 from kernelcrew.tools.backends.backend import Backend, get_backend
@@ -39,7 +40,7 @@ def compiler_alone(kf: KernelFile) -> KernelFile:
 
 
 def fast_kernel_path(op: str, backend: str = "cpu") -> Path | None:
-    p = FAST_DIR / op / ("fast.cpp" if backend == "cpu" else "fast.cu")
+    p = FAST_DIR / op / f"fast{format_for(backend).suffix}"
     return p if p.exists() else None
 
 

@@ -404,8 +404,11 @@ class CudaBackend(Backend):
             pk = peaks.cuda_peaks(self)
         except RuntimeError as e:
             return PeakRates(None, None, None, None, f"peaks unknown ({e})")
-        return PeakRates(pk.copy_gbps, None, None, probe_device().l2_bytes or None,
-                         "device copy peak")
+        flops = (f"; FP32 {pk.fp32_gflops:.0f} GFLOP/s from the spec sheet ({pk.sm_count} SMs "
+                 f"at {pk.clock_mhz:.0f} MHz)" if pk.fp32_gflops else
+                 "; FP32 peak unknown")
+        return PeakRates(pk.copy_gbps, None, pk.fp32_gflops or None,
+                         probe_device().l2_bytes or None, pk.method + flops)
 
     def worker_devices(self) -> list[str]:
         """Device nodes to bind into the worker's sandbox (`bwrap --dev-bind P P`)."""

@@ -31,6 +31,7 @@ from ray import exceptions as rex
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from kernelcrew.errors import ExecutorError, InputError
+from kernelcrew.kernels.formats import format_for
 from kernelcrew.tools.executor.base import (
     Attempt,
     EvalResult,
@@ -54,7 +55,9 @@ _joined: dict[str, str | None] = {}  # the cluster this process joined
 
 
 def resource_for(backend: str) -> str:
-    return "GPU" if backend == "cuda" else "cpu_bench"
+    """The Ray resource a race holds whole: a GPU for device code (kernels.formats), the
+    machine's `cpu_bench` for kernels that run on its CPUs."""
+    return "GPU" if format_for(backend).code == "device" else "cpu_bench"
 
 
 def connect(address: str | None) -> str:
@@ -127,7 +130,7 @@ class RayExecutor:
                 f"{self.resource!r}, so none can run {setup.backend} evaluations; start each "
                 + ("machine's node with --resources='{\"cpu_bench\": 1}'"
                    if self.resource == "cpu_bench" else "GPU node with its GPUs visible")
-                + " (README: Running on a cluster)")
+                + " (docs/cluster.md)")
         self.setup_ref = ray.put(setup.model_dump())
         self.host = socket.gethostname()
 

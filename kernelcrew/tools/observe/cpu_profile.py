@@ -19,12 +19,13 @@ import math
 import re
 import shutil
 from collections import Counter
+from dataclasses import dataclass
 
 from kernelcrew.kernels.kernelfile import KernelFile
 from kernelcrew.kernels.spec import DTYPES, Case, OpSpec
-from kernelcrew.results import HotRegion, Metric, ProfileResult
+from kernelcrew.results import CompileResult, Diagnosis, HotRegion, Metric, ProfileResult, Roofline
 from kernelcrew.tools.backends.cpu import CpuBackend, cpu_threads
-from kernelcrew.tools.backends.peaks import cpu_peaks
+from kernelcrew.tools.backends.peaks import CpuPeaks, cpu_peaks
 from kernelcrew.tools.config import BenchSettings, Limits
 from kernelcrew.tools.judge.harness import Harness, KernelRun
 from kernelcrew.tools.locks import bench_lock
@@ -71,6 +72,29 @@ class _ThreadsBackend(CpuBackend):
         return {**super().worker_env(), "OMP_NUM_THREADS": str(self.threads)}
 
 
+@dataclass
+class _Measured:
+    """What the sandboxed worker gave: the timed run, perf's samples and counters."""
+
+    run: KernelRun
+    t_ms: float
+    cache: str
+    samples: Samples | None
+    hot_reason: str  # why there are no samples, where there are none
+    counters: dict[str, float | None]
+    counters_reason: str
+
+
+@dataclass
+class _Hot:
+    """Where the time goes: hot regions, the loops they fall in, threads busy."""
+
+    regions: list[HotRegion]
+    focus: list[Loop]  # the loops the evidence is about, hottest first
+    method: str
+    busy: int | None
+
+
 def profile_cpu(spec: OpSpec, kf: KernelFile, case: Case, *, bench: BenchSettings | None = None,
                 limits: Limits | None = None, threads: int | None = None,
                 say: Say | None = None) -> ProfileResult:
@@ -84,10 +108,35 @@ def profile_cpu(spec: OpSpec, kf: KernelFile, case: Case, *, bench: BenchSetting
                             + (f": {comp.messages[0].message}" if comp.messages else ""))
     say("peaks (measured once per machine)")
     peaks = cpu_peaks()
-    support = perf_support()
-    exe = perf_exe()
     openmp = "-fopenmp" in kf.meta.flags
     launched = (min(threads, threads_avail) if threads else threads_avail) if openmp else 1
+    got = _measure(spec, kf, case, be, comp, bench, limits, say)
+    say("vectorization report")
+    vec, vec_reason = vec_report(kf)
+    loops = analyze(kf.text, entry=kf.meta.entry, values=size_values(kf, spec, case.sizes))
+    apply_vec_report(loops, vec)
+    hot = _hot_regions(got, loops, kf.text.splitlines())
+    roof, diag = _roofline_and_diagnosis(spec, kf, case, bench, got, hot, peaks, launched)
+    m = {"device": Metric(value=None, unit="", reason=be.describe()),
+         **_timing_metrics(case, got, roof, peaks, spec.written_share(case.sizes)),
+         **_thread_metrics(launched, threads_avail, openmp, hot, got.hot_reason),
+         **_source_metrics(hot.focus, vec_reason, got.samples, hot.method, got.hot_reason),
+         **_counter_metrics(got.counters, got.counters_reason)}
+    fields = _summary_fields(roof, got, hot, m, launched, threads_avail, openmp, vec_reason)
+    return ProfileResult(op=spec.name, kernel=str(kf.path or "<memory>"), backend="cpu",
+                         case=f"{case.group}[{case.index}] {case.label}", source="cpu",
+                         cache=got.cache,
+                         summary=render_summary(fields), metrics=m, bottleneck=diag,
+                         roofline=roof, hot_regions=hot.regions,
+                         compile_report=_vec_lines(loops, vec_reason))
+
+
+def _measure(spec: OpSpec, kf: KernelFile, case: Case, be: CpuBackend, comp: CompileResult,
+             bench: BenchSettings, limits: Limits | None, say: Say) -> _Measured:
+    """Time the kernel, then sample it with perf record and count events with perf stat
+    where this machine allows, all in one harness under the machine-wide bench lock."""
+    support = perf_support()
+    exe = perf_exe()
     samples: Samples | None = None
     hot_reason = ""
     counters: dict[str, float | None] = {}
@@ -99,10 +148,9 @@ def profile_cpu(spec: OpSpec, kf: KernelFile, case: Case, *, bench: BenchSetting
             say(f"timing ({bench.reps} runs)")
             run = h.run(comp, kf)
             _require_correct(run, kf)
-            row = run.rows[0]
-            if not row.median_ms:
+            t_ms = run.rows[0].median_ms
+            if not t_ms:
                 raise ProfileFailed("no timed runs to profile (reps must be at least 1)")
-            t_ms = row.median_ms
             if support.record and exe:
                 reps = max(3, min(PERF_MAX_REPS, math.ceil(PERF_TARGET_S * 1e3 / max(t_ms, 1e-3))))
                 say(f"perf record ({reps} runs)")
@@ -113,26 +161,23 @@ def profile_cpu(spec: OpSpec, kf: KernelFile, case: Case, *, bench: BenchSetting
                 say("perf stat counters")
                 reps = max(5, min(PERF_MAX_REPS, math.ceil(0.2e3 / max(t_ms, 1e-3))))
                 counters = count_events(h, comp, kf, support.events, exe, reps)
-    say("vectorization report")
-    vec, vec_reason = vec_report(kf)
-    values = size_values(kf, spec, case.sizes)
-    loops = analyze(kf.text, entry=kf.meta.entry, values=values)
-    apply_vec_report(loops, vec)
+    return _Measured(run, t_ms, cache, samples, hot_reason, counters,
+                     support.counters_reason or ("counting failed" if not counters else ""))
 
-    # -- hot regions and the loops they fall in
-    lines = kf.text.splitlines()
-    hot: list[HotRegion] = []
-    hot_loops: list[Loop] = []
+
+def _hot_regions(got: _Measured, loops: list[Loop], lines: list[str]) -> _Hot:
+    """The hot regions from perf's samples, else the innermost loops by trip count."""
+    samples = got.samples
     if samples is not None and samples.kernel:
         hot, hot_loops = _sampled_hot(samples, loops, lines)
-        hot_method = (f"perf record cpu-clock samples ({samples.kernel} in the kernel's code; "
-                      f"OpenMP runtime {samples.runtime} more)")
+        method = (f"perf record cpu-clock samples ({samples.kernel} in the kernel's code; "
+                  f"OpenMP runtime {samples.runtime} more)")
     else:
-        if samples is not None and not hot_reason:
-            hot_reason = "no samples (calls too short)"
+        if samples is not None and not got.hot_reason:
+            got.hot_reason = "no samples (calls too short)"
         hot, hot_loops = _static_hot(loops, lines)
-        hot_method = ("static estimate: innermost loops ranked by trip counts"
-                      + (f" ({hot_reason})" if hot_reason else ""))
+        method = ("static estimate: innermost loops ranked by trip counts"
+                  + (f" ({got.hot_reason})" if got.hot_reason else ""))
     # the innermost loops carry the work (and the compiler's vectorization decision); an
     # outer loop only counts when no inner loop was hot
     focus = ([lp for lp in hot_loops if lp.innermost] or hot_loops
@@ -141,37 +186,43 @@ def profile_cpu(spec: OpSpec, kf: KernelFile, case: Case, *, bench: BenchSetting
     if samples is not None and samples.threads:
         top = max(samples.threads.values())
         busy = sum(1 for n in samples.threads.values() if n >= 0.1 * top)
+    return _Hot(hot, focus, method, busy)
 
-    # -- roofline and diagnosis
-    single = (busy or launched) == 1
-    # the kernel's bandwidth against the machine's peak in the same cache state, for its
-    # mix of reads and writes (where a written line is read first, a kernel that only
-    # reads can pass the triad's figure)
+
+def _roofline_and_diagnosis(spec: OpSpec, kf: KernelFile, case: Case, bench: BenchSettings,
+                            got: _Measured, hot: _Hot, peaks: CpuPeaks, launched: int
+                            ) -> tuple[Roofline, Diagnosis]:
+    """The kernel's bandwidth against the machine's peak in the same cache state, for its
+    mix of reads and writes (where a written line is read first, a kernel that only reads
+    can pass the triad's figure), and the bottleneck the evidence points to."""
+    single = (hot.busy or launched) == 1
     written = spec.written_share(case.sizes)
-    roof = roofline(spec, case.sizes, t_ms, peaks.peak_gbps_for(cache, written),
+    roof = roofline(spec, case.sizes, got.t_ms, peaks.peak_gbps_for(got.cache, written),
                     peaks.peak_gflops)
-    class_bw = peaks.peak_gbps_for(cache, written, single=single)
+    class_bw = peaks.peak_gbps_for(got.cache, written, single=single)
     class_fl = peaks.fma_1t_gflops if single else peaks.peak_gflops
-    access, access_text = _access_evidence(focus)
-    vec_text = _vec_evidence(focus)
-    chains = _chain_evidence(focus, kf.text)
+    access, access_text = _access_evidence(hot.focus)
     note = "one thread" if single else f"{launched} threads"
     ws = _working_set(spec, case, bench)
     diag = diagnose(
-        t_ms, share_of(roof.achieved_gbps, class_bw, "GB/s",
-                       f"{'triad' if written is None or not peaks.read_gbps else 'sweeps'} "
-                       f"for this mix, {note}"),
+        got.t_ms, share_of(roof.achieved_gbps, class_bw, "GB/s",
+                           f"{'triad' if written is None or not peaks.read_gbps else 'sweeps'} "
+                           f"for this mix, {note}"),
         share_of(roof.achieved_gflops, class_fl, "GFLOP/s", f"FMA, {note}"),
         launch_ms=LAUNCH_BOUND_MS, per_call="each call", access=access,
-        evidence_extra=[e for e in (access_text, vec_text, chains) if e],
+        evidence_extra=[e for e in (access_text, _vec_evidence(hot.focus),
+                                    _chain_evidence(hot.focus, kf.text)) if e],
         above_peak=f"above the DRAM peak: the {ws / 2**20:.0f} MiB working set is partly "
                    f"cache-resident (last-level cache {peaks.llc_mib or 0:.0f} MiB)")
+    return roof, diag
 
-    # -- metrics
+
+def _timing_metrics(case: Case, got: _Measured, roof: Roofline, peaks: CpuPeaks,
+                    written: float | None) -> dict[str, Metric]:
+    row = got.run.rows[0]
     m: dict[str, Metric] = {}
-    m["device"] = Metric(value=None, unit="", reason=be.describe())
-    m["time_ms"] = Metric(value=t_ms, unit="ms",
-                          reason=f"median of {len(run.samples.get(_k(case), []))} runs")
+    m["time_ms"] = Metric(value=got.t_ms, unit="ms",
+                          reason=f"median of {len(got.run.samples.get(_k(case), []))} runs")
     m["p10_ms"] = Metric(value=row.p10_ms, unit="ms")
     m["p90_ms"] = Metric(value=row.p90_ms, unit="ms")
     m["achieved_bandwidth"] = Metric(value=roof.achieved_gbps, unit="GB/s",
@@ -180,7 +231,7 @@ def profile_cpu(spec: OpSpec, kf: KernelFile, case: Case, *, bench: BenchSetting
         value=roof.bytes / (row.p10_ms * 1e6) if row.p10_ms else None, unit="GB/s",
         reason="at the 10th-percentile time: the best runs (less noise from a busy machine)")
     sweeps = ("STREAM triad and read-only sweep, cache-resident (warm)"
-              if cache == "warm" and peaks.triad_warm_gbps else
+              if got.cache == "warm" and peaks.triad_warm_gbps else
               "STREAM triad and read-only sweep, arrays > 2x LLC")
     mix = (f"for {written:.0%} of the bytes written (between the read sweep, none written, "
            "and the triad, a third)" if written is not None and peaks.read_gbps
@@ -197,73 +248,93 @@ def profile_cpu(spec: OpSpec, kf: KernelFile, case: Case, *, bench: BenchSetting
     m["bound_ms"] = Metric(value=roof.bound_ms, unit="ms", reason="least time the peaks allow")
     m["numpy_copy_bandwidth"] = Metric(value=peaks.numpy_copy_gbps, unit="GB/s",
                                        reason="np.copyto, 1 thread")
-    m["threads_launched"] = Metric(value=launched, unit="threads",
-                                   reason="OpenMP" if openmp else "serial (no -fopenmp)")
-    m["threads_available"] = Metric(value=threads_avail, unit="threads")
-    m["threads_busy"] = Metric(value=busy, unit="threads",
-                               reason="threads with perf samples in the kernel" if busy is not None
-                               else (hot_reason or "no perf samples"))
+    return m
+
+
+def _thread_metrics(launched: int, available: int, openmp: bool, hot: _Hot,
+                    hot_reason: str) -> dict[str, Metric]:
+    return {
+        "threads_launched": Metric(value=launched, unit="threads",
+                                   reason="OpenMP" if openmp else "serial (no -fopenmp)"),
+        "threads_available": Metric(value=available, unit="threads"),
+        "threads_busy": Metric(value=hot.busy, unit="threads",
+                               reason="threads with perf samples in the kernel"
+                               if hot.busy is not None else (hot_reason or "no perf samples")),
+    }
+
+
+def _source_metrics(focus: list[Loop], vec_reason: str, samples: Samples | None,
+                    hot_method: str, hot_reason: str) -> dict[str, Metric]:
+    """The hot loops' widest stride and vector width, and what perf sampled."""
     inner = focus[0] if focus else None
     worst = max((a for lp in focus[:2] for a in lp.accesses
                  if a.stride_elems is not None), key=lambda a: abs(a.stride_elems or 0),
                 default=None)
-    m["hot_loop_stride"] = Metric(
-        value=abs(worst.stride_elems) if worst and worst.stride_elems is not None else None,
-        unit="elements", reason=f"{worst.array}[] stride {worst.stride} in the loop at line "
-        f"{worst.line}" if worst else "no analyzable subscript")
-    m["hot_loop_vector_bytes"] = Metric(
-        value=(inner.vector_bytes or 0) if inner and inner.vectorized is not None else None,
-        unit="bytes", reason=(f"line {inner.line}: {inner.vec_text()}" if inner else "no loop")
-        if not vec_reason else vec_reason)
-    m["perf_samples"] = Metric(value=samples.kernel if samples else None, unit="samples",
-                               reason=hot_method)
-    m["omp_runtime_samples"] = Metric(value=samples.runtime if samples else None, unit="samples",
+    return {
+        "hot_loop_stride": Metric(
+            value=abs(worst.stride_elems) if worst and worst.stride_elems is not None else None,
+            unit="elements", reason=f"{worst.array}[] stride {worst.stride} in the loop at "
+            f"line {worst.line}" if worst else "no analyzable subscript"),
+        "hot_loop_vector_bytes": Metric(
+            value=(inner.vector_bytes or 0) if inner and inner.vectorized is not None else None,
+            unit="bytes", reason=(f"line {inner.line}: {inner.vec_text()}" if inner
+                                  else "no loop") if not vec_reason else vec_reason),
+        "perf_samples": Metric(value=samples.kernel if samples else None, unit="samples",
+                               reason=hot_method),
+        "omp_runtime_samples": Metric(value=samples.runtime if samples else None,
+                                      unit="samples",
                                       reason="OpenMP runtime (spin/wait), not counted as hot"
-                                      if samples else hot_reason)
-    why_counters = support.counters_reason or ("counting failed" if not counters else "")
+                                      if samples else hot_reason),
+    }
+
+
+def _counter_metrics(counters: dict[str, float | None], why_not: str) -> dict[str, Metric]:
+    """perf stat's counters per call, IPC and the cache hit rates they give."""
+    m: dict[str, Metric] = {}
     for name, event in (("cycles", "cycles"), ("instructions", "instructions"),
                         ("cache_misses", "cache-misses"), ("llc_loads", "LLC-loads"),
                         ("llc_load_misses", "LLC-load-misses")):
         v = counters.get(event)
         m[name] = Metric(value=v, unit="per call", reason="perf stat" if v is not None
-                         else why_counters or "not supported")
+                         else why_not or "not supported")
     ipc = (counters["instructions"] / counters["cycles"]
            if counters.get("instructions") and counters.get("cycles") else None)
-    m["ipc"] = Metric(value=ipc, unit="instr/cycle", reason="perf stat" if ipc else why_counters)
+    m["ipc"] = Metric(value=ipc, unit="instr/cycle", reason="perf stat" if ipc else why_not)
     l2 = hit_ratio_pct(counters.get("l2_rqsts.miss"), counters.get("l2_rqsts.references"))
     llc = hit_ratio_pct(counters.get("LLC-load-misses"), counters.get("LLC-loads"))
     m["l2_hit_rate"] = Metric(value=l2, unit="%", reason="perf stat l2_rqsts" if l2 is not None
-                              else why_counters or "no L2 events")
-    m["llc_hit_rate"] = Metric(value=llc, unit="%", reason="perf stat LLC-loads" if llc is not None
-                               else why_counters or "no LLC events")
+                              else why_not or "no L2 events")
+    m["llc_hit_rate"] = Metric(value=llc, unit="%", reason="perf stat LLC-loads"
+                               if llc is not None else why_not or "no LLC events")
+    return m
 
-    # -- the summary
+
+def _summary_fields(roof: Roofline, got: _Measured, hot: _Hot, m: dict[str, Metric],
+                    launched: int, available: int, openmp: bool, vec_reason: str) -> Fields:
+    """The fixed template's fields, the CPU's evidence in the GPU profile's order."""
     pct = f"{roof.bandwidth_share * 100:.0f}%" if roof.bandwidth_share is not None else "n/a"
+    l2, llc = m["l2_hit_rate"].value, m["llc_hit_rate"].value
     if l2 is not None:
         l2_text = f"L2 hit {l2:.0f}%"
     elif llc is not None:
         l2_text = f"L2 hit n/a, LLC hit {llc:.0f}%"
     else:
-        l2_text = f"L2 hit n/a ({_short(why_counters or 'no counters')})"
-    occ = (f"occupancy {busy}/{threads_avail} threads busy" if busy is not None
-           else f"occupancy n/a ({_short(hot_reason or 'no perf')})")
-    fields = Fields(
-        launch=f"threads {launched}/{threads_avail}" + (" (OpenMP)" if openmp else " (serial)"),
-        bandwidth=f"BW {roof.achieved_gbps:.1f} of {roof.peak_gbps:.1f} GB/s ({pct}, {cache})",
-        coalescing="stride: " + _stride_text(focus),
+        l2_text = f"L2 hit n/a ({_short(got.counters_reason or 'no counters')})"
+    occ = (f"occupancy {hot.busy}/{available} threads busy" if hot.busy is not None
+           else f"occupancy n/a ({_short(got.hot_reason or 'no perf')})")
+    sampled = got.samples is not None and got.samples.kernel
+    return Fields(
+        launch=f"threads {launched}/{available}" + (" (OpenMP)" if openmp else " (serial)"),
+        bandwidth=f"BW {roof.achieved_gbps:.1f} of {roof.peak_gbps:.1f} GB/s ({pct}, "
+                  f"{got.cache})",
+        coalescing="stride: " + _stride_text(hot.focus),
         l2=l2_text,
-        registers="vec: " + (_vec_summary(focus)
+        registers="vec: " + (_vec_summary(hot.focus)
                              if not vec_reason else f"n/a ({_short(vec_reason)})"),
         occupancy=occ,
-        hot="hot: " + (_hot_text(hot) if samples is not None and samples.kernel
-                       else "(static est.) " + _hot_text(hot)),
+        hot="hot: " + (_hot_text(hot.regions) if sampled
+                       else "(static est.) " + _hot_text(hot.regions)),
     )
-    return ProfileResult(op=spec.name, kernel=str(kf.path or "<memory>"), backend="cpu",
-                         case=f"{case.group}[{case.index}] {case.label}", source="cpu",
-                         cache=cache,
-                         summary=render_summary(fields), metrics=m, bottleneck=diag,
-                         roofline=roof, hot_regions=hot,
-                         compile_report=_vec_lines(loops, vec_reason))
 
 
 def _vec_lines(loops: list[Loop], why_none: str) -> str:

@@ -108,7 +108,10 @@ def launches_of(kf: KernelFile, case: Case, comp: CompileResult, arch: str) -> l
 
 
 def profile_cuda(spec: OpSpec, kf: KernelFile, case: Case, *, bench: BenchSettings | None = None,
-                 limits: Limits | None = None, say: Say | None = None) -> ProfileResult:
+                 limits: Limits | None = None, threads: int | None = None,
+                 say: Say | None = None) -> ProfileResult:
+    """The CUDA profile (`threads` is the CPU's OpenMP setting: a launch plan sets a CUDA
+    kernel's threads, so it is not used here)."""
     say = say or (lambda _m: None)
     try:
         be = get_backend("cuda")

@@ -8,10 +8,12 @@ backend and the case.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 from kernelcrew.errors import InputError
+from kernelcrew.kernels.formats import FORMATS
 from kernelcrew.kernels.kernelfile import KernelFile, load_kernel, validate_against
 from kernelcrew.kernels.spec import OpSpec, load_op
 from kernelcrew.results import ProfileResult
@@ -21,7 +23,10 @@ from kernelcrew.tools.observe.cpu_profile import profile_cpu
 from kernelcrew.tools.observe.cuda_profile import profile_cuda
 from kernelcrew.tools.observe.summary import ProfileFailed, Say, pick_case
 
-__all__ = ["ProfileFailed", "pick_case", "profile"]
+__all__ = ["PROFILERS", "ProfileFailed", "pick_case", "profile"]
+
+# backend -> its profiler: f(spec, kf, case, *, bench, limits, threads, say) -> ProfileResult
+PROFILERS: dict[str, Callable[..., ProfileResult]] = {"cpu": profile_cpu, "cuda": profile_cuda}
 
 
 def profile(op: str | Path | OpSpec, kernel: str | Path | KernelFile | None = None,
@@ -33,8 +38,11 @@ def profile(op: str | Path | OpSpec, kernel: str | Path | KernelFile | None = No
     `threads` (CPU): OpenMP threads for the kernel, default all this process may use."""
     if backend == "auto":
         backend = auto_backend()
-    if backend not in ("cpu", "cuda"):
-        raise InputError(f"unknown backend {backend!r}; use cpu or cuda")
+    if backend not in PROFILERS:
+        known = ", ".join(PROFILERS)
+        raise InputError(f"unknown backend {backend!r} for a profile; use {known}"
+                         if backend not in FORMATS else
+                         f"the {backend} backend has no profiler; profiles exist for {known}")
     spec = load_op(op, backend)  # the backend's own shape groups (op.yaml `backend_shapes`)
     if kernel is None:
         kf = load_kernel(spec.baseline_path(backend))
@@ -51,7 +59,5 @@ def profile(op: str | Path | OpSpec, kernel: str | Path | KernelFile | None = No
         bench = replace(BenchSettings(), input_sets=1)
     if threads is not None and threads < 1:
         raise InputError(f"threads must be at least 1, not {threads}")
-    if backend == "cpu":
-        return profile_cpu(spec, kf, chosen, bench=bench, limits=limits, threads=threads,
-                           say=progress)
-    return profile_cuda(spec, kf, chosen, bench=bench, limits=limits, say=progress)
+    return PROFILERS[backend](spec, kf, chosen, bench=bench, limits=limits, threads=threads,
+                              say=progress)

@@ -10,6 +10,7 @@ from kernelcrew.errors import InputError
 from kernelcrew.kernels.kernelfile import KernelFile
 from kernelcrew.kernels.spec import OpSpec
 from kernelcrew.results import CompileResult
+from kernelcrew.tools.backends.cuda import CudaBackend
 from kernelcrew.tools.backends.cuda_runtime import LaunchError, plan_launches
 from kernelcrew.tools.backends.occupancy import theoretical_occupancy
 from kernelcrew.tools.backends.sass import disassemble
@@ -20,8 +21,10 @@ _SHOWN = (("global_loads_128", "LDG.128"), ("global_stores_128", "STG.128"),
           ("tensor_ops", "HMMA"), ("async_copies", "LDGSTS"))
 
 
-def static_evidence(spec: OpSpec, kf: KernelFile, comp: CompileResult, backend) -> dict:
-    arch = backend.target_arch() if hasattr(backend, "target_arch") else ""
+def static_evidence(spec: OpSpec, kf: KernelFile, comp: CompileResult,
+                    backend: CudaBackend) -> dict:
+    """What the CUDA toolchain says of a compiled kernel file (ptxas, SASS, occupancy)."""
+    arch = backend.target_arch()
     out: dict = {"arch": arch, "launches": len(kf.meta.launch), "kernels": [], "text": ""}
     if not comp.ok:
         out["text"] = f"does not compile: {comp.reason}"
