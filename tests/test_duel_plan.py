@@ -10,6 +10,11 @@ some timed calls is caught by the check it could not see coming."""
 from __future__ import annotations
 
 import hashlib
+import os
+import statistics
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +25,7 @@ from kernelcrew.kernels.spec import load_op
 from kernelcrew.tools.backends.backend import get_backend
 from kernelcrew.tools.config import BenchSettings
 from kernelcrew.tools.judge.duel import duel
+from kernelcrew.tools.judge.gate import load_outliers
 from kernelcrew.tools.judge.harness import CHECKED_RUNS, Harness, case_key
 from kernelcrew.tools.judge.runs import Contender
 from tests.adversarial.conftest import KERNELS, TINY
@@ -112,3 +118,41 @@ def test_a_kernel_cannot_tell_a_checked_run(tiny, plan_seen, tmp_path: Path):
     assert "outside tolerance" in failing.detail, failing.detail
     last = plan_seen["a"][-1]  # the run that failed is the last the kernel made
     assert last[3], f"the failing run {last[1]} was not one the parent checked"
+
+
+def _spin_kernel(spec, be):
+    kf = load_kernel(KERNELS / "spins_in_some_rounds.cpp")
+    comp = be.compile(kf, spec)
+    assert comp.ok, comp.reason
+    return comp, kf
+
+
+def test_a_kernels_own_cpu_time_does_not_make_a_round_busy(tiny):
+    """A kernel that spins tens of ms on every third call (spins_in_some_rounds.cpp) keeps
+    the machine's cores busy in the rounds with its slow calls; the busy share the gate
+    drops rounds by leaves out the judge's own processes, so none of those rounds reads
+    as another job's load."""
+    spec, be, base = tiny
+    with Harness(spec, be, seed=1, bench=BenchSettings(reps=12, rounds=12)) as h:
+        d = duel(h, _spin_kernel(spec, be), base)
+    assert d.a.correct and d.b.correct
+    assert not load_outliers(d.busy) and max(d.busy) < 0.25, d.busy
+
+
+def test_another_jobs_load_still_makes_rounds_busy(tiny):
+    """The control: with a real other job on every core for the whole duel (both kernels
+    the spinning one, so that each round lasts long enough for /proc's 10 ms ticks), the
+    rounds' busy share is high: the share still sees load that is not the judge's."""
+    spec, be, _ = tiny
+    ncpu = len(os.sched_getaffinity(0))
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(ncpu)]
+    try:
+        time.sleep(0.5)
+        with Harness(spec, be, seed=1, bench=BenchSettings(reps=12, rounds=12)) as h:
+            d = duel(h, _spin_kernel(spec, be), _spin_kernel(spec, be))
+    finally:
+        for p in hogs:
+            p.kill()
+            p.wait()
+    assert d.a.correct and d.b.correct
+    assert statistics.median(d.busy) > 0.2, d.busy

@@ -257,7 +257,7 @@ def test_check_json_reports_the_noise_the_threshold_and_the_cache_state_apart():
 def test_a_slowdown_in_a_minority_of_the_calls_is_a_regression():
     """A challenger slow on 40% of its calls in one group at random has the median of its
     fast calls there, so the median-based group speedup looks like a win; the tail mean
-    (all but the slowest 10% of the runs) shows the regression and the verdict is not
+    (the slowest 10% of the runs clipped) shows the regression and the verdict is not
     `faster`. Honest spread (a few hiccups in both kernels) does not trip it."""
     from kernelcrew.tools.judge.gate import tail_mean
 

@@ -45,7 +45,6 @@ DType = Literal["float32", "float64", "float16", "int32", "int64", "uint8", "int
                 "int16", "uint32"]
 GROUPS = ("typical", "boundary", "unaligned")
 BACKENDS = ("cpu", "cuda")
-Backend = Literal["cpu", "cuda"]
 # default input values of the integer dtypes, as [lo, hi) (an inputs.py chooses others):
 # wide ones small (-8..8: products and sums of them stay in range), 8-bit ones over their
 # whole range (pixels and quantized values use it all), 16-bit ones over 12 bits (samples,
@@ -177,6 +176,10 @@ class OpSpec(_Strict):
                     _check_expr(dim, sizes, f"{kind}.{tname}.shape[{i}]")
         _check_expr(self.cost.bytes, sizes, "cost.bytes")
         _check_expr(self.cost.flops, sizes, "cost.flops")
+        unknown = [b for b in self.backend_shapes if b not in FORMATS]
+        if unknown:
+            raise ValueError(f"backend_shapes.{unknown[0]}: unknown backend; the keys are "
+                             f"backend names ({', '.join(FORMATS)})")
         groups = [(f"shapes.{g}", s) for g, s in self.shapes.items()]
         groups += [(f"backend_shapes.{b}.{g}", s) for b, gs in self.backend_shapes.items()
                    for g, s in gs.items()]

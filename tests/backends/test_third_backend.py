@@ -80,11 +80,6 @@ def test_an_unknown_backend_or_ending_is_one_line_of_bad_input(tmp_path: Path) -
         load_kernel(_write(tmp_path / "k.f90", "x"))
 
 
-@pytest.mark.xfail(strict=True, reason="the worker picks its runtime by the backend's name "
-                   "(tools/judge/worker.py `_runtime`: CpuRuntime for 'cpu' only), so a new "
-                   "host backend's worker loads the CUDA runtime; picking it by "
-                   "`Backend.untrusted_host` (host code runs in the worker's process) makes "
-                   "this pass")
 def test_check_runs_a_kernel_through_the_new_backend(kernel: Path) -> None:
     from kernelcrew.tools.judge.check import check
 

@@ -11,7 +11,9 @@ of the spread of the speedup (see `gate`).
 Both kernels get the same plan: timed run r of a case finds the same input changes for
 both (one float64 reference serves both when r is checked), and the same runs are
 checked in full. The parent's clock times every call; the busy share of the machine in
-each round lets the gate leave out rounds in which another job started.
+each round, less the CPU time of the parent and the two workers (the kernel's own work
+must not make a round look like another job's), lets the gate leave out rounds in which
+another job started.
 
 However the duel ends (a kernel failed, the parent raised), no worker outlives it: the
 parent ends both, politely when the duel finished, by killing their sandboxes when not.
@@ -19,6 +21,7 @@ parent ends both, politely when the duel finished, by killing their sandboxes wh
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 from dataclasses import dataclass, field, replace
@@ -29,6 +32,7 @@ import numpy as np
 from kernelcrew.kernels.kernelfile import KernelFile
 from kernelcrew.results import CompileResult
 from kernelcrew.tools.judge.harness import Harness, KernelRun, case_key, plan_checks
+from kernelcrew.tools.judge.procs import cpu_ticks
 from kernelcrew.tools.judge.runs import Contender
 from kernelcrew.tools.judge.session import SessionFailed
 
@@ -69,14 +73,20 @@ def pooled(first: Duel, second: Duel) -> Duel:
                 per_round, first.busy + second.busy)
 
 
-def _busy_sample() -> tuple[int, int]:
+def _busy_sample(pids: list[int]) -> tuple[int, int]:
+    """The machine's clock ticks so far, and those spent idle or by the judge itself (the
+    parent and the two workers). The kernels' own CPU time never counts as the machine
+    being busy: a kernel that spins in some rounds would otherwise have those rounds left
+    out as load outliers, and with them its slow calls."""
     try:
         vals = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     except (OSError, ValueError):
         return 0, 0
-    return sum(vals), vals[3] + (vals[4] if len(vals) > 4 else 0)
+    ours = cpu_ticks() + sum(cpu_ticks(p) for p in pids)
+    return sum(vals), vals[3] + (vals[4] if len(vals) > 4 else 0) + ours
 
 
+SAMPLE_SLACK = 1.0  # clock ticks a busy sample may be off by without any load
 WARM_SEED = 1 << 30  # the warm-up calls' own stream of input changes (never a run's)
 
 
@@ -105,7 +115,7 @@ def duel(h: Harness, a: tuple[CompileResult, KernelFile], b: tuple[CompileResult
         cpus = []
     seed = [secrets.randbits(31), secrets.randbits(31)]  # the run's changes: the parent's
     cs: dict[str, Contender] = {}
-    busy_acc = [[0, 0] for _ in range(rounds)]
+    busy_acc = [[0.0, 0.0, 0.0] for _ in range(rounds)]
     failed, finished = "", False
     per_round: dict[str, dict[str, list[list[float]]]] = {"a": {}, "b": {}}
     try:
@@ -153,27 +163,34 @@ def duel(h: Harness, a: tuple[CompileResult, KernelFile], b: tuple[CompileResult
         if who not in runs:  # never started (the first failed while starting)
             runs[who] = KernelRun(runs["a"].outcome.model_copy(update={
                 "ok": False, "reason": "not started"}), [])
-    busy = [1.0 - i / t if t > 0 else 0.0 for t, i in busy_acc]
+    # /proc counts whole clock ticks (10 ms), so a sample's idle-and-ours can come out a
+    # tick or two off the machine's total (on an idle 2-core VM, rounds of 10-20 ticks
+    # read -2..+2): SAMPLE_SLACK ticks per sample, added as independent errors, are not
+    # taken for load
+    busy = [max(0.0, (t - i - SAMPLE_SLACK * math.sqrt(n)) / t) if t > 0 else 0.0
+            for t, i, n in busy_acc]
     integrity = failed if failed and cs[failed].integrity else ""
     return Duel(runs["a"], runs["b"], rounds, per_round, busy, failed, integrity)
 
 
 def _rounds(h: Harness, cs: dict[str, Contender], ci: int, key: str, rounds: int,
             per_round_n: list[int], warm: bool, cpus: list[int], seed: list[int],
-            checked: set[int], ref_for, per_round: dict, busy_acc: list[list[int]]) -> None:
+            checked: set[int], ref_for, per_round: dict, busy_acc: list[list[float]]) -> None:
     """Case ci's alternating rounds (see the module text)."""
     start = 0
     for rnd in range(rounds):
         order = ("a", "b") if (rnd + ci) % 2 == 0 else ("b", "a")
         cpu = cpus[(rnd // 2 + ci) % len(cpus)] if cpus else None
-        t0, i0 = _busy_sample()
+        pids = [cn.session.proc.pid for cn in cs.values() if cn.session.proc is not None]
+        t0, i0 = _busy_sample(pids)
         for who in order:
             times = _batch(h, cs[who], ci, start, per_round_n[rnd], warm, cpu, cpus, seed,
                            checked, ref_for, who)
             per_round[who].setdefault(key, []).append(times)
-        t1, i1 = _busy_sample()
+        t1, i1 = _busy_sample(pids)
         busy_acc[rnd][0] += t1 - t0
         busy_acc[rnd][1] += i1 - i0
+        busy_acc[rnd][2] += 1
         start += per_round_n[rnd]
 
 

@@ -119,17 +119,29 @@ def _resampled_median(per_round: list[list[float]], idx: np.ndarray, floor: floa
     return np.log(np.maximum(np.median(drawn, axis=1), max(floor, 1e-12)))
 
 
-TRIM = 0.1  # the share of a kernel's slowest runs a tail mean leaves out (machine hiccups)
+TRIM = 0.1  # the share of a kernel's slowest runs a tail mean clips (machine hiccups)
+
+
+def _winsorized(sorted_runs: np.ndarray) -> np.ndarray:
+    """Each row (sorted) with its slowest TRIM of runs set to the slowest run kept."""
+    n = sorted_runs.shape[-1]
+    clip = int(n * TRIM)
+    if clip and n > clip:
+        sorted_runs = sorted_runs.copy()
+        sorted_runs[..., n - clip:] = sorted_runs[..., n - clip - 1: n - clip]
+    return sorted_runs
 
 
 def tail_mean(times: list[float] | np.ndarray, floor: float = 0.0) -> float:
-    """The mean of a kernel's runs without the slowest TRIM of them, clamped to the timing
-    floor. Unlike the median it sees a slowdown in a minority of the calls (a kernel slow
-    on 40% of them at random has the median of its fast calls), and a rare hiccup of the
-    machine still does not move it."""
-    t = np.sort(np.asarray(times, dtype=float))
-    keep = t[: max(1, len(t) - int(len(t) * TRIM))]
-    return max(float(keep.mean()), floor)
+    """The mean of a kernel's runs with the slowest TRIM of them clipped to the slowest run
+    kept (a winsorized mean), clamped to the timing floor. Unlike the median it sees a
+    slowdown in a minority of the calls (a kernel slow on 40% of them at random has the
+    median of its fast calls); a rare hiccup of the machine still does not move it. A
+    slowdown in more than TRIM of the calls counts in full: clipping, unlike leaving the
+    slowest runs out, keeps a kernel whose slow calls just outnumber TRIM from being
+    judged on its fast calls alone."""
+    t = _winsorized(np.sort(np.asarray(times, dtype=float)))
+    return max(float(t.mean()), floor)
 
 
 def own_noise(per_case: dict[str, list[list[float]]], floor: float = 0.0,
@@ -159,9 +171,8 @@ def _resampled_tail_mean(per_round: list[list[float]], idx: np.ndarray, floor: f
     if m == 0:
         return np.zeros(idx.shape[0])
     runs = np.array([r[:m] for r in per_round], dtype=float)
-    drawn = np.sort(runs[idx].reshape(idx.shape[0], -1), axis=1)
-    keep = drawn[:, : max(1, drawn.shape[1] - int(drawn.shape[1] * TRIM))]
-    return np.log(np.maximum(keep.mean(axis=1), max(floor, 1e-12)))
+    drawn = _winsorized(np.sort(runs[idx].reshape(idx.shape[0], -1), axis=1))
+    return np.log(np.maximum(drawn.mean(axis=1), max(floor, 1e-12)))
 
 
 def load_outliers(busy: list[float], margin: float = 0.25, keep_at_least: int = 6) -> set[int]:
@@ -225,8 +236,8 @@ def decide(rows: list[CaseRow], weights: dict[str, float], min_speedup: float,
         verdict = "same"
         worst = min(tails, key=tails.get)
         reason = (f"{s:.2f}x overall but the {worst} group regresses in its slower calls "
-                  f"({tails[worst]:.2f}x by the mean of all but the slowest {TRIM:.0%} of "
-                  "the runs); not accepted")
+                  f"({tails[worst]:.2f}x by the mean of the runs, the slowest {TRIM:.0%} "
+                  "clipped); not accepted")
     elif s >= hi:
         verdict = "same"
         worst = min(regressing, key=regressing.get)

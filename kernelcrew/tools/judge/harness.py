@@ -29,6 +29,7 @@ from typing import Self
 import numpy as np
 
 from kernelcrew.errors import InputError
+from kernelcrew.kernels.formats import format_for
 from kernelcrew.kernels.kernelfile import KernelFile
 from kernelcrew.kernels.spec import DTYPES, INT_INPUTS, Case, OpSpec
 from kernelcrew.results import CaseRow, CompileResult
@@ -271,6 +272,8 @@ class Harness:
             })
         return {
             "backend": self.backend.name, "artifact": comp.artifact, "entry": kf.meta.entry,
+            # host code: a library whose `entry` the worker calls; device code: launches
+            "code": format_for(self.backend.name).code,
             "launch": [x.model_dump() for x in kf.meta.launch],
             "temps": {n: t.model_dump() for n, t in kf.meta.temps.items()},
             "knobs": kf.meta.knobs, "signature": sig, "cases": cases,

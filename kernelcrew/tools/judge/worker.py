@@ -85,7 +85,9 @@ class CpuRuntime:
 
 
 def _runtime(job: dict):
-    if job["backend"] == "cpu":
+    """How the worker runs this job's kernels: by the kernel format's kind of code, never by
+    the backend's name (a new backend with host code runs through CpuRuntime)."""
+    if job["code"] == "host":
         return CpuRuntime(job)
     from kernelcrew.tools.backends.cuda_runtime import CudaRuntime
 
