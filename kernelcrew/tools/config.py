@@ -49,7 +49,7 @@ class CompileLimits:
 
 @dataclass(frozen=True, kw_only=True)
 class BenchSettings:
-    """How timing is done; see README, 'How the gate decides'."""
+    """How timing is done; see docs/judging.md, 'Timing: a duel' and 'The gate'."""
 
     reps: int = field(default_factory=lambda: int(os.environ.get("KERNELCREW_REPS", "20")))
     warmup: int = 3

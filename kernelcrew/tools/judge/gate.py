@@ -1,6 +1,6 @@
 """The regression gate: is a correct candidate faster than the baseline, beyond noise?
 
-Method (also in the README):
+Method (also in docs/judging.md, 'The gate'):
 - the two kernels are timed in many short alternating rounds (kernelcrew.tools.judge.duel);
   per case, speedup = baseline median / candidate median over all rounds;
 - medians under the backend's timing floor (CPU 0.1 ms: the parent's clock times a round

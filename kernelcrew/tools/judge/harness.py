@@ -289,8 +289,8 @@ class Harness:
         return out_dir
 
     def cache_state(self, c: Case) -> str:
-        """`cold` or `warm`: how this case's timed runs find the caches (see README,
-        'Cache state'). The op's `cache:` (or --cache / KERNELCREW_CACHE) decides; `auto`
+        """`cold` or `warm`: how this case's timed runs find the caches (see
+        docs/judging.md, 'Timing: a duel'). The op's `cache:` (or --cache / KERNELCREW_CACHE) decides; `auto`
         is warm when the rotating working set (input sets x the op's bytes per call) fits
         in half the last-level cache, so the data would stay cache-resident between
         calls, and cold otherwise."""
