@@ -30,6 +30,10 @@ from kernelcrew.tools.judge.harness import CHECKED_RUNS, Harness, case_key
 from kernelcrew.tools.judge.runs import Contender
 from tests.adversarial.conftest import KERNELS, TINY
 
+# attack kernels under tests/adversarial/kernels/ judged here (test_attacks checks that
+# every kernel file there is judged by some test)
+KERNELS_USED = {"skip_counted.cpp", "spins_in_some_rounds.cpp"}
+
 REPS = 6
 
 

@@ -109,8 +109,7 @@ def wrong_result_feedback(rows: list[Any], tolerance: str) -> str:
     if integrity_failure(rows):
         return f"The candidate was {INTEGRITY}."
     lines = [f"Tolerance: {tolerance} (|got - want| <= atol + rtol*|want|)."]
-    failing = [(r, k) for r, k in zip(rows, _ordinals(rows), strict=True)
-               if _get(r, "status") == "fail"]
+    failing, unrun = _failing(rows)
     for r, k in failing[:MAX_WRONG_CASES]:
         lines.append(f"- {case_words(_get(r, 'group'), k, _get(r, 'sizes'))}: "
                      f"{row_failure(r)}")
@@ -118,15 +117,27 @@ def wrong_result_feedback(rows: list[Any], tolerance: str) -> str:
         lines.append("- it failed verification (no case result came back)")
     elif len(failing) > MAX_WRONG_CASES:
         lines.append(f"- ... and {len(failing) - MAX_WRONG_CASES} more failing case(s)")
+    if failing and unrun:
+        lines.append(f"- {unrun} other case(s) not run: checking stops at the first failure")
     return "\n".join(lines)
+
+
+def _failing(rows: list[Any]) -> tuple[list[tuple[Any, int]], int]:
+    """The failing cases with their ordinals in their groups, and how many cases were not
+    run because checking stopped at an earlier failure (those say nothing of the kernel)."""
+    failed = [(r, k) for r, k in zip(rows, _ordinals(rows), strict=True)
+              if _get(r, "status") == "fail"]
+    unrun = [f for f in failed if _get(f[0], "cause") == "not-run"]
+    if len(unrun) == len(failed):
+        return failed, 0
+    return [f for f in failed if _get(f[0], "cause") != "not-run"], len(unrun)
 
 
 def rejection_note(rows: list[Any]) -> str:
     """One line for the history: why a candidate was rejected, from its rows."""
     if integrity_failure(rows):
         return INTEGRITY
-    failing = [(r, k) for r, k in zip(rows, _ordinals(rows), strict=True)
-               if _get(r, "status") == "fail"]
+    failing, _ = _failing(rows)
     if not failing:
         return "failed verification"
     r, k = failing[0]

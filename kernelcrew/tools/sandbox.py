@@ -557,20 +557,7 @@ def run_confined(
     kind = confinement()
     cmd = [*tool, *argv]
     if kind == "bwrap":
-        prefix = [shutil.which("bwrap") or "bwrap", "--die-with-parent", "--unshare-all",
-                  "--ro-bind", "/", "/",
-                  "--dev", "/dev", "--proc", "/proc"]
-        for d in devices:  # device nodes the command needs (a GPU's), on top of the fresh /dev
-            prefix += ["--dev-bind", str(d), str(d)]
-        home, keep = home_to_hide(argv)
-        if home is not None:
-            prefix += ["--tmpfs", str(home)]
-            for p in keep:
-                prefix += ["--ro-bind", str(p), str(p)]
-        for p in readonly:
-            prefix += ["--ro-bind", str(p), str(p)]
-        prefix += ["--bind", str(scratch), str(scratch), "--chdir", str(scratch)]
-        cmd = prefix + ["--"] + cmd
+        cmd = _bwrap_command(argv, cmd, scratch, readonly, devices)
     elif kind == "stock":
         layers = layers if layers is not None else stock_layers()
         if notify is not None and "pid" in layers["namespaces"]:
@@ -589,43 +576,73 @@ def run_confined(
                 "TMPDIR": str(scratch), "LANG": "C.UTF-8"}
     full_env.update(env or {})
     out_p, err_p = scratch / f"{log_name}.stdout", scratch / f"{log_name}.stderr"
-    t0 = time.monotonic()
+    limits = (int(cpu_s if cpu_s is not None else timeout_s * (os.cpu_count() or 1) + 5),
+              None if address_space_gib is None else int(address_space_gib * 2**30),
+              int(file_size_mib * 2**20), nproc, open_files)
     with (open(out_p, "wb") as out, open(err_p, "wb") as err,
           _pids_cgroup(cap) as cgroup):
-        proc = subprocess.Popen(
-            cmd, cwd=scratch, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=full_env,
-            pass_fds=tuple(pass_fds),
-            # preexec_fn is needed for setsid/rlimits/cgroup; workers are started only from
-            # graph nodes that run alone (the parallel specialists never spawn processes)
-            preexec_fn=_limits_preexec(  # noqa: PLW1509
-                int(cpu_s if cpu_s is not None else timeout_s * (os.cpu_count() or 1) + 5),
-                None if address_space_gib is None else int(address_space_gib * 2**30),
-                int(file_size_mib * 2**20), nproc, open_files,
-                cgroup),
-        )
-        timed_out = False
-        try:
-            if on_start is not None:
-                on_start(proc.pid)
-            proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-        finally:
-            # how long it ran: what is left to kill (a fork bomb's thousands of processes on
-            # a loaded machine) can take a second more, and is not the kernel's time
-            seconds = time.monotonic() - t0
-            # kill the whole group: threads/children a kernel left running go too
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            proc.wait()
+        returncode, timed_out, seconds = _spawn_and_wait(
+            cmd, scratch, out, err, full_env, pass_fds, (*limits, cgroup), timeout_s, on_start)
     return SandboxRun(
-        returncode=None if timed_out else proc.returncode,
+        returncode=returncode,
         timed_out=timed_out,
         seconds=seconds,
         stdout=_tail(out_p),
         stderr=_tail(err_p),
         sandbox={"bwrap": "bubblewrap", "stock": "stock"}.get(kind, "limits only"),
     )
+
+
+def _bwrap_command(argv: Sequence[str], cmd: list[str], scratch: Path,
+                   readonly: Sequence[Path], devices: Sequence[str]) -> list[str]:
+    """`cmd` under bubblewrap: the whole tree read-only, a fresh /dev (with the device
+    nodes asked for) and /proc, the home folder hidden, the scratch folder writable."""
+    prefix = [shutil.which("bwrap") or "bwrap", "--die-with-parent", "--unshare-all",
+              "--ro-bind", "/", "/",
+              "--dev", "/dev", "--proc", "/proc"]
+    for d in devices:  # device nodes the command needs (a GPU's), on top of the fresh /dev
+        prefix += ["--dev-bind", str(d), str(d)]
+    home, keep = home_to_hide(argv)
+    if home is not None:
+        prefix += ["--tmpfs", str(home)]
+        for p in keep:
+            prefix += ["--ro-bind", str(p), str(p)]
+    for p in readonly:
+        prefix += ["--ro-bind", str(p), str(p)]
+    prefix += ["--bind", str(scratch), str(scratch), "--chdir", str(scratch)]
+    return prefix + ["--"] + cmd
+
+
+def _spawn_and_wait(cmd: list[str], scratch: Path, out, err, env: dict[str, str],
+                    pass_fds: Sequence[int], limits: tuple, timeout_s: float,
+                    on_start: Callable[[int], None] | None) -> tuple[int | None, bool, float]:
+    """Start `cmd` in its own session under `limits` (see _limits_preexec), wait for it at
+    most `timeout_s`, then kill its whole process group. (returncode or None when it
+    timed out, timed out, seconds it ran)."""
+    t0 = time.monotonic()
+    proc = subprocess.Popen(
+        cmd, cwd=scratch, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env,
+        pass_fds=tuple(pass_fds),
+        # preexec_fn is needed for setsid/rlimits/cgroup; workers are started only from
+        # graph nodes that run alone (the parallel specialists never spawn processes)
+        preexec_fn=_limits_preexec(*limits),  # noqa: PLW1509
+    )
+    timed_out = False
+    try:
+        if on_start is not None:
+            on_start(proc.pid)
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    finally:
+        # how long it ran: what is left to kill (a fork bomb's thousands of processes on
+        # a loaded machine) can take a second more, and is not the kernel's time
+        seconds = time.monotonic() - t0
+        # kill the whole group: threads/children a kernel left running go too
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc.wait()
+    return (None if timed_out else proc.returncode), timed_out, seconds
 

@@ -72,6 +72,7 @@ TIMEOUT_S = {"never_returns.cpp": 3}
 
 def test_every_kernel_file_is_tested():
     """Each kernel under kernels/ is an attack some test judges, with a header naming it."""
+    from tests import test_duel_plan
     from tests.adversarial import (
         test_runtime_attacks,
         test_sandbox,
@@ -82,7 +83,8 @@ def test_every_kernel_file_is_tested():
 
     tested = (set(ATTACKS) | set(LIBRARY_ATTACKS) | test_sandbox.KERNELS_USED
               | test_timing_integrity.KERNELS_USED | test_worker_hygiene.KERNELS_USED
-              | test_symbols.KERNELS_USED | test_runtime_attacks.KERNELS_USED)
+              | test_symbols.KERNELS_USED | test_runtime_attacks.KERNELS_USED
+              | test_duel_plan.KERNELS_USED)
     files = {p.name for p in KERNELS.iterdir() if p.suffix in (".cpp", ".cu")}
     assert files == tested, (files - tested, tested - files)
     for name in files:

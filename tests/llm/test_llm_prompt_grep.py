@@ -159,14 +159,17 @@ def test_no_prompt_holds_judge_internals_or_case_sizes(serve, tmp_path):
     # a wrong result went back to its author with what was wrong
     explain = srv.calls("compiler_flags", "explain")[0].user
     assert "Your last candidate was incorrect" in explain and "the reference says" in explain
-    # the kernel that writes its input was caught by the judge's checks: its author is
-    # told that it was rejected, not how the judge found it
+    # the kernel that writes its input was caught (inputs are read-only memory: the write
+    # faults): its author is told what kind of failure it was, not how the judge found it
     events = [json.loads(ln) for ln in (run / "trace.jsonl").read_text().splitlines()]
     caught = [e for e in events if e["node"] == "verify" and e.get("correct") is False
               and e["agent"] == "memory_access"]
     assert caught, "the kernel that writes its input was not rejected"
     told = srv.calls("memory_access", "explain")[0].user
-    assert "rejected by the judge's checks" in told and "modified" not in told
+    kinds = re.findall(r"^- \w+ case \d+[^:\n]*: (the kernel crashed|input \w+ was written to|"
+                       r"rejected by the judge's (?:integrity )?checks)", told, re.MULTILINE)
+    assert len(kinds) == 1, told  # the case it failed in; the cases after it were not run
+    assert "modified" not in told and "fault" not in told and "read-only memory" not in told
     # iteration 2: memory_access sends a kernel that replays a cached result; whether the
     # judge catches it in the race or not, nothing of how it checks reaches a prompt
     # ... the compile error reached loop, in the compiler's words

@@ -240,6 +240,7 @@ class Loop(HeuristicSpecialist):
         """Moves each offered where its own legality check passes on the kernel or the
         evidence found its nest: a value computed twice, a row loop around a dot product,
         a division by an invariant, a prefix sum."""
+        # stays long: one block per move, read as a list; each block is its move's offer
         out: list[Move] = []
         if _own_check(ev, "keep_values"):
             # the move's own check is the evidence: a pure call that a later loop over the

@@ -117,7 +117,8 @@ class KernelRun:
 
     def first_failure(self) -> str:
         wrong = next((f"wrong result in {r.group} case {r.case}: {r.detail}" for r in self.rows
-                      if r.status == "fail" and r.detail != self.outcome.reason), "")
+                      if r.status == "fail" and r.cause != "not-run"
+                      and r.detail != self.outcome.reason), "")
         if not self.outcome.ok:
             return self.outcome.reason + (f"; before that: {wrong}" if wrong else "")
         return wrong

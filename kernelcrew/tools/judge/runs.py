@@ -226,9 +226,13 @@ class Contender:
             key = case_key(c)
             st = self.state.get(key)
             if st is None:
+                # a case after the one a kernel crashed or hung in was not run: the failure
+                # is that case's, not this one's (the judge's own findings mark them all)
+                later = self.where is not None and c is not self.where and not self.integrity
                 rows.append(CaseRow(group=c.group, case=c.label, sizes=c.sizes, status="fail",
-                                    detail=reason or "not run (the run ended before it)",
-                                    cause=self._cause() if reason else "not-run"))
+                                    detail=(f"not run: {reason}" if later else reason)
+                                    or "not run (the run ended before it)",
+                                    cause=self._cause() if reason and not later else "not-run"))
                 continue
             if st.row is not None:
                 row = st.row

@@ -485,6 +485,8 @@ def _coordinates(src: Source, m: FunctionModel, fn: Node, kernel: str) -> _Coord
 
 def dot_kernel(src: Source, kernel: str) -> DotKernel | str:
     """The kernel as a matmul-like dot kernel, or why it is not one."""
+    # stays long: the checks in the order their reasons are given, each on what the one
+    # before it found
     fn = find_function(src, kernel)
     if fn is None:
         return f"{kernel} is not defined in the file"

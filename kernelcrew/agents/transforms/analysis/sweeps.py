@@ -93,6 +93,8 @@ def _kept_arrays(m: FunctionModel, lp: Loop, inner: list[Loop]) -> set[str] | st
 
 def sweep_plan(m: FunctionModel, lp: Loop) -> SweepPlan | str:
     """The plan for jamming the row sweep `lp`, or why it cannot be jammed."""
+    # stays long: the checks in the order their reasons are given, each on what the one
+    # before it found
     s = m.src
     line = s.line_of(lp.node)
     if not lp.canonical or lp.step is not None:

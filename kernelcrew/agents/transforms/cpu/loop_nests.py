@@ -77,6 +77,8 @@ def _matmul_nest(s: Source, m: FunctionModel, j: Loop
     interchange is legal and pays: (the k loop, acc's type, its zero, the factor free of j
     or None for a sum down columns, the factor that walks j, whether X came first, C's
     element). None otherwise."""
+    # stays long: the nest's shape is matched top to bottom, each check on what the one
+    # before it found
     if in_small_path(j.node):
         return None
     if not j.canonical or len(j.children) != 1 or j.body.type != "compound_statement":

@@ -70,6 +70,8 @@ def _element_type(s: Source, fn: Node, name: str) -> str | None:
 
 
 def _once(s: Source, m) -> str | None:
+    # stays long: one walk over the loops, outermost first, with the checks in the order a
+    # reader would make them; each needs the element and loop found before it
     fn = m.fn
     for lp in m.loops:  # outer loops first: the widest loop over which the element is fixed
         if lp.node.parent is None or lp.node.parent.type not in (
