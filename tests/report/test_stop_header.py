@@ -72,6 +72,7 @@ def test_header_shows_one_line_and_folds_the_moves(crew_run: dict, tmp_path: Pat
     assert "moves considered: " not in md.split("## Regression table", 1)[1]
 
 
+@pytest.mark.tools  # Chromium: an optional system tool (make test-tools)
 def test_header_in_chromium_is_short_until_the_moves_are_opened(crew_run: dict, tmp_path: Path,
                                                                  long_reason: str) -> None:
     """In a real browser the stop reason is one line of text and the charts begin right

@@ -53,10 +53,11 @@ class CpuBackend(Backend):
     name = "cpu"
     suffix = ".cpp"
     # The parent's clock times a call through a round trip to the stopped worker: about
-    # 0.03-0.05 ms on the development machine (the least of which is subtracted), more for
-    # a kernel whose OpenMP team is woken from the stop. Medians under 0.1 ms read as the
-    # floor: such cases are "same", not a speedup or a regression the clock cannot resolve.
-    timing_floor_ms = 0.1
+    # 0.03-0.05 ms on an idle AMD VM, and on a 2-core Xeon VM a 1x1 transpose read 0.001 to
+    # 0.13 ms after the least round trip was subtracted. Medians under 0.2 ms read as the
+    # floor: such cases are "same", not a speedup or a regression the clock cannot resolve
+    # (the judge raises it further where a call of nothing jitters more: judge.timing_floor).
+    timing_floor_ms = 0.2
 
     def can_run(self) -> tuple[bool, str]:
         if shutil.which(CXX) is None:

@@ -3,9 +3,10 @@
 Method (also in docs/judging.md, 'The gate'):
 - the two kernels are timed in many short alternating rounds (kernelcrew.tools.judge.duel);
   per case, speedup = baseline median / candidate median over all rounds;
-- medians under the backend's timing floor (CPU 0.1 ms: the parent's clock times a round
-  trip to the stopped worker; CUDA 5 us: launch overhead and the events' resolution) are
-  clamped to it before speedups are taken;
+- medians under the timing floor (the backend's, CPU 0.2 ms: the parent's clock times a
+  round trip to the stopped worker; CUDA 5 us: launch overhead and the events' resolution;
+  raised where a call of nothing jitters more, see judge.timing_floor) are clamped to it
+  before speedups are taken;
 - the overall speedup is the geometric mean of per-case speedups, averaged within
   each shape group and weighted across groups by op.yaml's weights;
 - the measured noise is the half-width of a 95% bootstrap interval of that overall

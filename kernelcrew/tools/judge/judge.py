@@ -156,11 +156,21 @@ def _demoted(j: Judgment, why: str, *, suspicious: bool = False) -> Judgment:
     return j
 
 
+JITTER_FLOOR = 1.5  # the timing floor is at least this many times a call of nothing's jitter
+
+
+def timing_floor(h: Harness, *runs: KernelRun) -> float:
+    """The least median a speedup is taken from: the backend's floor, or more where this
+    machine's round trip to a worker jitters more (measured by the parent, on calls of
+    nothing, before either kernel was loaded: a kernel cannot raise it)."""
+    return max([h.backend.timing_floor_ms, *(JITTER_FLOOR * r.jitter_ms for r in runs)])
+
+
 def compare_rows(cand: KernelRun, base: KernelRun, h: Harness) -> list[CaseRow]:
-    """Per-case medians and speedups; medians under the backend's timing floor are clamped."""
+    """Per-case medians and speedups; medians under the timing floor are clamped."""
     import numpy as np
 
-    floor = h.backend.timing_floor_ms
+    floor = timing_floor(h, cand, base)
     rows = []
     for c, row in zip(h.cases, cand.rows, strict=True):
         k = case_key(c)
@@ -195,10 +205,10 @@ def judge_duel(h: Harness, d: Duel, min_speedup: float, *, challenger: str = "a"
         for r in keep:
             for k, v in per_round[r].items():
                 samples.setdefault(k, []).extend(v)
-        return KernelRun(run.outcome, run.rows, samples)
+        return KernelRun(run.outcome, run.rows, samples, jitter_ms=run.jitter_ms)
 
     weights = {g: s.weight for g, s in h.spec.shapes.items()}
-    floor = h.backend.timing_floor_ms
+    floor = timing_floor(h, d.a, d.b)
     rows = compare_rows(kept(crun, cr), kept(orun, orr), h)
     per_case = {case_key(c): (c.group, [cr[r].get(case_key(c), []) for r in keep],
                               [orr[r].get(case_key(c), []) for r in keep]) for c in h.cases}

@@ -258,7 +258,8 @@ class Contender:
             shutil.rmtree(self.out_dir, ignore_errors=True)
         self.outputs.close()
         return KernelRun(outcome, rows, samples, out_dir=self.out_dir if keep else None,
-                         repeats=repeats, overhead_ms=self.session.overhead_ms)
+                         repeats=repeats, overhead_ms=self.session.overhead_ms,
+                         jitter_ms=self.session.jitter_ms)
 
     def _cause(self) -> str:
         if self.integrity:

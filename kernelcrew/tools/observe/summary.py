@@ -128,7 +128,8 @@ def diagnose(time_ms: float, bw: Share, compute: Share, *, launch_ms: float, per
         kind, lead = "compute-bound", f"Compute {compute.text}; bandwidth {bw.text}"
     elif time_ms < launch_ms:
         kind = "launch-bound"
-        lead = (f"{per_call} takes only {time_ms * 1e3:.1f} us, so call overhead dominates; "
+        lead = (f"{per_call} takes {time_ms * 1e3:.1f} us, under {launch_ms * 1e3:.0f} us, so call "
+                f"overhead dominates; "
                 f"bandwidth {bw.text}; compute {compute.text}")
     else:
         kind = "latency-bound"
