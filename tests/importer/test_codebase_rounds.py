@@ -228,5 +228,7 @@ def test_the_code_bases_own_timer_shows_the_patch(tmp_path):
             times[label].append(float(vals["time"]))
             sums[label] = float(vals["checksum"])
     assert abs(sums["patched"] - sums["original"]) <= 1e-4 * abs(sums["original"])
+    # faster beyond the runs' spread: every patched run under every original run
     med = {k: statistics.median(v) for k, v in times.items()}
-    assert med["patched"] < 0.8 * med["original"], med
+    assert max(times["patched"]) < min(times["original"]), times
+    assert med["patched"] < 0.95 * med["original"], med

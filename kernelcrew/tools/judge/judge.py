@@ -271,7 +271,9 @@ def roofline_finding(rows: list[CaseRow], spec: OpSpec, be: Backend, input_sets:
     pk = be.peak_rates()
     worst = None
     for row in rows:
-        if row.median_ms is None:
+        # under the timing floor the clock resolves nothing (a median of 0 is round-trip
+        # jitter): such a case's speedup is clamped to 1, and it says nothing of the peaks
+        if row.median_ms is None or row.median_ms < be.timing_floor_ms:
             continue
         floor = roofline_floor_ms(spec, row.sizes, pk.gbps, pk.gflops, pk.cache_bytes,
                                   input_sets, pk.cache_gbps)
