@@ -40,6 +40,7 @@ def test_a_missing_clang_is_a_note_not_an_error(monkeypatch):
     assert peers == [] and len(notes) == 1 and "peers are skipped" in notes[0]
 
 
+@pytest.mark.tools  # clang: an optional system tool (make test-tools)
 @pytest.mark.skipif(find_clang() is None, reason="clang is not installed here")
 def test_clang_and_polly_build_and_time_the_baseline_beside_gcc(tmp_path):
     peers, notes = compiler_peers()

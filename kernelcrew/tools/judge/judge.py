@@ -157,13 +157,16 @@ def _demoted(j: Judgment, why: str, *, suspicious: bool = False) -> Judgment:
 
 
 JITTER_FLOOR = 1.5  # the timing floor is at least this many times a call of nothing's jitter
+JITTER_CAP = 4.0  # ... and at most this many times the backend's floor (a burst of load
+# while the calls of nothing were timed must not blind the judge to real speedups)
 
 
 def timing_floor(h: Harness, *runs: KernelRun) -> float:
     """The least median a speedup is taken from: the backend's floor, or more where this
     machine's round trip to a worker jitters more (measured by the parent, on calls of
     nothing, before either kernel was loaded: a kernel cannot raise it)."""
-    return max([h.backend.timing_floor_ms, *(JITTER_FLOOR * r.jitter_ms for r in runs)])
+    base = h.backend.timing_floor_ms
+    return max([base, *(min(JITTER_FLOOR * r.jitter_ms, JITTER_CAP * base) for r in runs)])
 
 
 def compare_rows(cand: KernelRun, base: KernelRun, h: Harness) -> list[CaseRow]:

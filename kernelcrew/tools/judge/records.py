@@ -110,7 +110,7 @@ class KernelRun:
     # back to back and reports ms per run; 1 on the CPU)
     repeats: dict[str, int] = field(default_factory=dict)
     overhead_ms: float = 0.0  # the calibrated cost of a call of nothing, subtracted
-    # how much more than that least a call of nothing took (its 90th percentile): measured
+    # how much more than that least a call of nothing took (its median): measured
     # before the kernel was loaded, the round trip's jitter the clock cannot see through
     jitter_ms: float = 0.0
 

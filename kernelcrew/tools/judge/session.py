@@ -121,7 +121,7 @@ class Session:
         self.run: SandboxRun | None = None
         self.overhead_ms = 0.0  # a call of nothing, warm
         self.cold_overhead_ms = 0.0  # ... and after the parent's cache flush
-        self.jitter_ms = 0.0  # a call of nothing's 90th percentile over its least
+        self.jitter_ms = 0.0  # a call of nothing's median over its least
         self.calibration_ms: list[float] = []
         self.killed_after: float | None = None
         self.realtime = False  # the worker's threads run real-time (see _prompt)
@@ -182,7 +182,7 @@ class Session:
         self.overhead_ms = min(self.calibration_ms) if self.calibration_ms else 0.0
         if self.calibration_ms:
             ordered = sorted(self.calibration_ms)
-            self.jitter_ms = ordered[int(0.9 * (len(ordered) - 1))] - self.overhead_ms
+            self.jitter_ms = ordered[len(ordered) // 2] - self.overhead_ms
         cold = []
         for _ in range(max(1, n // 2)):
             flush()
