@@ -104,14 +104,22 @@ def test_roofline_quarantine_still_stops_an_impossible_time():
     spec = load_op(TINY)
     be = get_backend("cpu")
     pk = be.peak_rates()  # this machine's, measured
-    sizes = {"rows": 4096, "cols": 4096}  # 64 MiB per set: over the LLC, bandwidth counts
-    floor = roofline_floor_ms(spec, sizes, pk.gbps, pk.gflops, pk.cache_bytes, 2,
-                              pk.cache_gbps)
-    assert floor > 0
-    row = CaseRow(group="typical", case="rows=4096,cols=4096", sizes=sizes, status="pass",
+    # over the LLC (bandwidth counts), and large enough that the impossible time stays over
+    # the timing floor on a machine of any bandwidth (a case under the floor says nothing)
+    rows = 4096
+    while True:
+        sizes = {"rows": rows, "cols": 4096}
+        floor = roofline_floor_ms(spec, sizes, pk.gbps, pk.gflops, pk.cache_bytes, 2,
+                                  pk.cache_gbps)
+        assert floor > 0
+        if floor / ROOFLINE_MARGIN / 2 >= 2 * be.timing_floor_ms:
+            break
+        rows *= 2
+    case = f"rows={rows},cols=4096"
+    row = CaseRow(group="typical", case=case, sizes=sizes, status="pass",
                   median_ms=floor / ROOFLINE_MARGIN / 2)
     why = roofline_finding([row], spec, be, 2)
-    assert why.startswith("suspicious: typical case rows=4096,cols=4096 took "), why
+    assert why.startswith(f"suspicious: typical case {case} took "), why
     assert "under the roofline floor" in why and "quarantined, not accepted" in why
     honest = row.model_copy(update={"median_ms": floor * 1.5})
     assert roofline_finding([honest], spec, be, 2) == ""

@@ -32,17 +32,21 @@ def optimize(op: str, run_dir: Path, *extra: str, env: dict | None = None,
 
 @pytest.mark.slow  # two crew runs: about 35 s
 def test_second_run_of_the_family_retrieves_and_uses_the_first_runs_reflections(tmp_path):
+    # the first op is compute-bound with calls of milliseconds, so its changes help on any
+    # machine (vadd's calls are under the timing floor: nothing helps there, nothing is
+    # proven, and memory has nothing to narrow)
     mem = str(tmp_path / "mem")
-    first = optimize("vadd", tmp_path / "a", "--memory-dir", mem)
+    first = optimize("vpoly", tmp_path / "a", "--memory-dir", mem)
     second = optimize("axpy", tmp_path / "b", "--memory-dir", mem)
-    assert first["op"] == "vadd" and second["op"] == "axpy"
+    assert first["op"] == "vpoly" and second["op"] == "axpy"
+    assert first["best"]["speedup"] > 1.5, first["best"]
     trace = read_trace(tmp_path / "b")
     observe = next(e for e in trace if e["node"] == "observe")
     recalled = observe["reflections"]
-    assert recalled and all("[vadd/" in r for r in recalled)
+    assert recalled and all("[vpoly/" in r for r in recalled)
     # used: the coordinator weighs the proposals by the first run's track record. From an
     # empty store it hedges its merge with single proposals; with the first run's record
-    # of these kinds of change (they all helped on vadd) it evaluates fewer candidates
+    # of these kinds of change (they helped on vpoly) it evaluates fewer candidates
     coord = next(e for e in trace if e["node"] == "coordinator")
     assert "memory: " in coord["summary"] + " ".join(coord["rejected"])
     coord_a = next(e for e in read_trace(tmp_path / "a") if e["node"] == "coordinator")

@@ -28,6 +28,7 @@ from kernelcrew.tools.backends.cpu import CpuBackend, cpu_threads
 from kernelcrew.tools.backends.peaks import CpuPeaks, cpu_peaks
 from kernelcrew.tools.config import BenchSettings, Limits
 from kernelcrew.tools.judge.harness import Harness, KernelRun
+from kernelcrew.tools.judge.judge import timing_floor
 from kernelcrew.tools.locks import bench_lock
 from kernelcrew.tools.observe.cpu_source import (
     Loop,
@@ -59,10 +60,11 @@ from kernelcrew.tools.observe.summary import (
 from kernelcrew.tools.observe.vecreport import vec_report
 
 # A ctypes call plus an OpenMP fork/join cost microseconds, and the judge does not resolve a
-# call shorter than the backend's timing floor (each call is timed by the parent, from
-# continuing the worker to seeing it stopped): what it reads for a shorter call is mostly
-# the round trip's jitter over its least (tens of us, more on a loaded machine or when an
-# OpenMP team is woken).
+# call shorter than its timing floor (each call is timed by the parent, from continuing the
+# worker to seeing it stopped): what it reads for a shorter call is mostly the round trip's
+# jitter over its least (tens of us, more on a loaded machine or when an OpenMP team is
+# woken). The floor is the backend's, raised where this session's calls of nothing jitter
+# more (judge.timing_floor): the profile's launch-bound threshold is the same floor.
 LAUNCH_BOUND_MS = CpuBackend.timing_floor_ms
 
 
@@ -83,6 +85,7 @@ class _Measured:
 
     run: KernelRun
     t_ms: float
+    floor_ms: float  # the least time the clock resolves in this session (judge.timing_floor)
     cache: str
     samples: Samples | None
     hot_reason: str  # why there are no samples, where there are none
@@ -166,7 +169,7 @@ def _measure(spec: OpSpec, kf: KernelFile, case: Case, be: CpuBackend, comp: Com
                 say("perf stat counters")
                 reps = max(5, min(PERF_MAX_REPS, math.ceil(0.2e3 / max(t_ms, 1e-3))))
                 counters = count_events(h, comp, kf, support.events, exe, reps)
-    return _Measured(run, t_ms, cache, samples, hot_reason, counters,
+    return _Measured(run, t_ms, timing_floor(h, run), cache, samples, hot_reason, counters,
                      support.counters_reason or ("counting failed" if not counters else ""))
 
 
@@ -204,7 +207,7 @@ def _roofline_and_diagnosis(spec: OpSpec, kf: KernelFile, case: Case, bench: Ben
     written = spec.written_share(case.sizes)
     # under the floor the clock does not resolve a call: the rates are taken at the floor
     # (what the kernel achieves at least), the diagnosis from what was read
-    roof = roofline(spec, case.sizes, max(got.t_ms, LAUNCH_BOUND_MS),
+    roof = roofline(spec, case.sizes, max(got.t_ms, got.floor_ms),
                     peaks.peak_gbps_for(got.cache, written),
                     peaks.peak_gflops)
     class_bw = peaks.peak_gbps_for(got.cache, written, single=single)
@@ -217,7 +220,7 @@ def _roofline_and_diagnosis(spec: OpSpec, kf: KernelFile, case: Case, bench: Ben
                            f"{'triad' if written is None or not peaks.read_gbps else 'sweeps'} "
                            f"for this mix, {note}"),
         share_of(roof.achieved_gflops, class_fl, "GFLOP/s", f"FMA, {note}"),
-        launch_ms=LAUNCH_BOUND_MS, per_call="each call", access=access,
+        launch_ms=got.floor_ms, per_call="each call", access=access,
         evidence_extra=[e for e in (access_text, _vec_evidence(hot.focus),
                                     _chain_evidence(hot.focus, kf.text)) if e],
         above_peak=f"above the DRAM peak: the {ws / 2**20:.0f} MiB working set is partly "
@@ -231,6 +234,10 @@ def _timing_metrics(case: Case, got: _Measured, roof: Roofline, peaks: CpuPeaks,
     m: dict[str, Metric] = {}
     m["time_ms"] = Metric(value=got.t_ms, unit="ms",
                           reason=f"median of {len(got.run.samples.get(_k(case), []))} runs")
+    m["timing_floor_ms"] = Metric(
+        value=got.floor_ms, unit="ms",
+        reason="the least time the parent's clock resolves here: the backend's floor, or "
+               "more where this session's calls of nothing jitter more")
     m["p10_ms"] = Metric(value=row.p10_ms, unit="ms")
     m["p90_ms"] = Metric(value=row.p90_ms, unit="ms")
     m["achieved_bandwidth"] = Metric(value=roof.achieved_gbps, unit="GB/s",
