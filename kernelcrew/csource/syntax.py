@@ -414,15 +414,24 @@ def all_loops(forest: list[Loop]) -> list[Loop]:
     return out
 
 
+# pragmas no compiler reads, which mark a region for a tool: a polyhedral extractor's
+# `scop`/`endscop`, an editor's `region`/`endregion` and `mark`. They annotate no statement.
+MARKER_PRAGMAS = frozenset({"scop", "endscop", "region", "endregion", "mark"})
+
+
 def pragmas_before(stmt: Node) -> list[Node]:
-    """`#pragma` lines directly before a statement (its siblings, nearest last)."""
+    """`#pragma` lines directly before a statement (its siblings, nearest last); marker
+    pragmas (MARKER_PRAGMAS) are passed over: they annotate nothing."""
     out = []
     p = stmt.prev_named_sibling
     while p is not None and p.type == "preproc_call":
         directive = p.child_by_field_name("directive")
         if directive is None or directive.text.decode() != "#pragma":
             break
-        out.append(p)
+        arg = p.child_by_field_name("argument")
+        words = arg.text.decode().split() if arg is not None else []
+        if not (words and words[0] in MARKER_PRAGMAS):
+            out.append(p)
         p = p.prev_named_sibling
     return list(reversed(out))
 

@@ -13,6 +13,7 @@ import pytest
 
 from kernelcrew.agents.transforms import apply_transform, not_applicable
 from kernelcrew.agents.transforms.views import views
+from kernelcrew.agents.transforms.views.expand_macros import expand_macros
 from kernelcrew.agents.transforms.views.hoist_factors import hoist_factors
 from kernelcrew.agents.transforms.views.inline_helpers import inline_calls
 from kernelcrew.agents.transforms.views.mirror_stores import split_mirrors
@@ -422,6 +423,63 @@ def test_a_triangular_nest_with_column_reads_is_stripped_and_threaded(tmp_path):
                      flags=("-DOMP_MIN_WORK=1",))
 
 
+# the same nest as a polyhedral suite's sources write it: element type, extents, padding
+# and loop bounds through macros, the array parameters declared by a macro
+MACRO_DECLARED = """
+#define PADDING 0
+#define NO_ALIAS
+#define PICK(fixed, given) fixed
+#define BOUND(fixed, given) given
+#define ARRAY_1D(var, d1, dd1) var[NO_ALIAS PICK(d1, dd1) + PADDING]
+#define ARRAY_2D(var, d1, d2, dd1, dd2) var[NO_ALIAS PICK(d1, dd1) + PADDING][PICK(d2, dd2) + PADDING]
+#define M 40
+#define N 50
+#define _B_M BOUND(M, m)
+#define _B_N BOUND(N, n)
+#define ELEM double
+extern "C" void cov(int m, int n, ELEM float_n,
+                    ELEM ARRAY_2D(data, N, M, n, m),
+                    ELEM ARRAY_2D(c, M, M, m, m))
+{
+  int i, j, k;
+  for (i = 0; i < _B_M; i++)
+    for (j = i; j < _B_M; j++)
+      {
+        c[i][j] = 0.0;
+        for (k = 0; k < _B_N; k++)
+          c[i][j] += data[k][i] * data[k][j];
+        c[i][j] /= (float_n - 1.0);
+        c[j][i] = c[i][j];
+      }
+}
+"""
+
+
+def test_array_parameters_declared_by_a_macro_are_read_as_arrays(tmp_path):
+    """`ELEM ARRAY_2D(data, N, M, n, m)` parses as a function declarator: the view expands
+    it (macro in macro, the empty and zero padding dropped) to `ELEM data[N][M]`, and the
+    triangle's moves apply as on the plain spelling, bit for bit."""
+    src = kernel(MACRO_DECLARED, "cov")
+    view = expand_macros(body(src), "cov")
+    assert view is not None
+    assert "ELEM data[N][M]," in view and "ELEM c[M][M])" in view
+    assert view.count("ARRAY_2D(") == 1  # the definition stays
+    new = apply_transform("row_accumulate", src)
+    assert new is not None and "+= data[k][i] * data[k][j];" in new
+    same_results(src, new, tmp_path, "cov", _cov_args, exact=True)
+    threaded = apply_transform("omp_parallel", new)
+    assert threaded is not None
+    same_results(src, threaded, tmp_path, "cov", lambda: _cov_args(m=39), exact=True,
+                 flags=("-DOMP_MIN_WORK=1",))
+
+
+def test_a_macro_declarator_that_cannot_be_expanded_is_left_as_written():
+    # two arguments for a macro of five: the preprocessor would refuse it, so does the view
+    src = MACRO_DECLARED.replace("ELEM ARRAY_2D(c, M, M, m, m))", "ELEM ARRAY_2D(c, M))")
+    view = expand_macros(src, "cov")
+    assert view is not None and "ELEM data[N][M]," in view and "ARRAY_2D(c, M))" in view
+
+
 @pytest.mark.parametrize("old, new", [
     # the mirror is not the last statement: something after it may read the lower triangle
     ("        c[j][i] = c[i][j];\n", "        c[j][i] = c[i][j];\n        c[i][j] += 1.0;\n"),
@@ -481,6 +539,59 @@ def test_a_product_on_2d_arrays_is_register_blocked(tmp_path):
     for ni, nj in ((35, 43), (3, 5), (4, 16), (36, 44)):
         same_results(src, new, tmp_path, "gemm", lambda a=ni, b=nj: _gemm_args(a, b),
                      exact=True)
+
+
+# the same product as a polyhedral suite writes it: loop bounds through an object-like
+# macro that stands for another macro's invocation (or for a parameter), the element type
+# a macro, and the region marked for a polyhedral tool with `#pragma scop`
+GEMM_AS_A_SUITE_WRITES_IT = """
+#define NI 36
+#define NJ 44
+#define NK 40
+#define BOUND(fixed, given) given
+#define _B_NI BOUND(NI, ni)
+#define _B_NJ BOUND(NJ, nj)
+#define _B_NK nk
+#define ELEM double
+extern "C" void gemm(int ni, int nj, int nk, ELEM alpha, ELEM beta,
+                     ELEM C[NI][NJ], ELEM A[NI][NK], ELEM B[NK][NJ])
+{
+  int i, j, k;
+#pragma scop
+  for (i = 0; i < _B_NI; i++) {
+    for (j = 0; j < _B_NJ; j++)
+      C[i][j] *= beta;
+    for (k = 0; k < _B_NK; k++) {
+      for (j = 0; j < _B_NJ; j++)
+        C[i][j] += alpha * A[i][k] * B[k][j];
+    }
+  }
+#pragma endscop
+}
+"""
+
+
+def test_macro_bounds_and_a_marker_pragma_do_not_hide_the_product(tmp_path):
+    """The bounds read as the preprocessor reads them (`_B_NI` -> `BOUND(NI, ni)` -> `ni`,
+    `_B_NK` -> `nk`), `#pragma scop` annotates no loop: the product is register-blocked as
+    in its plain spelling, with the same results bit for bit."""
+    src = kernel(GEMM_AS_A_SUITE_WRITES_IT, "gemm")
+    view = expand_macros(body(src), "gemm")
+    assert view is not None
+    assert "for (i = 0; i < ni; i++)" in view and "for (k = 0; k < nk; k++)" in view
+    new = apply_transform("register_block", src)
+    assert new is not None and "#pragma scop" in new
+    for ni, nj in ((35, 43), (3, 5), (36, 44)):
+        same_results(src, new, tmp_path, "gemm", lambda a=ni, b=nj: _gemm_args(a, b),
+                     exact=True)
+
+
+def test_an_unknown_pragma_before_the_nest_still_stops_the_move():
+    """Only marker pragmas are passed over: a pragma the analysis does not know may change
+    how the loop compiles, so the move stays away."""
+    src = kernel(GEMM_AS_A_SUITE_WRITES_IT.replace("#pragma scop", "#pragma vendor pipeline"),
+                 "gemm")
+    assert apply_transform("register_block", src) is None
 
 
 @pytest.mark.parametrize("old, new", [

@@ -87,7 +87,10 @@ CODEBASES: tuple[CodeBase, ...] = (
                  Function("run.c", "matmul", "n=768,d=2048", "mat-vec, OpenMP pragma there"),
                  Function("run.c", "rmsnorm", "size=262144",
                           "RMS norm (large enough to time)"),
-                 Function("run.c", "softmax", "size=32000", "softmax over the vocabulary"),
+                 # the vocabulary's 32000 floats take about 0.17 ms, under the CPU timing
+                 # floor (0.2 ms): a case the judge cannot resolve reads 1.00x for any kernel
+                 Function("run.c", "softmax", "size=262144",
+                          "softmax (large enough to time)"),
              )),
 )
 

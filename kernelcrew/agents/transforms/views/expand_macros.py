@@ -1,4 +1,4 @@
-"""Function-like macros expanded in the entry's body, as the preprocessor would.
+"""Macros expanded in the functions of the file, as the preprocessor would.
 
 C code reaches its arrays through indexing macros (`#define U(i, j) u[(i) * nx + (j)]`,
 `V(i, j) = c0 * U(i, j) + ...`). A macro invocation looks like a call to the analysis, so a
@@ -6,10 +6,21 @@ write through one cannot be proven to touch one element, and a read through one 
 array at all. Expanded (the macro's replacement text with the arguments put in for its
 parameters, token for token, no parentheses added; a parenthesized parameter whose argument is
 a variable or a number loses its parentheses, which mean nothing there and would make
-`(x) + n` read as a cast), the subscripts are plain again. The
-definitions stay; only the entry's uses are replaced. Macros whose body stringizes or
+`(x) + n` read as a cast), the subscripts are plain again. The definitions stay; the
+uses in every function's body are replaced (imported code keeps its work in the code base's
+own function, which the generated entry calls), and so are object-like macros that stand
+for a function-like macro's invocation or for a variable in scope (a loop bound
+`_PB_N` defined as `POLYBENCH_LOOP_BOUND(N, n)` or as `n`). Macros whose body stringizes or
 pastes tokens (`#`, `##`), takes a variable number of arguments or holds string literals
 are left alone.
+
+Parameters declared through macros are expanded too, in every function of the file: a code
+base that writes `DATA_TYPE POLYBENCH_2D(data, N, M, n, m)` for `double data[N][M]` shows a
+declarator the parser reads as a function, so the array and its row length are unknown to
+the analysis. The macro invocations in such a declaration are expanded (repeatedly, a
+macro's body may invoke another), object-like macros that are empty or 0 in the result are
+dropped (`POLYBENCH_RESTRICT`, `+ POLYBENCH_PADDING_FACTOR`), and the declaration reads
+`DATA_TYPE data[N][M]`.
 """
 
 from __future__ import annotations
@@ -47,45 +58,148 @@ def _arguments(text: str) -> list[str]:
     return [a.strip() for a in split_top(inner)] if inner.strip() else []
 
 
+def _substitute(params: list[str], args: list[str], body: str, plain: set[str]) -> str:
+    """The macro's body with the arguments put in for its parameters, token for token;
+    `(p)` is written without its parentheses where p's argument is plain (see the module)."""
+    table = dict(zip(params, args, strict=True))
+    if plain:
+        body = re.sub(r"\(\s*([A-Za-z_]\w*)\s*\)",
+                      lambda m, pl=plain: m.group(1) if m.group(1) in pl else m.group(0), body)
+    return re.sub(r"\b[A-Za-z_]\w*\b", lambda m, tb=table: tb.get(m.group(0), m.group(0)),
+                  body) if table else body
+
+
+def _objects(s: Source) -> dict[str, str]:
+    """Object-like macros of the file: name -> replacement text ('' where empty)."""
+    out: dict[str, str] = {}
+    for n in walk(s.root):
+        if n.type == "preproc_def" and (name := n.child_by_field_name("name")) is not None:
+            value = n.child_by_field_name("value")
+            out[name.text.decode()] = s.text_of(value).strip() if value is not None else ""
+    return out
+
+
+def _close(text: str, open_at: int) -> int | None:
+    """The index of the parenthesis closing the one at `open_at`."""
+    depth = 0
+    for k in range(open_at, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[k], 0)
+        if depth == 0:
+            return k
+    return None
+
+
+def _expand_declaration(text: str, defs: dict[str, tuple[list[str], str]],
+                        objects: dict[str, str], limit: int = 8) -> str | None:
+    """A parameter declaration with its macro invocations expanded; None where one cannot
+    be (a wrong argument count, unbalanced parentheses) or there is none."""
+    call = re.compile(r"\b(" + "|".join(map(re.escape, defs)) + r")\s*\(")
+    changed = False
+    for _ in range(limit):
+        m = call.search(text)
+        if m is None:
+            break
+        end = _close(text, m.end() - 1)
+        if end is None:
+            return None
+        params, body = defs[m.group(1)]
+        args = _arguments(text[m.end() - 1:end + 1])
+        if len(args) != len(params):
+            return None
+        plain = {p for p, a in zip(params, args, strict=True)
+                 if re.fullmatch(r"\s*(\d[\w.]*|[A-Za-z_]\w*)\s*", a)}
+        text = text[:m.start()] + _substitute(params, args, body, plain) + text[end + 1:]
+        changed = True
+    if not changed or call.search(text):
+        return None
+    dropped = {k for k, v in objects.items() if v in ("", "0")}
+    text = re.sub(r"\b[A-Za-z_]\w*\b",
+                  lambda t: "" if t.group(0) in dropped and objects[t.group(0)] == "" else
+                  ("0" if t.group(0) in dropped else t.group(0)), text)
+    text = re.sub(r"\s*\+\s*0\s*\]", "]", text)  # `N + 0]`: the padding of nothing
+    return re.sub(r"\[\s+", "[", text)
+
+
+def _declarators(src: str) -> str | None:
+    """The source with every parameter declared through a function-like macro expanded."""
+    s = Source(src)
+    defs = _definitions(s)
+    if not defs:
+        return None
+    objects = _objects(s)
+    edits = []
+    for n in walk(s.root):
+        if n.type != "parameter_declaration":
+            continue
+        text = s.text_of(n)
+        if not any(re.search(rf"\b{re.escape(d)}\s*\(", text) for d in defs):
+            continue
+        new = _expand_declaration(text, defs, objects)
+        if new is not None and new != text:
+            edits.append(Edit(n.start_byte, n.end_byte, new))
+    return finish(s, edits)
+
+
+def _alias(value: str, defs: dict[str, tuple[list[str], str]], at) -> bool:
+    """An object-like macro that stands for a function-like macro's invocation
+    (`#define _B_N BOUND(N, n)`) or for a variable in scope where it is used
+    (`#define _B_N n`): a loop bound written through it is that expression."""
+    m = re.fullmatch(r"([A-Za-z_]\w*)\s*\(.*\)", value, re.DOTALL)
+    if m is not None:
+        return m.group(1) in defs
+    return re.fullmatch(r"[A-Za-z_]\w*", value) is not None and lookup(value, at) is not None
+
+
 def _once(src: str, entry: str) -> str | None:
     s = Source(src)
-    fn = find_function(s, entry)
     defs = _definitions(s)
-    if fn is None or not defs:
+    objects = {k: v for k, v in _objects(s).items() if k not in defs and v}
+    if find_function(s, entry) is None or not (defs or objects):
         return None
-    edits = []
-    for n in walk(fn):
+    edits: list[Edit] = []
+    # every function of the file: imported code keeps its work in the code base's own
+    # function, which the generated entry calls
+    for fn in (n for n in walk(s.root) if n.type == "function_definition"):
+        body_node = fn.child_by_field_name("body")
+        if body_node is not None:
+            _expand_uses(s, body_node, defs, objects, edits)
+    return finish(s, edits)
+
+
+def _expand_uses(s: Source, root, defs: dict[str, tuple[list[str], str]],
+                 objects: dict[str, str], edits: list[Edit]) -> None:
+    for n in walk(root):
+        if any(e.start <= n.start_byte < e.end for e in edits):
+            continue  # inside a macro use already expanded in this pass
+        if n.type == "identifier" and (v := objects.get(n.text.decode())) is not None:
+            parent = n.parent
+            called = parent is not None and parent.type == "call_expression" and \
+                parent.child_by_field_name("function") == n
+            if not called and _alias(v, defs, n):
+                edits.append(Edit(n.start_byte, n.end_byte, v))
+            continue
         if n.type != "call_expression":
             continue
         f = n.child_by_field_name("function")
         name = s.text_of(f).strip()
         if f.type != "identifier" or name not in defs:
             continue
-        if any(e.start <= n.start_byte < e.end for e in edits):
-            continue  # inside a macro call already expanded in this pass
         params, body = defs[name]
         args = _arguments(s.text_of(n.child_by_field_name("arguments")))
         if len(args) != len(params):
             continue
-        table = dict(zip(params, args, strict=True))
         # `(p)` with a variable or a number for p is written without the parentheses:
         # `((x) + (size_t)(r) * (n))` would read as a cast of `+ ...` to the type `x`
-        plain = {p for p, a in table.items() if re.fullmatch(r"\s*\d[\w.]*\s*", a) or (
-            re.fullmatch(r"\s*[A-Za-z_]\w*\s*", a) and lookup(a.strip(), n) is not None)}
-        if plain:
-            body = re.sub(r"\(\s*([A-Za-z_]\w*)\s*\)",
-                          lambda m, pl=plain: m.group(1) if m.group(1) in pl else m.group(0),
-                          body)
-        text = re.sub(r"\b[A-Za-z_]\w*\b", lambda m, tb=table: tb.get(m.group(0), m.group(0)),
-                      body) if table else body
-        edits.append(Edit(n.start_byte, n.end_byte, text))
-    return finish(s, edits)
+        plain = {p for p, a in zip(params, args, strict=True)
+                 if re.fullmatch(r"\s*\d[\w.]*\s*", a) or (
+                     re.fullmatch(r"\s*[A-Za-z_]\w*\s*", a) and lookup(a.strip(), n) is not None)}
+        edits.append(Edit(n.start_byte, n.end_byte, _substitute(params, args, body, plain)))
 
 
 def expand_macros(src: str, entry: str, limit: int = 4) -> str | None:
-    """The source with the function-like macro invocations in `entry` expanded; None when
-    there are none."""
-    out = None
+    """The source with the parameters declared through macros and the function-like macro
+    invocations in `entry` expanded; None when there are none."""
+    out = _declarators(src)
     for _ in range(limit):
         new = _once(out if out is not None else src, entry)
         if new is None:
