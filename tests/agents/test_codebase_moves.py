@@ -644,6 +644,35 @@ def test_time_steps_share_one_parallel_region(tmp_path):
                      exact=True, flags=("-DOMP_MIN_WORK=1",))
 
 
+def test_time_steps_thread_by_the_work_of_all_steps_and_a_share_per_step(tmp_path):
+    """The region starts once: all the steps' work is held against OMP_MIN_WORK, and a step
+    needs OMP_MIN_WORK / STEP_SHARE for its barriers. Which copy ran is read back from a
+    flag the threaded copy sets."""
+    import ctypes
+
+    from kernelcrew.agents.transforms.cpu.time_steps import MARK, STEP_SHARE
+
+    src = kernel(JACOBI, "jacobi")
+    new = apply_transform("time_steps", src)
+    cond = next(line for line in new.splitlines() if MARK in line)
+    assert f"* {STEP_SHARE} >= OMP_MIN_WORK" in cond and "(tsteps) *" in cond
+    flagged = body(new).replace(MARK + "\n", MARK + "\n    took_threads = 1;\n", 1)
+    flagged = 'extern "C" { int took_threads = 0; }\n' + flagged
+    # a step's work is (n - 1)^2 = 1521 at n = 40; OMP_MIN_WORK = 1521 x STEP_SHARE: every
+    # step holds its share, so the steps' total decides (threaded from STEP_SHARE steps)
+    lib = build(flagged, tmp_path, "flagged", f"-DOMP_MIN_WORK={1521 * STEP_SHARE}")
+    took = ctypes.c_int.in_dll(lib, "took_threads")
+    for t, threaded in ((1, False), (STEP_SHARE - 1, False), (STEP_SHARE, True)):
+        took.value = 0
+        call(lib, "jacobi", *_jacobi_args(t, 40))
+        assert took.value == int(threaded), (t, took.value)
+    # and a step under its share stays serial however many steps there are
+    lib = build(flagged, tmp_path, "small_steps", f"-DOMP_MIN_WORK={1522 * STEP_SHARE}")
+    took = ctypes.c_int.in_dll(lib, "took_threads")
+    call(lib, "jacobi", *_jacobi_args(10 * STEP_SHARE, 40))
+    assert took.value == 0
+
+
 @pytest.mark.parametrize("old, new, why", [
     # in place (Gauss-Seidel): a step's rows are not independent
     ("          B[i][j] = 0.2 * (A[i][j]", "          A[i][j] = 0.2 * (A[i][j]", "in place"),

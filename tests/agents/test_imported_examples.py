@@ -60,3 +60,38 @@ def test_a_row_sweep_imported_as_written_is_jammed_threaded_and_correct(tmp_path
 @pytest.mark.parametrize("name", [n for n in PLANS if n != "atax"])
 def test_every_example_is_correct_after_its_moves(tmp_path, name):
     judge(tmp_path, name)
+
+
+def test_time_steps_outranks_per_nest_threads_on_a_time_loop(tmp_path):
+    """On a time loop around independent nests the loop specialist offers both
+    `time_steps` (one parallel region) and `omp_parallel` (a region per nest per step);
+    the first ranks higher, so the merge is built on it and it is evaluated on its own."""
+    from kernelcrew.agents.context import AgentContext
+    from kernelcrew.agents.coordinator import coordinate, score
+    from kernelcrew.agents.heuristic.loop import Loop
+    from kernelcrew.agents.transforms import apply_change
+    from kernelcrew.graph.nodes.plan import extent
+    from kernelcrew.kernels.signature import entry_params
+    from kernelcrew.kernels.spec import load_op
+
+    op = import_example("jacobi2d", tmp_path / "ops", scale=SCALE, case={"tsteps": 6},
+                        fill=0.5)
+    spec = load_op(op)
+    text = (op / "baseline.cpp").read_text()
+    ctx = AgentContext(
+        op=spec.name, family=spec.family, description="", backend="cpu", signature="",
+        tolerance="rtol=0, atol=0", kernel=text, entry_params=entry_params(spec),
+        extents={n: extent(t.shape) for n, t in {**spec.inputs, **spec.outputs}.items()})
+    props = {p.change.kind: p for p in Loop().propose(ctx)}
+    assert {"time_steps", "omp_parallel"} <= set(props), sorted(props)
+    assert score(props["time_steps"], {}) > score(props["omp_parallel"], {})
+    # ... whatever the profile says: omp_parallel's best estimate (a compute- or
+    # latency-bound kernel, 0.85 x the cores) at its confidence still ranks lower
+    best_threads = props["omp_parallel"].model_copy(update={
+        "expected_gain": props["time_steps"].expected_gain})
+    assert score(props["time_steps"], {}) > score(best_threads, {})
+    decision = coordinate(list(props.values()), text,
+                          apply=lambda p, t: apply_change(p.change, t), max_candidates=3)
+    kinds = [c.change.kind for c in decision.candidates]
+    assert kinds[0].startswith("time_steps"), kinds
+    assert "time_steps" in kinds, kinds
