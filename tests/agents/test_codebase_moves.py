@@ -466,6 +466,9 @@ def test_array_parameters_declared_by_a_macro_are_read_as_arrays(tmp_path):
     assert view.count("ARRAY_2D(") == 1  # the definition stays
     new = apply_transform("row_accumulate", src)
     assert new is not None and "+= data[k][i] * data[k][j];" in new
+    # the moved kernel keeps the interface as the code base spells it (a patch back to it
+    # must not change a declaration)
+    assert "ELEM ARRAY_2D(data, N, M, n, m)," in new and "ELEM data[N][M]" not in new
     same_results(src, new, tmp_path, "cov", _cov_args, exact=True)
     threaded = apply_transform("omp_parallel", new)
     assert threaded is not None

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kernelcrew.agents.transforms.views.counted_whiles import counted_whiles
-from kernelcrew.agents.transforms.views.expand_macros import expand_macros
+from kernelcrew.agents.transforms.views.expand_macros import expand_macros, restore_declarators
 from kernelcrew.agents.transforms.views.hoist_factors import hoist_factors
 from kernelcrew.agents.transforms.views.inline_helpers import inline_calls
 from kernelcrew.agents.transforms.views.loop_counters import scope_counters
@@ -106,7 +106,8 @@ def through_views(transform: Callable[..., str | None], *, until_done: bool = Fa
             if again is None or again == out:
                 break
             out = again
-        return out
+        # parameters the views declared plainly go back to the code base's spelling
+        return restore_declarators(src, out)
 
     run.__name__ = getattr(transform, "__name__", "transform")
     run.__doc__ = transform.__doc__

@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 
 from kernelcrew.agents.transforms.analysis.common import finish
-from kernelcrew.csource.syntax import Edit, Source, find_function, lookup, walk
+from kernelcrew.csource.syntax import Edit, Source, apply_edits, find_function, lookup, walk
 from kernelcrew.kernels.text import split_top
 
 
@@ -148,6 +148,41 @@ def _alias(value: str, defs: dict[str, tuple[list[str], str]], at) -> bool:
     if m is not None:
         return m.group(1) in defs
     return re.fullmatch(r"[A-Za-z_]\w*", value) is not None and lookup(value, at) is not None
+
+
+def declarator_spellings(src: str) -> dict[str, str]:
+    """Each parameter declaration of `src` written through a macro: its expansion (as the
+    view writes it) -> its text as written."""
+    s = Source(src)
+    defs = _definitions(s)
+    if not defs:
+        return {}
+    objects = _objects(s)
+    out: dict[str, str] = {}
+    for n in walk(s.root):
+        if n.type != "parameter_declaration":
+            continue
+        text = s.text_of(n)
+        if any(re.search(rf"\b{re.escape(d)}\s*\(", text) for d in defs):
+            new = _expand_declaration(text, defs, objects)
+            if new is not None and new != text:
+                out[new] = text
+    return out
+
+
+def restore_declarators(original: str, result: str | None) -> str | None:
+    """`result` (a move applied to a view of `original`) with the parameter declarations
+    the view expanded written as `original` has them: the same declarations to the
+    compiler, and the interface as the code base spells it (a patch back to it keeps it)."""
+    if result is None:
+        return None
+    table = declarator_spellings(original)
+    if not table:
+        return result
+    s = Source(result)
+    edits = [Edit(n.start_byte, n.end_byte, table[s.text_of(n)]) for n in walk(s.root)
+             if n.type == "parameter_declaration" and s.text_of(n) in table]
+    return apply_edits(s, edits) if edits else result
 
 
 def _once(src: str, entry: str) -> str | None:
