@@ -476,6 +476,23 @@ def test_array_parameters_declared_by_a_macro_are_read_as_arrays(tmp_path):
                  flags=("-DOMP_MIN_WORK=1",))
 
 
+def test_macro_declared_arrays_in_a_static_helper_the_entry_calls(tmp_path):
+    """As `kernelcrew import` writes it: the code base's function is a static helper and a
+    generated entry calls it; the helper's declarations and bounds are read all the same."""
+    helper = MACRO_DECLARED.replace('extern "C" void cov(', "static void cov_body(")
+    src = kernel(helper + """
+extern "C" void cov(int m, int n, double float_n, double* data, double* c)
+{
+  cov_body(m, n, float_n, reinterpret_cast<double (*)[M]>(data),
+           reinterpret_cast<double (*)[M]>(c));
+}
+""", "cov")
+    new = apply_transform("row_accumulate", src)
+    assert new is not None and "+= data[k][i] * data[k][j];" in new
+    assert "ELEM ARRAY_2D(data, N, M, n, m)," in new
+    same_results(src, new, tmp_path, "cov", _cov_args, exact=True)
+
+
 def test_a_macro_declarator_that_cannot_be_expanded_is_left_as_written():
     # two arguments for a macro of five: the preprocessor would refuse it, so does the view
     src = MACRO_DECLARED.replace("ELEM ARRAY_2D(c, M, M, m, m))", "ELEM ARRAY_2D(c, M))")

@@ -58,6 +58,14 @@ def _arguments(text: str) -> list[str]:
     return [a.strip() for a in split_top(inner)] if inner.strip() else []
 
 
+def _plain(params: list[str], args: list[str], is_variable) -> set[str]:
+    """The parameters whose argument is a number or a variable (`is_variable(name)`): their
+    parentheses in the body mean nothing and are dropped (see the module)."""
+    return {p for p, a in zip(params, args, strict=True)
+            if re.fullmatch(r"\s*\d[\w.]*\s*", a)
+            or (re.fullmatch(r"\s*[A-Za-z_]\w*\s*", a) and is_variable(a.strip()))}
+
+
 def _substitute(params: list[str], args: list[str], body: str, plain: set[str]) -> str:
     """The macro's body with the arguments put in for its parameters, token for token;
     `(p)` is written without its parentheses where p's argument is plain (see the module)."""
@@ -106,8 +114,8 @@ def _expand_declaration(text: str, defs: dict[str, tuple[list[str], str]],
         args = _arguments(text[m.end() - 1:end + 1])
         if len(args) != len(params):
             return None
-        plain = {p for p, a in zip(params, args, strict=True)
-                 if re.fullmatch(r"\s*(\d[\w.]*|[A-Za-z_]\w*)\s*", a)}
+        # in a declaration every name is an extent (a macro or a parameter): all plain
+        plain = _plain(params, args, lambda name: True)
         text = text[:m.start()] + _substitute(params, args, body, plain) + text[end + 1:]
         changed = True
     if not changed or call.search(text):
@@ -120,24 +128,30 @@ def _expand_declaration(text: str, defs: dict[str, tuple[list[str], str]],
     return re.sub(r"\[\s+", "[", text)
 
 
-def _declarators(src: str) -> str | None:
-    """The source with every parameter declared through a function-like macro expanded."""
-    s = Source(src)
+def _expanded_declarations(s: Source) -> list[tuple[object, str]]:
+    """(node, expansion) for each parameter declaration of `s` written through a
+    function-like macro that the view expands."""
     defs = _definitions(s)
     if not defs:
-        return None
+        return []
     objects = _objects(s)
-    edits = []
+    out = []
     for n in walk(s.root):
         if n.type != "parameter_declaration":
             continue
         text = s.text_of(n)
-        if not any(re.search(rf"\b{re.escape(d)}\s*\(", text) for d in defs):
-            continue
-        new = _expand_declaration(text, defs, objects)
-        if new is not None and new != text:
-            edits.append(Edit(n.start_byte, n.end_byte, new))
-    return finish(s, edits)
+        if any(re.search(rf"\b{re.escape(d)}\s*\(", text) for d in defs):
+            new = _expand_declaration(text, defs, objects)
+            if new is not None and new != text:
+                out.append((n, new))
+    return out
+
+
+def _declarators(src: str) -> str | None:
+    """The source with every parameter declared through a function-like macro expanded."""
+    s = Source(src)
+    return finish(s, [Edit(n.start_byte, n.end_byte, new)
+                      for n, new in _expanded_declarations(s)])
 
 
 def _alias(value: str, defs: dict[str, tuple[list[str], str]], at) -> bool:
@@ -154,20 +168,7 @@ def declarator_spellings(src: str) -> dict[str, str]:
     """Each parameter declaration of `src` written through a macro: its expansion (as the
     view writes it) -> its text as written."""
     s = Source(src)
-    defs = _definitions(s)
-    if not defs:
-        return {}
-    objects = _objects(s)
-    out: dict[str, str] = {}
-    for n in walk(s.root):
-        if n.type != "parameter_declaration":
-            continue
-        text = s.text_of(n)
-        if any(re.search(rf"\b{re.escape(d)}\s*\(", text) for d in defs):
-            new = _expand_declaration(text, defs, objects)
-            if new is not None and new != text:
-                out[new] = text
-    return out
+    return {new: s.text_of(n) for n, new in _expanded_declarations(s)}
 
 
 def restore_declarators(original: str, result: str | None) -> str | None:
@@ -225,9 +226,7 @@ def _expand_uses(s: Source, root, defs: dict[str, tuple[list[str], str]],
             continue
         # `(p)` with a variable or a number for p is written without the parentheses:
         # `((x) + (size_t)(r) * (n))` would read as a cast of `+ ...` to the type `x`
-        plain = {p for p, a in zip(params, args, strict=True)
-                 if re.fullmatch(r"\s*\d[\w.]*\s*", a) or (
-                     re.fullmatch(r"\s*[A-Za-z_]\w*\s*", a) and lookup(a.strip(), n) is not None)}
+        plain = _plain(params, args, lambda name, at=n: lookup(name, at) is not None)
         edits.append(Edit(n.start_byte, n.end_byte, _substitute(params, args, body, plain)))
 
 
