@@ -150,6 +150,10 @@ APPLY_AFTER = {# threads, private copies and register blocks read the nest as wr
                "unroll_and_jam": ("omp_parallel", "keep_values", "interchange",
                                   "register_block", "private_bins"),
                "register_tile": ("omp_parallel", "keep_values"),
+               # the rows are threaded before they are blocked: the block loop keeps the
+               # `parallel for` it is given, while one stepping by the block size with
+               # its leftover rows after it is a nest omp_parallel cannot prove disjoint
+               "register_block": ("omp_parallel", "keep_values"),
                "jam_sweeps": ("omp_parallel", "keep_values", "private_bins", "row_accumulate"),
                # a thread's rows and the blocks of a blocked scan are scanned a vector at a
                # time; a vector-scanned loop is no longer one blocked_scan can split, nor

@@ -6,6 +6,7 @@ after, compiled and run against the code as written, and the cases each must ref
 from __future__ import annotations
 
 import ctypes
+import re
 import subprocess
 
 import numpy as np
@@ -604,6 +605,34 @@ def test_macro_bounds_and_a_marker_pragma_do_not_hide_the_product(tmp_path):
     for ni, nj in ((35, 43), (3, 5), (36, 44)):
         same_results(src, new, tmp_path, "gemm", lambda a=ni, b=nj: _gemm_args(a, b),
                      exact=True)
+
+
+def test_a_merge_threads_the_rows_before_it_blocks_them(tmp_path):
+    """The specialists rank the register block above the threads; the merge applies the
+    threads first, so the loop over blocks of rows carries the `parallel for` (after the
+    blocking, a loop stepping by RB with its leftover rows is one the thread analysis
+    cannot prove disjoint: the merge then threaded only the leftover rows). Threaded at
+    any size (OMP_MIN_WORK=1), each element still sums its terms in order."""
+    from kernelcrew.agents.coordinator import apply_order, coordinate
+    from kernelcrew.agents.transforms import apply_change
+    from tests.agents.test_specialists import all_proposals, ctx_for
+
+    src = kernel(GEMM_AS_A_SUITE_WRITES_IT, "gemm")
+    ctx = ctx_for("gemm", kernel=src)
+    props = all_proposals(ctx)
+    kinds = [p.change.kind for p in props]
+    assert kinds.index("register_block") < kinds.index("omp_parallel")
+    ordered = [p.change.kind for p in apply_order(props)]
+    assert ordered.index("omp_parallel") < ordered.index("register_block")
+    merged = coordinate(props, ctx.kernel,
+                        apply=lambda p, t: apply_change(p.change, t)).candidates[0].change
+    assert {"omp_parallel", "register_block"} <= set(merged.kind.split("+"))
+    assert re.search(r"#pragma omp parallel for[^\n]*\n\s*for \(int i = 0; i < i_rb; "
+                     r"i \+= RB\)", merged.kernel), merged.kernel
+    for ni, nj in ((35, 43), (3, 5), (36, 44)):
+        same_results(src, merged.kernel, tmp_path, "gemm",
+                     lambda a=ni, b=nj: _gemm_args(a, b), exact=True,
+                     flags=("-DOMP_MIN_WORK=1",))
 
 
 def test_an_unknown_pragma_before_the_nest_still_stops_the_move():

@@ -72,3 +72,79 @@ def test_divisions_that_must_stay_divisions(body):
     text = kernel(f'extern "C" void f(const float* x, float* y, int n) {{\n    {body}\n}}\n')
     assert apply_transform("reciprocal", text) is None
     assert "reciprocal" in not_applicable(text)
+
+
+# ---------------------------------------------------------------- float_pow
+
+# a per-filter variance as a CNN framework writes it: pow of a float deviation into a float
+# sum (C's pow computes in double), in a helper the entry calls; a typedef'd float too
+VARIANCE = kernel("""
+#include <math.h>
+typedef float real;
+static void variance(const float *x, const float *mean, int batch, int filters, int spatial,
+                     real *var)
+{
+    float scale = 1./(batch * spatial - 1);
+    int i, j, k;
+    for (i = 0; i < filters; ++i) {
+        var[i] = 0;
+        for (j = 0; j < batch; ++j) {
+            for (k = 0; k < spatial; ++k) {
+                int index = j*filters*spatial + i*spatial + k;
+                var[i] += pow((x[index] - mean[i]), 2) + pow(x[index], 3.0) * 0.0f;
+            }
+        }
+        var[i] *= scale;
+    }
+}
+extern "C" void f(const float* x, const float* mean, float* var, int64_t b, int64_t c,
+                  int64_t s) {
+    variance(x, mean, (int)b, (int)c, (int)s, var);
+}
+""")
+
+
+def test_a_float_squared_into_a_float_sum_is_a_float_product(tmp_path):
+    text = apply_transform("float_pow", VARIANCE)
+    assert text is not None and "pow(" not in text.split("static void")[1]
+    assert "((x[index] - mean[i]) * (x[index] - mean[i]))" in text
+    assert "((x[index]) * (x[index]) * (x[index]))" in text
+    lib = build(text, tmp_path)
+    rng = np.random.default_rng(3)
+    for b, c, s in ((2, 3, 5), (4, 8, 300), (1, 1, 2)):
+        x = rng.standard_normal((b, c, s)).astype(np.float32)
+        mean = x.astype(np.float64).mean((0, 2)).astype(np.float32)
+        var = np.full(c, np.nan, np.float32)
+        lib.f(ptr(x), ptr(mean), ptr(var), ctypes.c_int64(b), ctypes.c_int64(c),
+              ctypes.c_int64(s))
+        dev = x.astype(np.float64) - mean[None, :, None]
+        want = (dev ** 2).sum((0, 2)) / (b * s - 1)
+        assert np.allclose(var, want, rtol=1e-5), (b, c, s)
+
+
+@pytest.mark.parametrize("body", [
+    # a double sum: the square in double is what the code keeps
+    "double acc = 0; for (int i = 0; i < n; i++) acc += pow(x[i], 2); y[0] = (float)acc;",
+    # a double literal on the way: the sum is computed in double
+    "for (int i = 0; i < n; i++) y[i] = pow(x[i], 2) * 0.5;",
+    # a double base
+    "for (int i = 0; i < n; i++) y[i] = pow((double)x[i] - 1.0, 2);",
+    # another exponent: a real power, not a product
+    "for (int i = 0; i < n; i++) y[i] = pow(x[i], 2.5);",
+    # a base with a call in it is not written twice
+    "for (int i = 0; i < n; i++) y[i] = pow(sqrtf(x[i]), 2);",
+    # the result goes into a double declaration
+    "for (int i = 0; i < n; i++) { double d = pow(x[i], 2); y[i] = (float)d; }",
+])
+def test_powers_that_stay_calls(body):
+    text = kernel("#include <math.h>\n"
+                  f'extern "C" void f(const float* x, float* y, int n) {{\n    {body}\n}}\n')
+    assert apply_transform("float_pow", text) is None
+    assert "float_pow" in not_applicable(text)
+
+
+def test_the_loop_specialist_proposes_float_pow_where_it_applies():
+    from tests.agents.test_specialists import all_proposals, ctx_for
+
+    kinds = [p.change.kind for p in all_proposals(ctx_for("variance", kernel=VARIANCE))]
+    assert "float_pow" in kinds

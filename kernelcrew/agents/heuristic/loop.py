@@ -323,6 +323,17 @@ class Loop(HeuristicSpecialist):
                 plan="Take the reciprocal once before the loop and multiply by it.",
                 risks="the quotient is rounded twice (an ulp or so, inside the tolerance); a "
                       "divisor below ~3e-39 would overflow its reciprocal"))
+        if _own_check(ev, "float_pow"):
+            # the move's own check is the evidence: pow of a float into a float result
+            out.append(Move(
+                "float_pow", "float_pow", 1.4, 0.6,
+                why="A float is raised to a small power with `pow`, which computes in "
+                    "double: each element is converted to double and back, so the loop "
+                    "vectorizes at half the float width or not at all.",
+                plan="Write `pow(x, 2)` (or 3) as the product of the float with itself, in "
+                     "float; the result went into a float anyway.",
+                risks="the square is rounded to float before it is added (an ulp of the "
+                      "square, inside a float tolerance)"))
         if _own_check(ev, "vector_scan"):
             # the move's own check is the evidence: a float prefix sum that runs one
             # element per add latency

@@ -20,6 +20,7 @@ from kernelcrew.agents.transforms.cpu import (
     accumulators,
     blocked_scan,
     compiler,
+    float_powers,
     fusion,
     jam_sweeps,
     keep_values,
@@ -155,6 +156,12 @@ register_transform(
     "multiply by its reciprocal, taken once before the loop",
     through_views(reciprocal.reciprocal),
     why_not="no division by a float variable that a loop does not change")
+register_transform(
+    "float_pow", ("cpu",),
+    "`pow(x, 2)` (or 3) of a float whose result becomes float, written as a product in "
+    "float: no round trip through double, so the loop vectorizes at float width",
+    through_views(float_powers.float_powers),
+    why_not="no pow(x, 2) or pow(x, 3) of a float value whose result becomes float")
 register_transform(
     "vector_scan", ("cpu",),
     "prefix sums (`acc += x[j]; y[j] = acc;`) a vector at a time: the prefix of "
