@@ -334,6 +334,19 @@ class Loop(HeuristicSpecialist):
                      "float; the result went into a float anyway.",
                 risks="the square is rounded to float before it is added (an ulp of the "
                       "square, inside a float tolerance)"))
+        if _own_check(ev, "split_ranges"):
+            # the move's own check is the evidence: a test of the counter against bounds
+            # (padding, borders) that is linear in it
+            out.append(Move(
+                "split_ranges", "split_ranges", 1.5, 0.6,
+                why="An inner loop tests its counter against bounds on every element "
+                    "(padding, a border): the test costs as much as the work, and the loop "
+                    "vectorizes only as a masked gather, if at all.",
+                plan="Compute once before the loop the range where the test is decided and "
+                     "run the loop as three: before it and after it as written, the middle "
+                     "without the counter's comparisons.",
+                risks="two more loops' set-up per pass (a division where the counter's "
+                      "coefficient is not a constant); no gain where the middle is short"))
         if _own_check(ev, "vector_scan"):
             # the move's own check is the evidence: a float prefix sum that runs one
             # element per add latency

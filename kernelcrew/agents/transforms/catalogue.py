@@ -32,6 +32,7 @@ from kernelcrew.agents.transforms.cpu import (
     register_tile,
     row_accumulate,
     simd,
+    split_ranges,
     stream_stores,
     time_steps,
     unroll_and_jam,
@@ -162,6 +163,13 @@ register_transform(
     "float: no round trip through double, so the loop vectorizes at float width",
     through_views(float_powers.float_powers),
     why_not="no pow(x, 2) or pow(x, 3) of a float value whose result becomes float")
+register_transform(
+    "split_ranges", ("cpu",),
+    "a loop whose body tests its counter against bounds (padding, borders) run as the "
+    "ranges where the test is decided: the middle one without the counter's comparisons",
+    through_views(split_ranges.split_ranges),
+    why_not="no innermost loop whose test (`?:` or `if` of `||`/`&&` comparisons) is "
+            "linear in its counter")
 register_transform(
     "vector_scan", ("cpu",),
     "prefix sums (`acc += x[j]; y[j] = acc;`) a vector at a time: the prefix of "

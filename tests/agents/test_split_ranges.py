@@ -1,0 +1,143 @@
+"""split_ranges: a loop whose body tests its counter against bounds runs as the ranges where
+the test is decided. Each rewrite compiled and run against the code as written, on sizes
+where the middle range is empty, the whole loop, or cut on either side; and the tests it
+must leave alone."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernelcrew.agents.transforms import apply_transform, not_applicable
+from tests.agents.test_codebase_moves import kernel, same_results
+
+# an unfolding for a convolution as a CNN framework writes it: a pixel helper with an early
+# return for the padding, a run-time stride, pad and kernel size
+UNFOLD = """
+static float pixel(const float *im, int height, int width, int row, int col, int channel,
+                   int pad)
+{
+    row -= pad;
+    col -= pad;
+    if (row < 0 || col < 0 || row >= height || col >= width) return 0;
+    return im[col + width * (row + height * channel)];
+}
+
+extern "C" void unfold(const float *im, int channels, int height, int width, int ksize,
+                       int stride, int pad, float *cols)
+{
+    int c, h, w;
+    int height_col = (height + 2 * pad - ksize) / stride + 1;
+    int width_col = (width + 2 * pad - ksize) / stride + 1;
+    int channels_col = channels * ksize * ksize;
+    for (c = 0; c < channels_col; ++c) {
+        int w_offset = c % ksize;
+        int h_offset = (c / ksize) % ksize;
+        int c_im = c / ksize / ksize;
+        for (h = 0; h < height_col; ++h) {
+            for (w = 0; w < width_col; ++w) {
+                int im_row = h_offset + h * stride;
+                int im_col = w_offset + w * stride;
+                cols[(c * height_col + h) * width_col + w] =
+                    pixel(im, height, width, im_row, im_col, c_im, pad);
+            }
+        }
+    }
+}
+"""
+
+
+def _unfold_args(channels, height, width, ksize, stride, pad):
+    rng = np.random.default_rng(channels * 1000 + width)
+    im = rng.standard_normal(channels * height * width).astype(np.float32)
+    hc = (height + 2 * pad - ksize) // stride + 1
+    wc = (width + 2 * pad - ksize) // stride + 1
+    out = np.full(channels * ksize * ksize * hc * wc, np.nan, dtype=np.float32)
+    return [im, channels, height, width, ksize, stride, pad, out]
+
+
+@pytest.mark.parametrize("sizes", [
+    (3, 9, 13, 3, 1, 1),    # the usual 3x3 with a border of one
+    (2, 8, 11, 3, 2, 1),    # a stride of two: the ends are ceilings of a division
+    (2, 7, 10, 5, 3, 2),    # a stride of three, a wider kernel
+    (2, 6, 6, 1, 1, 0),     # no padding: the middle range is the whole row
+    (1, 4, 3, 5, 1, 3),     # a pad wider than the row: the middle range is empty
+    (2, 5, 2, 3, 1, 1),     # a row narrower than the kernel
+])
+def test_padding_tests_leave_the_middle_of_each_row(tmp_path, sizes):
+    src = kernel(UNFOLD, "unfold")
+    new = apply_transform("split_ranges", src)
+    assert new is not None and "split_ranges: w's tests decided" in new
+    # the middle loop keeps only the test of the row, which does not move with w
+    middle = new.split("; w < (int)kc_hi; ++w)")[1].split("for (int w = (int)kc_hi")[0]
+    assert "col_1 < 0" not in middle and "col_1 >= width" not in middle
+    assert "row_1 < 0" in middle
+    same_results(src, new, tmp_path, "unfold", lambda: _unfold_args(*sizes), exact=True)
+
+
+# shifted copies with their bounds tested by `&&` (`>` and `<=` in one, in an `if` in the
+# other), a mirrored read (the counter's coefficient is -1) and a loop to `<=`
+SHIFT = """
+extern "C" void shift(const float *in, int n, int s, float *out, float *rev, float *mid)
+{
+    for (int i = 0; i < n; i++) {
+        int z = s + i;
+        mid[i] = (z > -1 && z <= n - 1) ? in[z] : 3.0f;
+    }
+    for (int i = 0; i <= n - 1; i++) {
+        int x = i - s;
+        if (x >= 0 && x < n) out[i] = in[x] * 2.0f; else out[i] = -1.0f;
+        int y = n - 1 - i + s;
+        rev[i] = (y < n && y >= 0) ? in[y] : 0.0f;
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("n, s", [(40, 3), (40, -5), (7, 9), (7, -9), (1, 0), (33, 0)])
+def test_bounds_tested_by_and_in_an_if_and_a_mirrored_counter(tmp_path, n, s):
+    src = kernel(SHIFT, "shift")
+    new = apply_transform("split_ranges", src)
+    assert new is not None and new.count("split_ranges: i's tests decided") == 2
+    rng = np.random.default_rng(n)
+    data = rng.standard_normal(n).astype(np.float32)
+
+    def args():
+        return [data.copy(), n, s, *(np.full(n, np.nan, np.float32) for _ in range(3))]
+    same_results(src, new, tmp_path, "shift", args, exact=True)
+
+
+@pytest.mark.parametrize("body", [
+    # the bound changes in the loop
+    "int m = n; for (int i = 0; i < n; i++) { out[i] = i < m ? in[i] : 0.0f; m--; }",
+    # not linear in the counter
+    "for (int i = 0; i < n; i++) out[i] = i * i < n ? in[i] : 0.0f;",
+    # a float comparison
+    "for (int i = 0; i < n; i++) out[i] = in[i] < 0.5f ? in[i] : 0.0f;",
+    # a worksharing loop is not cut into three
+    "#pragma omp parallel for\n    for (int i = 0; i < n; i++) out[i] = i < 3 ? in[i] : 0.0f;",
+    # a local set under a condition before the test
+    ("for (int i = 0; i < n; i++) { int x = i; if (in[i] > 0) x = 0; "
+    "out[i] = x < 3 ? in[i] : 0.0f; }"),
+    # the local is set again, inside the statement that holds the test, before the test
+    ("for (int i = 0; i < n; i++) { int x = i; if (in[i] > 0) { x -= 5; "
+    "out[i] = x < 0 ? 0.0f : in[x]; } }"),
+    # the bound may change through its address
+    ("int m = n; int* p = &m; for (int i = 0; i < n; i++) { out[i] = i < m ? in[i] : 0.0f; "
+    "*p = 1; }"),
+    # unsigned arithmetic wraps: `u - 1 < 3` is not `u < 4`
+    "unsigned k = (unsigned)n; for (int i = 0; i < n; i++) out[i] = i < k ? in[i] : 0.0f;",
+])
+def test_tests_it_leaves_alone(body):
+    text = kernel('extern "C" void f(const float* in, float* out, int n) {\n    '
+                  f'{body}\n}}\n', "f")
+    assert apply_transform("split_ranges", text) is None
+    assert "split_ranges" in not_applicable(text)
+
+
+def test_the_loop_specialist_proposes_it_where_it_applies():
+    from tests.agents.test_specialists import all_proposals, ctx_for
+
+    kinds = [p.change.kind for p in all_proposals(ctx_for("unfold",
+                                                           kernel=kernel(UNFOLD, "unfold")))]
+    assert "split_ranges" in kinds
