@@ -181,7 +181,9 @@ def test_register_block_is_proposed_once_the_matmul_is_interchanged():
     rb = [p for p in mem.propose(ctx) if p.change.kind == "register_block"]
     assert len(rb) == 1
     assert_valid(rb[0], ctx)
-    assert rb[0].change.knobs == {"RB": 4, "JB": 16} and "RB=4" in rb[0].plan
+    # float: 32 columns, four 32-byte vectors (the value the code defines is the knob's)
+    assert rb[0].change.knobs == {"RB": 4, "JB": 32} and "RB=4" in rb[0].plan
+    assert "#define JB 32" in rb[0].change.kernel
     assert "[RB][JB]" in parse_any(rb[0].change.kernel).body
     # blocked already, or blocking tried and lost: not proposed again
     done = ctx_for("small_matmul", kernel=rb[0].change.kernel)

@@ -301,7 +301,9 @@ def test_register_block_unroll_and_jams_the_interchanged_rows(tmp_path):
     out = register_block(ikj, "f")
     assert out is not None
     m = model(out)
-    assert "#define RB 4" in out and "#define JB 16" in out
+    # a float C: its columns four 32-byte vectors wide (a double C: 16, below)
+    assert "#define RB 4" in out and "#define JB 32" in out
+    assert "#define JB 16" in register_block(ikj.replace("float", "double"), "f")
     # versioned on the row length as before: blocked rows, then the rows left over, for
     # n >= 8; the original i-j-k below
     blocked, rest, small = [lp for lp in m.loops if lp.var == "i"]

@@ -144,7 +144,8 @@ class MemoryAccess(HeuristicSpecialist):
                       "gain little"))
         if ev.kf is not None and \
                 apply_transform("register_block", ev.kf.text) is not None:
-            rb, jb = int(ev.knobs.get("RB", 4)), int(ev.knobs.get("JB", 16))
+            # JB 0: four 32-byte vectors of C's element (register_block.vector_columns)
+            rb, jb = int(ev.knobs.get("RB", 4)), int(ev.knobs.get("JB", 0))
             out.append(Move(
                 "register_block", "register_block", 2.0, 0.7,
                 params={"rows": "RB", "cols": "JB", "rows_default": rb, "cols_default": jb},
@@ -152,7 +153,8 @@ class MemoryAccess(HeuristicSpecialist):
                     "a single FMA, and the row of C is loaded and stored again at every k "
                     "step, so the loop is bound by loads and stores rather than FMAs.",
                 plan=f"Register-block the i-k-j nest (unroll-and-jam of the row loop): RB={rb} "
-                     f"rows x JB={jb} columns of C accumulate in a local array that stays in "
+                     f"rows x {f'JB={jb} columns' if jb else 'JB columns (four 32-byte vectors)'}"
+                     " of C accumulate in a local array that stays in "
                      "vector registers over the whole k loop, each loaded element of B feeds "
                      "RB FMAs, and C is stored once; leftover columns run the rows together "
                      "with C in memory, leftover rows (m % RB) run the i-k-j code.",

@@ -132,7 +132,7 @@ register_transform(
     "unroll-and-jam the rows of an i-k-j matmul nest: RB rows x JB columns of C "
     "accumulated in registers (RB, JB knobs), leftover rows and columns kept",
     register_block.register_block_in_file,
-    whole_file=True, rows="RB", cols="JB", rows_default=4, cols_default=16,
+    whole_file=True, rows="RB", cols="JB", rows_default=4, cols_default=0,
     why_not="no i-k-j product nest (interchanged) to block in registers")
 register_transform(
     "unroll_and_jam", ("cpu",),
