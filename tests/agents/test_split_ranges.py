@@ -75,8 +75,9 @@ def test_padding_tests_leave_the_middle_of_each_row(tmp_path, sizes):
     same_results(src, new, tmp_path, "unfold", lambda: _unfold_args(*sizes), exact=True)
 
 
-# shifted copies with their bounds tested by `&&` (`>` and `<=` in one, in an `if` in the
-# other), a mirrored read (the counter's coefficient is -1) and a loop to `<=`
+# shifted copies with their bounds tested by `&&` (`>` and `<=`) and by a negated `||` in an
+# `if` (its comparisons parenthesized: C++'s grammar reads `x < 0 || x >= n` as a template,
+# the inline_helpers view writes them so), a mirrored read (the counter's coefficient is -1) and a loop to `<=`
 SHIFT = """
 extern "C" void shift(const float *in, int n, int s, float *out, float *rev, float *mid)
 {
@@ -86,7 +87,7 @@ extern "C" void shift(const float *in, int n, int s, float *out, float *rev, flo
     }
     for (int i = 0; i <= n - 1; i++) {
         int x = i - s;
-        if (x >= 0 && x < n) out[i] = in[x] * 2.0f; else out[i] = -1.0f;
+        if (!((x < 0) || (x >= n))) out[i] = in[x] * 2.0f; else out[i] = -1.0f;
         int y = n - 1 - i + s;
         rev[i] = (y < n && y >= 0) ? in[y] : 0.0f;
     }
@@ -95,7 +96,7 @@ extern "C" void shift(const float *in, int n, int s, float *out, float *rev, flo
 
 
 @pytest.mark.parametrize("n, s", [(40, 3), (40, -5), (7, 9), (7, -9), (1, 0), (33, 0)])
-def test_bounds_tested_by_and_in_an_if_and_a_mirrored_counter(tmp_path, n, s):
+def test_bounds_tested_by_and_or_a_negated_or_and_a_mirrored_counter(tmp_path, n, s):
     src = kernel(SHIFT, "shift")
     new = apply_transform("split_ranges", src)
     assert new is not None and new.count("split_ranges: i's tests decided") == 2

@@ -346,6 +346,9 @@ def _site(s: Source, lp: Loop) -> tuple[Node, str, _Split] | None:
                 if n.type in ("conditional_expression", "if_statement") else None
             if cond is not None and cond.type == "condition_clause":
                 cond = cond.child_by_field_name("value")  # C++'s `if (...)`: the expression
+            while cond is not None and _bare(cond).type == "unary_expression" and \
+                    _bare(cond).child_by_field_name("operator").type == "!":
+                cond = _bare(cond).child_by_field_name("argument")  # `!((x < 0) || (x >= n))`
             if cond is None:
                 continue
             got = _terms(cond)
