@@ -494,6 +494,23 @@ extern "C" void cov(int m, int n, double float_n, double* data, double* c)
     same_results(src, new, tmp_path, "cov", _cov_args, exact=True)
 
 
+def test_a_macro_that_is_a_call_keeps_the_call(tmp_path):
+    """`#define ROOT(x) sqrt(x)` (a polyhedral suite's SQRT_FUN) on a plain variable: the
+    parentheses of `(x)` mean nothing where they only wrap the parameter, but in `sqrt(x)`
+    they are the call's; the view once wrote `sqrtx`, and every move through it failed to
+    compile."""
+    src = kernel("#include <math.h>\n#define ROOT(x) sqrt(x)\n#define HALF(x) (x) / 2\n" +
+                 MACRO_DECLARED.replace("c[i][j] /= (float_n - 1.0);",
+                                        "c[i][j] /= (float_n - 1.0) * ROOT(float_n) * "
+                                        "HALF(float_n);"), "cov")
+    view = expand_macros(body(src), "cov")
+    assert view is not None
+    assert "sqrt(float_n) * float_n / 2;" in view and "sqrtfloat_n" not in view
+    new = apply_transform("row_accumulate", src)
+    assert new is not None
+    same_results(src, new, tmp_path, "cov", _cov_args, exact=True)
+
+
 def test_a_macro_declarator_that_cannot_be_expanded_is_left_as_written():
     # two arguments for a macro of five: the preprocessor would refuse it, so does the view
     src = MACRO_DECLARED.replace("ELEM ARRAY_2D(c, M, M, m, m))", "ELEM ARRAY_2D(c, M))")

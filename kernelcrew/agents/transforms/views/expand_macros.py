@@ -70,9 +70,17 @@ def _substitute(params: list[str], args: list[str], body: str, plain: set[str]) 
     """The macro's body with the arguments put in for its parameters, token for token;
     `(p)` is written without its parentheses where p's argument is plain (see the module)."""
     table = dict(zip(params, args, strict=True))
+
+    def bare(m: re.Match) -> str:
+        # a call's argument list keeps its parentheses: `sqrt(x)` is not `sqrtx`
+        before = body[:m.start()].rstrip()
+        if m.group(1) not in plain or (before and (before[-1].isalnum() or
+                                                    before[-1] in "_)]")):
+            return m.group(0)
+        return m.group(1)
+
     if plain:
-        body = re.sub(r"\(\s*([A-Za-z_]\w*)\s*\)",
-                      lambda m, pl=plain: m.group(1) if m.group(1) in pl else m.group(0), body)
+        body = re.sub(r"\(\s*([A-Za-z_]\w*)\s*\)", bare, body)
     return re.sub(r"\b[A-Za-z_]\w*\b", lambda m, tb=table: tb.get(m.group(0), m.group(0)),
                   body) if table else body
 
