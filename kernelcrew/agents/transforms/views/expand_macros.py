@@ -66,16 +66,24 @@ def _plain(params: list[str], args: list[str], is_variable) -> set[str]:
             or (re.fullmatch(r"\s*[A-Za-z_]\w*\s*", a) and is_variable(a.strip()))}
 
 
+_CAST = re.compile(r"\(\s*(const\s+)?((un)?signed\s+)?(size_t|ptrdiff_t|u?int\d+_t|char|short|"
+                   r"int|long|long\s+long|float|double)(\s+int)?\s*\**\s*\)$")
+
+
 def _substitute(params: list[str], args: list[str], body: str, plain: set[str]) -> str:
     """The macro's body with the arguments put in for its parameters, token for token;
     `(p)` is written without its parentheses where p's argument is plain (see the module)."""
     table = dict(zip(params, args, strict=True))
 
     def bare(m: re.Match) -> str:
-        # a call's argument list keeps its parentheses: `sqrt(x)` is not `sqrtx`
+        # a call's argument list keeps its parentheses: `sqrt(x)` is not `sqrtx`, nor is
+        # `(*f)(x)` `(*f)x`; after a cast to a built-in type, `(size_t)(r)`, they go
         before = body[:m.start()].rstrip()
-        if m.group(1) not in plain or (before and (before[-1].isalnum() or
-                                                    before[-1] in "_)]")):
+        if m.group(1) not in plain:
+            return m.group(0)
+        if before and (before[-1].isalnum() or before[-1] in "_]"):
+            return m.group(0)
+        if before.endswith(")") and not _CAST.search(before):
             return m.group(0)
         return m.group(1)
 
