@@ -5,46 +5,18 @@ must leave alone."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from kernelcrew.agents.transforms import apply_transform, not_applicable
 from tests.agents.test_codebase_moves import kernel, same_results
 
-# an unfolding for a convolution as a CNN framework writes it: a pixel helper with an early
-# return for the padding, a run-time stride, pad and kernel size
-UNFOLD = """
-static float pixel(const float *im, int height, int width, int row, int col, int channel,
-                   int pad)
-{
-    row -= pad;
-    col -= pad;
-    if (row < 0 || col < 0 || row >= height || col >= width) return 0;
-    return im[col + width * (row + height * channel)];
-}
-
-extern "C" void unfold(const float *im, int channels, int height, int width, int ksize,
-                       int stride, int pad, float *cols)
-{
-    int c, h, w;
-    int height_col = (height + 2 * pad - ksize) / stride + 1;
-    int width_col = (width + 2 * pad - ksize) / stride + 1;
-    int channels_col = channels * ksize * ksize;
-    for (c = 0; c < channels_col; ++c) {
-        int w_offset = c % ksize;
-        int h_offset = (c / ksize) % ksize;
-        int c_im = c / ksize / ksize;
-        for (h = 0; h < height_col; ++h) {
-            for (w = 0; w < width_col; ++w) {
-                int im_row = h_offset + h * stride;
-                int im_col = w_offset + w * stride;
-                cols[(c * height_col + h) * width_col + w] =
-                    pixel(im, height, width, im_row, im_col, c_im, pad);
-            }
-        }
-    }
-}
-"""
+# im2col as a CNN framework writes it (a pixel helper with an early return for the padding,
+# a run-time stride, pad and kernel size), the source the imported-examples tests use
+UNFOLD = (Path(__file__).parent / "sources" / "dn_im2col.c").read_text().replace(
+    "void im2col_cpu(", 'extern "C" void im2col_cpu(')
 
 
 def _unfold_args(channels, height, width, ksize, stride, pad):
@@ -65,14 +37,14 @@ def _unfold_args(channels, height, width, ksize, stride, pad):
     (2, 5, 2, 3, 1, 1),     # a row narrower than the kernel
 ])
 def test_padding_tests_leave_the_middle_of_each_row(tmp_path, sizes):
-    src = kernel(UNFOLD, "unfold")
+    src = kernel(UNFOLD, "im2col_cpu")
     new = apply_transform("split_ranges", src)
     assert new is not None and "split_ranges: w's tests decided" in new
     # the middle loop keeps only the test of the row, which does not move with w
     middle = new.split("; w < (int)kc_hi; ++w)")[1].split("for (int w = (int)kc_hi")[0]
     assert "col_1 < 0" not in middle and "col_1 >= width" not in middle
     assert "row_1 < 0" in middle
-    same_results(src, new, tmp_path, "unfold", lambda: _unfold_args(*sizes), exact=True)
+    same_results(src, new, tmp_path, "im2col_cpu", lambda: _unfold_args(*sizes), exact=True)
 
 
 # shifted copies with their bounds tested by `&&` (`>` and `<=`) and by a negated `||` in an
@@ -140,5 +112,5 @@ def test_the_loop_specialist_proposes_it_where_it_applies():
     from tests.agents.test_specialists import all_proposals, ctx_for
 
     kinds = [p.change.kind for p in all_proposals(ctx_for("unfold",
-                                                           kernel=kernel(UNFOLD, "unfold")))]
+                                                           kernel=kernel(UNFOLD, "im2col_cpu")))]
     assert "split_ranges" in kinds

@@ -51,6 +51,7 @@ from kernelcrew.agents.transforms.analysis.common import (
     statements,
 )
 from kernelcrew.agents.transforms.analysis.types import decl_type
+from kernelcrew.csource.affine import Poly, p_add, p_mul
 from kernelcrew.csource.syntax import (
     Edit,
     Loop,
@@ -64,7 +65,6 @@ from kernelcrew.csource.syntax import (
     within,
 )
 
-Poly = dict[tuple[str, ...], int]
 _INTS = frozenset({"int", "long", "long long", "short", "unsigned", "unsigned int",
                    "unsigned long", "unsigned long long", "long int", "int32_t", "int64_t",
                    "size_t", "ptrdiff_t"})
@@ -75,26 +75,6 @@ COUNTER = "\0w"  # the loop's counter in the polynomials
 
 
 # ---------------------------------------------------------------- integer polynomials
-
-def _add(a: Poly, b: Poly, k: int = 1) -> Poly:
-    out = dict(a)
-    for m, c in b.items():
-        out[m] = out.get(m, 0) + k * c
-        if out[m] == 0:
-            del out[m]
-    return out
-
-
-def _mul(a: Poly, b: Poly) -> Poly:
-    out: Poly = {}
-    for ma, ca in a.items():
-        for mb, cb in b.items():
-            m = tuple(sorted(ma + mb))
-            out[m] = out.get(m, 0) + ca * cb
-            if out[m] == 0:
-                del out[m]
-    return out
-
 
 def _c_text(p: Poly) -> str:
     """The polynomial as a C expression in long long."""
@@ -148,7 +128,7 @@ class _Reader:
             inner = self.poly(n.child_by_field_name("argument"))
             if inner is None or op not in ("-", "+"):
                 return None
-            return inner if op == "+" else _add({}, inner, -1)
+            return inner if op == "+" else p_add({}, inner, -1)
         if t == "binary_expression":
             op = n.child_by_field_name("operator").type
             a = self.poly(n.child_by_field_name("left"))
@@ -156,11 +136,11 @@ class _Reader:
             if a is None or b is None:
                 return None
             if op == "+":
-                return _add(a, b)
+                return p_add(a, b)
             if op == "-":
-                return _add(a, b, -1)
+                return p_add(a, b, -1)
             if op == "*":
-                return _mul(a, b)
+                return p_mul(a, b)
             return None
         if t == "cast_expression":
             ty = n.child_by_field_name("type")
@@ -208,8 +188,8 @@ class _Reader:
                     self.env[name] = None if val is None else \
                         val if op == "=" else \
                         None if cur is None else \
-                        _add(cur, val) if op == "+=" else \
-                        _add(cur, val, -1) if op == "-=" else None
+                        p_add(cur, val) if op == "+=" else \
+                        p_add(cur, val, -1) if op == "-=" else None
                     return
         for name in _written_names(stmt):  # anything else the statement writes: unknown
             if name in self.env:
@@ -283,7 +263,7 @@ def _split(r: _Reader, kind: str, cmps: list[Node]) -> _Split | None:
         left, right = r.poly(c.child_by_field_name("left")), r.poly(c.child_by_field_name("right"))
         if left is None or right is None:
             return None
-        d = _add(left, right, -1)  # d OP 0
+        d = p_add(left, right, -1)  # d OP 0
         a: Poly = {}
         rest: Poly = {}
         for m, k in d.items():
@@ -300,13 +280,13 @@ def _split(r: _Reader, kind: str, cmps: list[Node]) -> _Split | None:
             sp.kept.append(c)
             continue
         if set(a) == {()} and a[()] < 0:  # a negative constant: turn the comparison round
-            a, rest, op = _add({}, a, -1), _add({}, rest, -1), _FLIP[op]
+            a, rest, op = p_add({}, a, -1), p_add({}, rest, -1), _FLIP[op]
         if set(a) != {()}:
             sp.positive.append(_c_text(a))
         # a*w + rest OP 0, a > 0: the comparison holds for w < T (below) or w >= T
-        num = _add({}, rest, -1)  # a*w OP -rest
+        num = p_add({}, rest, -1)  # a*w OP -rest
         if op in ("<=", ">"):
-            num = _add(num, {(): 1})  # a*w <= x is a*w < x + 1; a*w > x is a*w >= x + 1
+            num = p_add(num, {(): 1})  # a*w <= x is a*w < x + 1; a*w > x is a*w >= x + 1
         bound = (num, a)
         below = op in ("<", "<=")
         # `||`: the range is where the term is false; `&&`: where it is true
