@@ -53,6 +53,17 @@ def p_mul(a: Poly, b: Poly) -> Poly:
     return out
 
 
+def p_binary(op: str, a: Poly | None, b: Poly | None) -> Poly | None:
+    """`a op b` for `+`, `-` and `*`; None for any other operator or a side unknown."""
+    if a is None or b is None:
+        return None
+    if op == "+":
+        return p_add(a, b)
+    if op == "-":
+        return p_add(a, b, -1)
+    return p_mul(a, b) if op == "*" else None
+
+
 def p_sym(name: str) -> Poly:
     return {(name,): 1}
 
@@ -213,17 +224,8 @@ class FunctionModel:
             return arg if op == "+" else p_add({}, arg, -1)
         if t == "binary_expression":
             op = node.child_by_field_name("operator").type
-            a = self.linear(node.child_by_field_name("left"), region, depth + 1)
-            b = self.linear(node.child_by_field_name("right"), region, depth + 1)
-            if a is None or b is None:
-                return None
-            if op == "+":
-                return p_add(a, b)
-            if op == "-":
-                return p_add(a, b, -1)
-            if op == "*":
-                return p_mul(a, b)
-            return None
+            return p_binary(op, self.linear(node.child_by_field_name("left"), region, depth + 1),
+                            self.linear(node.child_by_field_name("right"), region, depth + 1))
         return None
 
     def _ident(self, node: Node, region: Node, depth: int) -> Poly | None:

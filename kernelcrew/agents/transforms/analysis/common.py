@@ -286,6 +286,17 @@ def mentions_var(m: FunctionModel, node: Node, lp: Loop) -> bool:
     return False
 
 
+def written_names(node: Node) -> set[str]:
+    """The plain names assigned (`x = ..`, `x += ..`) or stepped (`x++`) inside `node`."""
+    out = set()
+    for n in walk(node):
+        t = n.child_by_field_name("left") if n.type == "assignment_expression" else \
+            n.child_by_field_name("argument") if n.type == "update_expression" else None
+        if t is not None and t.type == "identifier":
+            out.add(t.text.decode())
+    return out
+
+
 def statements(body: Node) -> list[Node]:
     if body.type == "compound_statement":
         return [c for c in body.named_children if c.type != "comment"]

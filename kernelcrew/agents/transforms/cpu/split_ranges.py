@@ -49,9 +49,10 @@ from kernelcrew.agents.transforms.analysis.common import (
     in_small_path,
     model_of,
     statements,
+    written_names,
 )
 from kernelcrew.agents.transforms.analysis.types import decl_type
-from kernelcrew.csource.affine import Poly, p_add, p_mul
+from kernelcrew.csource.affine import Poly, p_add, p_binary
 from kernelcrew.csource.syntax import (
     Edit,
     Loop,
@@ -103,7 +104,7 @@ class _Reader:
     def __init__(self, s: Source, lp: Loop) -> None:
         self.s, self.lp = s, lp
         self.env: dict[str, Poly | None] = {}
-        self.written = _written_names(lp.node)
+        self.written = written_names(lp.node)
         fn = lp.node
         while fn.parent is not None and fn.type != "function_definition":
             fn = fn.parent
@@ -131,17 +132,8 @@ class _Reader:
             return inner if op == "+" else p_add({}, inner, -1)
         if t == "binary_expression":
             op = n.child_by_field_name("operator").type
-            a = self.poly(n.child_by_field_name("left"))
-            b = self.poly(n.child_by_field_name("right"))
-            if a is None or b is None:
-                return None
-            if op == "+":
-                return p_add(a, b)
-            if op == "-":
-                return p_add(a, b, -1)
-            if op == "*":
-                return p_mul(a, b)
-            return None
+            return p_binary(op, self.poly(n.child_by_field_name("left")),
+                            self.poly(n.child_by_field_name("right")))
         if t == "cast_expression":
             ty = n.child_by_field_name("type")
             if ty is None or self.s.text_of(ty).strip() not in _SIGNED:
@@ -191,19 +183,9 @@ class _Reader:
                         p_add(cur, val) if op == "+=" else \
                         p_add(cur, val, -1) if op == "-=" else None
                     return
-        for name in _written_names(stmt):  # anything else the statement writes: unknown
+        for name in written_names(stmt):  # anything else the statement writes: unknown
             if name in self.env:
                 self.env[name] = None
-
-
-def _written_names(node: Node) -> set[str]:
-    out = set()
-    for x in walk(node):
-        target = x.child_by_field_name("left") if x.type == "assignment_expression" else \
-            x.child_by_field_name("argument") if x.type == "update_expression" else None
-        if target is not None and target.type == "identifier":
-            out.add(target.text.decode())
-    return out
 
 
 # ---------------------------------------------------------------- the test
@@ -248,9 +230,9 @@ def _set_before(stmt: Node, cond: Node) -> bool:
     if stmt.type == "expression_statement" and stmt.named_children and \
             stmt.named_children[0].type == "assignment_expression":
         e = stmt.named_children[0]
-        if _written_names(e.child_by_field_name("right")) == set():
+        if written_names(e.child_by_field_name("right")) == set():
             target = e.child_by_field_name("left")
-    written = _written_names(stmt)
+    written = written_names(stmt)
     if target is not None and target.type == "identifier":
         written.discard(target.text.decode())
     return bool(names & written)
@@ -313,7 +295,7 @@ def _site(s: Source, lp: Loop) -> tuple[Node, str, _Split] | None:
     if lp.children or lp.var is None or lp.start is None or lp.end is None or \
             lp.step is not None or lp.decl is None or lp.decl.parent is None or \
             lp.decl.parent.start_byte != lp.node.start_byte or in_small_path(lp.node) or \
-            collapsed(s, lp) or lp.var in _written_names(lp.body):
+            collapsed(s, lp) or lp.var in written_names(lp.body):
         return None
     for p in pragmas_before(lp.node):
         text = pragma_text(s, p)
@@ -332,7 +314,7 @@ def _site(s: Source, lp: Loop) -> tuple[Node, str, _Split] | None:
             if cond is None:
                 continue
             got = _terms(cond)
-            if got is None or _written_names(cond) or \
+            if got is None or written_names(cond) or \
                     any(x.type == "call_expression" for x in walk(cond)) or \
                     _set_before(stmt, cond):
                 continue

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import re
 
-from kernelcrew.agents.transforms.analysis.common import finish
+from kernelcrew.agents.transforms.analysis.common import finish, written_names
 from kernelcrew.agents.transforms.analysis.dependence import PURE_CALLS, impure_helpers, pure_macros
 from kernelcrew.csource.syntax import (
     Edit,
@@ -370,12 +370,7 @@ def _bind_parameters(s: Source, ps: list, args: list[Node], hbody: Node, taken: 
     """How the helper's parameters are bound at the call: (name -> the argument's text
     where the helper never assigns the parameter and the argument can be substituted,
     else a fresh local; the declarations of those locals)."""
-    assigned = set()
-    for n in walk(hbody):
-        t = n.child_by_field_name("left") if n.type == "assignment_expression" else \
-            n.child_by_field_name("argument") if n.type == "update_expression" else None
-        if t is not None and t.type == "identifier":
-            assigned.add(t.text.decode())
+    assigned = written_names(hbody)
     rename: dict[str, str] = {}
     setup: list[str] = []
     for p, a in zip(ps, args, strict=True):

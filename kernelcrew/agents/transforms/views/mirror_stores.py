@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import re
 
-from kernelcrew.agents.transforms.analysis.common import finish, model_of, statements
+from kernelcrew.agents.transforms.analysis.common import finish, model_of, statements, written_names
 from kernelcrew.csource.affine import FunctionModel
 from kernelcrew.csource.syntax import (
     Edit,
@@ -83,16 +83,6 @@ def _starts_at(s: Source, inner: Loop, a: str) -> bool:
         is not None
 
 
-def _written(node: Node) -> set[str]:
-    out = set()
-    for n in walk(node):
-        t = n.child_by_field_name("left") if n.type == "assignment_expression" else \
-            n.child_by_field_name("argument") if n.type == "update_expression" else None
-        if t is not None and t.type == "identifier":
-            out.add(t.text.decode())
-    return out
-
-
 def _once(s: Source, m: FunctionModel) -> str | None:
     for outer in m.loops:
         if len(outer.children) != 1 or not outer.canonical or outer.step is not None:
@@ -136,7 +126,7 @@ def _once(s: Source, m: FunctionModel) -> str | None:
         names = {outer.var, inner.var}
         bounds = [outer.start, outer.end, inner.end]
         if not ok or any(b is None for b in bounds) or any(
-                n.type == "identifier" and n.text.decode() in _written(outer.body) - names
+                n.type == "identifier" and n.text.decode() in written_names(outer.body) - names
                 for b in bounds for n in walk(b)):
             continue
         ind = s.indent_of(outer.node)
