@@ -95,6 +95,13 @@ def walk(node: Node) -> Iterator[Node]:
         stack.extend(reversed(n.named_children))
 
 
+def unparen(n: Node) -> Node:
+    """The expression inside any number of parentheses: `((x))` -> `x`."""
+    while n.type == "parenthesized_expression" and len(n.named_children) == 1:
+        n = n.named_children[0]
+    return n
+
+
 def within(inner: Node, outer: Node) -> bool:
     return outer.start_byte <= inner.start_byte and inner.end_byte <= outer.end_byte
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from kernelcrew.agents.transforms import apply_transform, not_applicable
-from tests.agents.test_codebase_moves import kernel, same_results
+from tests.agents.test_codebase_moves import body, build, kernel, ptr, same_results
 
 # im2col as a CNN framework writes it (a pixel helper with an early return for the padding,
 # a run-time stride, pad and kernel size), the source the imported-examples tests use
@@ -78,6 +78,51 @@ def test_bounds_tested_by_and_or_a_negated_or_and_a_mirrored_counter(tmp_path, n
     def args():
         return [data.copy(), n, s, *(np.full(n, np.nan, np.float32) for _ in range(3))]
     same_results(src, new, tmp_path, "shift", args, exact=True)
+
+
+# a row shift as C code writes it: a static helper, `long` counters declared at the top, row
+# pointers, and a test whose comparisons C++'s grammar would read as a template
+# (`src < 0 || src >= cols`: the `comparisons` view parenthesizes the variable)
+ROWS = """
+static void shift_rows(const float *img, long rows, long cols, long r, float *out)
+{
+    long y, x;
+    for (y = 0; y < rows; y++) {
+        const float *row = img + y * cols;
+        float *dst = out + y * cols;
+        for (x = 0; x < cols; x++) {
+            long src = x - r;
+            dst[x] = (src < 0 || src >= cols) ? 0.0f : row[src];
+        }
+    }
+}
+extern "C" void shift(const float *img, long rows, long cols, long r, float *out)
+{
+    shift_rows(img, rows, cols, r, out);
+}
+"""
+
+
+@pytest.mark.parametrize("rows, cols, r", [(3, 50, 4), (2, 9, -3), (2, 5, 7), (1, 1, 0)])
+def test_a_test_written_as_c_writes_it_in_a_helper_over_row_pointers(tmp_path, rows, cols, r):
+    import ctypes
+
+    from kernelcrew.agents.transforms.views.comparisons import unmask_comparisons
+
+    src = kernel(ROWS, "shift")
+    view = unmask_comparisons(body(src), "shift_rows")
+    assert view is not None and "((src) < 0 || src >= cols)" in view
+    new = apply_transform("split_ranges", src)
+    assert new is not None and "split_ranges: x's tests decided" in new
+    rng = np.random.default_rng(cols)
+    img = rng.standard_normal(rows * cols).astype(np.float32)
+    outs = []
+    for name, text in (("before", src), ("after", new)):
+        lib = build(text, tmp_path, name)
+        out = np.full(rows * cols, np.nan, np.float32)
+        lib.shift(ptr(img), ctypes.c_long(rows), ctypes.c_long(cols), ctypes.c_long(r), ptr(out))
+        outs.append(out)
+    assert np.array_equal(*outs)
 
 
 @pytest.mark.parametrize("body", [

@@ -148,3 +148,26 @@ def test_the_loop_specialist_proposes_float_pow_where_it_applies():
 
     kinds = [p.change.kind for p in all_proposals(ctx_for("variance", kernel=VARIANCE))]
     assert "float_pow" in kinds
+
+
+def test_float_pow_over_a_row_pointer_into_a_local_sum(tmp_path):
+    """The same square read through a row pointer into a float local, `int` counters."""
+    text = apply_transform("float_pow", kernel("""
+#include <math.h>
+extern "C" void f(const float* x, const float* mean, float* out, int64_t rows, int64_t cols) {
+    for (int i = 0; i < (int)rows; i++) {
+        const float* xr = x + (int64_t)i * cols;
+        float s = 0.0f;
+        for (int j = 0; j < (int)cols; j++) s += pow(xr[j] - mean[i], 2.0);
+        out[i] = s;
+    }
+}
+"""))
+    assert text is not None and "((xr[j] - mean[i]) * (xr[j] - mean[i]))" in text
+    lib = build(text, tmp_path)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((4, 300)).astype(np.float32)
+    mean = x.mean(1).astype(np.float32)
+    out = np.full(4, np.nan, np.float32)
+    lib.f(ptr(x), ptr(mean), ptr(out), ctypes.c_int64(4), ctypes.c_int64(300))
+    assert np.allclose(out, ((x.astype(np.float64) - mean[:, None]) ** 2).sum(1), rtol=1e-5)

@@ -20,6 +20,10 @@ ARITHMETIC = frozenset({
     "unsigned char", "signed char", "long int", "int8_t", "int16_t", "int32_t", "int64_t",
     "uint8_t", "uint16_t", "uint32_t", "uint64_t", "size_t", "ptrdiff_t", "_Float16",
 })
+INTEGERS = ARITHMETIC - {"float", "double", "long double", "_Float16"}
+# integer types whose arithmetic does not wrap (plain `char`'s sign is the platform's)
+SIGNED_INTEGERS = frozenset({"int", "long", "long long", "short", "long int", "signed char",
+                             "int8_t", "int16_t", "int32_t", "int64_t", "ptrdiff_t"})
 _QUALIFIERS = re.compile(r"\b(const|volatile|restrict|__restrict__|__restrict|register|"
                          r"static|struct)\b")
 _CONDITIONAL = ("preproc_ifdef", "preproc_if", "preproc_else", "preproc_elif")

@@ -29,17 +29,13 @@ literal) keeps the call.
 from __future__ import annotations
 
 from kernelcrew.agents.transforms.analysis.common import finish, model_of
-from kernelcrew.agents.transforms.analysis.types import decl_type, resolve
-from kernelcrew.csource.syntax import Edit, Node, Source, lookup, walk
+from kernelcrew.agents.transforms.analysis.types import INTEGERS, decl_type, resolve
+from kernelcrew.csource.syntax import Edit, Node, Source, lookup, unparen, walk
 
 _POW = ("pow", "std::pow", "::pow")
 _EXPONENTS = {"2": 2, "2.0": 2, "2.": 2, "2.f": 2, "2.0f": 2, "2.F": 2, "2.0F": 2,
               "3": 3, "3.0": 3, "3.": 3, "3.f": 3, "3.0f": 3, "3.F": 3, "3.0F": 3}
 _ARITH_OPS = ("+", "-", "*", "/")
-_INTS = frozenset({"int", "long", "long long", "short", "char", "unsigned", "unsigned int",
-                   "unsigned long", "unsigned long long", "unsigned short", "unsigned char",
-                   "signed char", "long int", "int8_t", "int16_t", "int32_t", "int64_t",
-                   "uint8_t", "uint16_t", "uint32_t", "uint64_t", "size_t", "ptrdiff_t"})
 _FLOAT_CALLS = frozenset({"sqrtf", "fabsf", "expf", "logf", "tanhf", "fminf", "fmaxf"})
 
 
@@ -47,13 +43,7 @@ def _kind(type_text: str | None) -> str | None:
     """`float`, `double` or `int` for an arithmetic type, None for anything else."""
     if type_text in ("float", "double"):
         return type_text
-    return "int" if type_text in _INTS else None
-
-
-def _bare(n: Node) -> Node:
-    while n.type == "parenthesized_expression" and len(n.named_children) == 1:
-        n = n.named_children[0]
-    return n
+    return "int" if type_text in INTEGERS else None
 
 
 def _element_kind(s: Source, n: Node) -> str | None:
@@ -62,7 +52,7 @@ def _element_kind(s: Source, n: Node) -> str | None:
     while root.type in ("subscript_expression", "pointer_expression"):
         if root.type == "pointer_expression" and root.child_by_field_name("operator").type != "*":
             return None
-        root = _bare(root.child_by_field_name("argument"))
+        root = unparen(root.child_by_field_name("argument"))
     if root.type != "identifier":
         return None
     d = lookup(root.text.decode(), root)
@@ -75,7 +65,7 @@ def kind_of(s: Source, n: Node, *, calls: bool = True) -> str | None:
     """`float`, `double` or `int`: the type of an arithmetic expression as C types it, or
     None where it cannot be told. `calls=False`: None for any call (an expression that will
     be written twice)."""
-    n = _bare(n)
+    n = unparen(n)
     t = n.type
     if t == "number_literal":
         text = n.text.decode().lower()
@@ -170,7 +160,7 @@ def _float_power(s: Source, n: Node) -> tuple[str, int] | None:
     power = _EXPONENTS.get(exp.text.decode()) if exp.type == "number_literal" else None
     if power is None or kind_of(s, base, calls=False) != "float":
         return None
-    return s.text_of(_bare(base)), power
+    return s.text_of(unparen(base)), power
 
 
 def float_powers(src: str, entry: str) -> str | None:

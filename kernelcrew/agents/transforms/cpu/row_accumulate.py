@@ -74,7 +74,7 @@ from kernelcrew.agents.transforms.analysis.types import resolve
 from kernelcrew.agents.transforms.reasons import per_entry
 from kernelcrew.agents.transforms.views import canonical
 from kernelcrew.csource.affine import split_terms
-from kernelcrew.csource.syntax import Edit, Loop, Node, Source, declarators, walk
+from kernelcrew.csource.syntax import Edit, Loop, Node, Source, declarators, unparen, walk
 from kernelcrew.kernels.kernelfile import KernelFile
 
 MARK = "// kernelcrew: row accumulators"
@@ -84,12 +84,6 @@ _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _NEGATE = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 
 
-def _unparen(n: Node) -> Node:
-    while n.type == "parenthesized_expression" and len(n.named_children) == 1:
-        n = n.named_children[0]
-    return n
-
-
 def _mentions(n: Node | None, names: set[str]) -> bool:
     return n is not None and any(c.type == "identifier" and c.text.decode() in names
                                  for c in walk(n))
@@ -97,7 +91,7 @@ def _mentions(n: Node | None, names: set[str]) -> bool:
 
 def _terms(n: Node, sign: int = 1) -> list[tuple[int, Node]]:
     """A +/- chain as signed terms (through parentheses)."""
-    n = _unparen(n)
+    n = unparen(n)
     if n.type == "binary_expression":
         op = n.child_by_field_name("operator").type
         if op in ("+", "-"):
@@ -144,7 +138,7 @@ class _Nest:
     def keep_bounds(self, cond: Node, negate: bool) -> tuple[list[str], list[str], list[str]]:
         """(lower bounds, upper bounds, independent terms) of the x range in which `cond` (a
         comparison) holds (or fails, `negate`); raises ValueError where it cannot tell."""
-        c = _unparen(cond)
+        c = unparen(cond)
         if not _mentions(c, self.dep):
             return [], [], [self.s.text_of(c)]
         if c.type != "binary_expression":
@@ -175,7 +169,7 @@ class _Nest:
 
 
 def _chain(n: Node, op: str) -> list[Node]:
-    n = _unparen(n)
+    n = unparen(n)
     if n.type == "binary_expression" and n.child_by_field_name("operator").type == op:
         return _chain(n.child_by_field_name("left"), op) + \
             _chain(n.child_by_field_name("right"), op)
@@ -187,7 +181,7 @@ def _update(stmt: Node, acc: str) -> Node | None:
     if (got := assignment(stmt, "+=")) is not None:
         left, right = got
     elif (got := assignment(stmt, "=")) is not None:
-        left, r = got[0], _unparen(got[1])
+        left, r = got[0], unparen(got[1])
         if r.type != "binary_expression" or r.child_by_field_name("operator").type != "+":
             return None
         a, right = r.child_by_field_name("left"), r.child_by_field_name("right")

@@ -51,8 +51,8 @@ from kernelcrew.agents.transforms.analysis.common import (
     statements,
     written_names,
 )
-from kernelcrew.agents.transforms.analysis.types import decl_type
-from kernelcrew.csource.affine import Poly, p_add, p_binary
+from kernelcrew.agents.transforms.analysis.types import SIGNED_INTEGERS, decl_type
+from kernelcrew.csource.affine import Poly, p_add, p_binary, p_derivative
 from kernelcrew.csource.syntax import (
     Edit,
     Loop,
@@ -62,15 +62,11 @@ from kernelcrew.csource.syntax import (
     lookup,
     pragma_text,
     pragmas_before,
+    unparen,
     walk,
     within,
 )
 
-_INTS = frozenset({"int", "long", "long long", "short", "unsigned", "unsigned int",
-                   "unsigned long", "unsigned long long", "long int", "int32_t", "int64_t",
-                   "size_t", "ptrdiff_t"})
-_SIGNED = frozenset({"int", "long", "long long", "short", "long int", "int32_t", "int64_t",
-                     "ptrdiff_t"})
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
 COUNTER = "\0w"  # the loop's counter in the polynomials
 
@@ -90,31 +86,22 @@ def _c_text(p: Poly) -> str:
     return " + ".join(terms)
 
 
-def _bare(n: Node) -> Node:
-    while n.type == "parenthesized_expression" and len(n.named_children) == 1:
-        n = n.named_children[0]
-    return n
-
-
 class _Reader:
     """Integer expressions of the loop body as polynomials in the counter and the names the
     loop does not write; the body's own integer locals are read through what the body set
     them to (`env`)."""
 
-    def __init__(self, s: Source, lp: Loop) -> None:
+    def __init__(self, s: Source, lp: Loop, fn: Node) -> None:
         self.s, self.lp = s, lp
         self.env: dict[str, Poly | None] = {}
         self.written = written_names(lp.node)
-        fn = lp.node
-        while fn.parent is not None and fn.type != "function_definition":
-            fn = fn.parent
         self.addressed = {x.child_by_field_name("argument").text.decode() for x in walk(fn)
                           if x.type == "pointer_expression" and
                           x.child_by_field_name("operator").type == "&" and
                           x.child_by_field_name("argument").type == "identifier"}
 
     def poly(self, n: Node) -> Poly | None:
-        n = _bare(n)
+        n = unparen(n)
         t = n.type
         if t == "number_literal":
             text = n.text.decode().lower().rstrip("ul")
@@ -136,7 +123,7 @@ class _Reader:
                             self.poly(n.child_by_field_name("right")))
         if t == "cast_expression":
             ty = n.child_by_field_name("type")
-            if ty is None or self.s.text_of(ty).strip() not in _SIGNED:
+            if ty is None or self.s.text_of(ty).strip() not in SIGNED_INTEGERS:
                 return None
             return self.poly(n.child_by_field_name("value"))
         return None
@@ -144,16 +131,15 @@ class _Reader:
     def _name(self, n: Node) -> Poly | None:
         name = n.text.decode()
         d = lookup(name, n)
-        if d is None or d.pointer or d.array or decl_type(self.s, d.node) not in _INTS:
-            return None
+        if d is None or d.pointer or d.array or decl_type(self.s, d.node) not in SIGNED_INTEGERS:
+            return None  # not a signed integer: unsigned arithmetic wraps
         if self.lp.decl is not None and d.node.start_byte == self.lp.decl.start_byte and \
                 name == self.lp.var:
             return {(COUNTER,): 1}
         if within(d.node, self.lp.body):
             return self.env.get(name)  # a body local: what the body set it to, if known
-        if name in self.written or name in self.addressed or \
-                decl_type(self.s, d.node) not in _SIGNED:
-            return None  # changes in the loop (or may, through its address), or wraps
+        if name in self.written or name in self.addressed:
+            return None  # changes in the loop (or may, through its address)
         return {(name,): 1}
 
     def step(self, stmt: Node) -> None:
@@ -164,7 +150,7 @@ class _Reader:
                 if d.type == "init_declarator":
                     dec, val = d.child_by_field_name("declarator"), d.child_by_field_name("value")
                     if dec is not None and dec.type == "identifier":
-                        self.env[dec.text.decode()] = self.poly(val) if ty in _SIGNED and \
+                        self.env[dec.text.decode()] = self.poly(val) if ty in SIGNED_INTEGERS and \
                             val is not None else None
                 elif d.type == "identifier":
                     self.env[d.text.decode()] = None
@@ -192,7 +178,7 @@ class _Reader:
 
 def _terms(cond: Node) -> tuple[str, list[Node]] | None:
     """('||' or '&&', the comparisons) of a test that is one of them over comparisons."""
-    cond = _bare(cond)
+    cond = unparen(cond)
     if cond.type == "binary_expression" and \
             cond.child_by_field_name("operator").type in ("||", "&&"):
         op = cond.child_by_field_name("operator").type
@@ -245,19 +231,11 @@ def _split(r: _Reader, kind: str, cmps: list[Node]) -> _Split | None:
         left, right = r.poly(c.child_by_field_name("left")), r.poly(c.child_by_field_name("right"))
         if left is None or right is None:
             return None
-        d = p_add(left, right, -1)  # d OP 0
-        a: Poly = {}
-        rest: Poly = {}
-        for m, k in d.items():
-            n = m.count(COUNTER)
-            if n > 1:
-                return None
-            if n == 1:
-                mm = list(m)
-                mm.remove(COUNTER)
-                a[tuple(mm)] = k
-            else:
-                rest[m] = k
+        d = p_add(left, right, -1)  # d OP 0: a*w + rest OP 0
+        a = p_derivative(d, COUNTER)
+        if a is None:
+            return None  # the counter squared
+        rest = {m: k for m, k in d.items() if COUNTER not in m}
         if not a:
             sp.kept.append(c)
             continue
@@ -290,7 +268,7 @@ def _ceil_text(num: Poly, a: Poly, names: tuple[str, str, str]) -> str:
 
 # ---------------------------------------------------------------- the move
 
-def _site(s: Source, lp: Loop) -> tuple[Node, str, _Split] | None:
+def _site(s: Source, fn: Node, lp: Loop) -> tuple[Node, str, _Split] | None:
     """(the test, its kind, the split) of the first test in the body the move takes."""
     if lp.children or lp.var is None or lp.start is None or lp.end is None or \
             lp.step is not None or lp.decl is None or lp.decl.parent is None or \
@@ -301,16 +279,16 @@ def _site(s: Source, lp: Loop) -> tuple[Node, str, _Split] | None:
         text = pragma_text(s, p)
         if text.startswith("omp") and not text.startswith("omp simd"):
             return None
-    r = _Reader(s, lp)
+    r = _Reader(s, lp, fn)
     for stmt in statements(lp.body):
         for n in walk(stmt):
             cond = n.child_by_field_name("condition") \
                 if n.type in ("conditional_expression", "if_statement") else None
             if cond is not None and cond.type == "condition_clause":
                 cond = cond.child_by_field_name("value")  # C++'s `if (...)`: the expression
-            while cond is not None and _bare(cond).type == "unary_expression" and \
-                    _bare(cond).child_by_field_name("operator").type == "!":
-                cond = _bare(cond).child_by_field_name("argument")  # `!((x < 0) || (x >= n))`
+            while cond is not None and unparen(cond).type == "unary_expression" and \
+                    unparen(cond).child_by_field_name("operator").type == "!":
+                cond = unparen(cond).child_by_field_name("argument")  # `!((x < 0) || (x >= n))`
             if cond is None:
                 continue
             got = _terms(cond)
@@ -383,7 +361,7 @@ def split_ranges(src: str, entry: str) -> str | None:
     s, m = got
     edits = []
     for lp in m.loops:
-        site = _site(s, lp)
+        site = _site(s, m.fn, lp)
         if site is None:
             continue
         cond, kind, sp = site

@@ -2,6 +2,8 @@
 module with a function `(source, entry) -> source | None` that changes nothing the code
 computes, listed once in VIEWS:
 
+- `comparisons`: a variable C++'s grammar takes for a template's name (`a < b || a >= c`)
+  parenthesized, so the comparisons read as comparisons;
 - `loop_counters`: counters declared at the top moved into the loops that assign them;
 - `reroll`: loops unrolled by hand rolled back;
 - `expand_macros`: indexing macros expanded as the preprocessor would;
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from kernelcrew.agents.transforms.views.comparisons import unmask_comparisons
 from kernelcrew.agents.transforms.views.counted_whiles import counted_whiles
 from kernelcrew.agents.transforms.views.expand_macros import expand_macros, restore_declarators
 from kernelcrew.agents.transforms.views.hoist_factors import hoist_factors
@@ -34,6 +37,7 @@ from kernelcrew.agents.transforms.views.scalarize import scalarize
 
 # the views in the order they are taken, each on the one before (one line per view)
 VIEWS: tuple[Callable[[str, str], str | None], ...] = (
+    unmask_comparisons,
     scope_counters,
     reroll,
     expand_macros,
@@ -60,9 +64,11 @@ def views(src: str, entry: str) -> list[str]:
 
 
 def preferred(src: str, entry: str) -> str:
-    """The view the loop moves read first: the code with its counters scoped and its
-    hand-unrolled loops rolled back, both rewrites that change nothing it computes."""
-    scoped = scope_counters(src, entry) or src
+    """The view the loop moves read first: the code with its comparisons read as
+    comparisons, its counters scoped and its hand-unrolled loops rolled back, rewrites that
+    change nothing it computes."""
+    plain = unmask_comparisons(src, entry) or src
+    scoped = scope_counters(plain, entry) or plain
     return reroll(scoped, entry) or scoped
 
 

@@ -42,16 +42,11 @@ from kernelcrew.csource.syntax import (
     lookup,
     pragma_text,
     pragmas_before,
+    unparen,
     walk,
 )
 
 _HINT = re.compile(r"omp\s+simd\b|GCC\s+unroll\b|unroll\b")
-
-
-def _unparen(n: Node) -> Node:
-    while n.type == "parenthesized_expression" and len(n.named_children) == 1:
-        n = n.named_children[0]
-    return n
 
 
 def _update(st: Node) -> tuple[Node, Node] | None:
@@ -65,7 +60,7 @@ def _update(st: Node) -> tuple[Node, Node] | None:
     op = e.child_by_field_name("operator").type
     if op in ("+=", "-="):
         return left, right
-    r = _unparen(right)
+    r = unparen(right)
     if op == "=" and r.type == "binary_expression" and \
             r.child_by_field_name("operator").type in ("+", "-") and \
             "".join(r.child_by_field_name("left").text.decode().split()) == \
@@ -92,7 +87,7 @@ def _type_of(s: Source, m: FunctionModel, node: Node) -> str | None:
 
 def _factors(n: Node) -> list[Node]:
     """The leaves of a chain of multiplications (through parentheses)."""
-    n = _unparen(n)
+    n = unparen(n)
     if n.type == "binary_expression" and n.child_by_field_name("operator").type == "*":
         return _factors(n.child_by_field_name("left")) + \
             _factors(n.child_by_field_name("right"))
@@ -130,10 +125,10 @@ def _once(s: Source, m: FunctionModel) -> str | None:
         if got is None:
             continue
         target, added = got
-        prod = _unparen(added)
+        prod = unparen(added)
         if prod.type != "binary_expression" or prod.child_by_field_name("operator").type != "*":
             continue
-        part = _unparen(prod.child_by_field_name("left"))
+        part = unparen(prod.child_by_field_name("left"))
         if part.type not in ("binary_expression", "subscript_expression"):
             continue  # a name alone is already what the moves read
         elem = _type_of(s, m, target)
