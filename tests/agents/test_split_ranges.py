@@ -125,6 +125,78 @@ def test_a_test_written_as_c_writes_it_in_a_helper_over_row_pointers(tmp_path, r
     assert np.array_equal(*outs)
 
 
+# a 3D heat step as older C writes it: counters and neighbour indices declared at the top,
+# each neighbour chosen by an equality with the first or last cell (`?:`), two buffers
+# swapped between steps. The tests on y and z sit in the loop over x: the loops around it
+# are split too, so the middle of the volume reads its neighbours at fixed offsets.
+HEAT3D = """
+extern "C" void heat(const float *src, float *a, float *b, int nx, int ny, int nz, int steps)
+{
+    int c, w, e, n, s, d, u;
+    int x, y, z, k;
+    for (k = 0; k < steps; k++) {
+        for (z = 0; z < nz; z++)
+            for (y = 0; y < ny; y++)
+                for (x = 0; x < nx; x++) {
+                    c = x + y * nx + z * nx * ny;
+                    w = (x == 0) ? c : c - 1;
+                    e = (x == nx - 1) ? c : c + 1;
+                    n = (y == 0) ? c : c - nx;
+                    s = (ny - 1 == y) ? c : c + nx;
+                    d = (z == 0) ? c : c - nx * ny;
+                    u = (z == nz - 1) ? c : c + nx * ny;
+                    b[c] = 0.4f * a[c] + 0.1f * (a[w] + a[e] + a[n] + a[s] + a[d] + a[u])
+                           + src[c];
+                }
+        float *t = a;
+        a = b;
+        b = t;
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("nx, ny, nz", [(9, 7, 5), (1, 1, 1), (2, 3, 1), (17, 2, 3)])
+def test_equalities_with_the_first_and_last_cell_split_every_loop_of_the_nest(
+        tmp_path, nx, ny, nz):
+    src = kernel(HEAT3D, "heat")
+    new = apply_transform("split_ranges", src)
+    assert new is not None
+    for v in "xyz":
+        assert f"split_ranges: {v}'s tests decided" in new
+    # the middle of the volume: every neighbour at a fixed offset
+    middle = new.split("for (int x = (int)kc_lo; x < (int)kc_hi; ++x)")
+    assert any("w = (0) ? c : c - 1" in part and "n = (0) ? c : c - nx" in part and
+               "d = (0) ? c : c - nx * ny" in part for part in middle[1:])
+    rng = np.random.default_rng(nx * 100 + ny)
+    vol = nx * ny * nz
+    field, heat_src = (rng.standard_normal(vol).astype(np.float32) for _ in range(2))
+
+    def args():
+        return [heat_src.copy(), field.copy(), np.zeros(vol, np.float32), nx, ny, nz, 3]
+    same_results(src, new, tmp_path, "heat", args, exact=True)
+
+
+@pytest.mark.parametrize("test, split", [
+    ("i != 0 && i != n - 1", True),   # `&&` of inequalities: decided inside the ends
+    ("i == 2 || i == n - 3", True),   # a few cells in from either end
+    ("i == m", False),                # a point anywhere: no side to keep
+    ("i != 0 || i == 1", False),      # `||` of an inequality: decided at one point only
+])
+def test_equalities_at_the_ends_of_the_range(tmp_path, test, split):
+    text = kernel('extern "C" void f(const float* in, float* out, int n, int m) {\n'
+                  f'    for (int i = 0; i < n; i++) out[i] = ({test}) ? in[i] : -in[i];\n}}\n',
+                  "f")
+    new = apply_transform("split_ranges", text)
+    assert (new is not None) == split
+    if split:
+        for n in (1, 2, 3, 4, 5, 12):
+            data = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+            same_results(text, new, tmp_path, "f",
+                         lambda n=n, data=data: [data.copy(), np.zeros(n, np.float32), n, 2],
+                         exact=True)
+
+
 @pytest.mark.parametrize("body", [
     # the bound changes in the loop
     "int m = n; for (int i = 0; i < n; i++) { out[i] = i < m ? in[i] : 0.0f; m--; }",

@@ -77,6 +77,25 @@ def test_restrict_qualifies_every_pointer_parameter():
     assert compiles(out)
 
 
+def test_restrict_leaves_out_the_parameters_the_function_swaps():
+    # time steps over two buffers swapped in place: after the swap `a` points at what
+    # was `b`'s buffer, so neither may be restrict; `p` is never assigned
+    src = """
+void steps(const float *p, float *a, float *b, int n, int k) {
+    for (int t = 0; t < k; t++) {
+        for (int i = 1; i < n - 1; i++) b[i] = a[i - 1] + a[i + 1] + p[i];
+        float *tmp = a;
+        a = b;
+        b = tmp;
+    }
+}
+"""
+    out = add_restrict(src, "steps")
+    ps = {p.name: p for p in params(model(out, "steps").fn)}
+    assert ps["p"].restrict and not ps["a"].restrict and not ps["b"].restrict
+    assert add_restrict(out, "steps") is None and compiles(out)
+
+
 def test_parallel_outer_versions_the_independent_row_loop():
     out = omp_parallel_outer(ROWSUM, "f", min_work=1000)
     m = model(out)

@@ -194,7 +194,17 @@ def test_errors_name_the_file_the_line_and_the_fix(tmp_path):
                                      "y=n", "--shape", "x=n", "--case", "n=8",
                                      "--out", str(tmp_path / "b")))
     assert f"{src}: line 2:" in msg and "role of x cannot be inferred" in msg
-    assert "passed to fill()" in msg and "--outputs x" in msg and "--inputs x" in msg
+    assert "passed to fill() at line 3" in msg and "--outputs x" in msg and "--inputs x" in msg
+
+    # ... also where the function does not start the file: the line of the file, not of
+    # the function's own text
+    src.write_text("\n\n\n" + src.read_text().replace("fill(x, n);", "float *q;\n"
+                                                       "  q = x;"))
+    msg = _one_line_error(kernelcrew("import", str(src), "--function", "scale", "--shape",
+                                     "y=n", "--shape", "x=n", "--case", "n=8",
+                                     "--out", str(tmp_path / "c")))
+    assert f"{src}: line 5:" in msg and "role of x cannot be inferred" in msg, msg
+    assert "used as a pointer at line 7" in msg, msg
 
     # a macro whose value depends on the build: the preprocessor picks the branch the build
     # flags select, and the baseline holds that definition as written

@@ -75,6 +75,52 @@ void f(float *out, const int *ids, const float *table, float *tmp, int n) {
     assert acc.written("table") is False and S.inferred_shape(need["ids"], acc.atoms) == ["n"]
 
 
+def test_a_local_set_once_and_the_branches_of_a_conditional_subscript_are_followed():
+    # C89's style: the index declared at the top, set by one assignment in the nest, and
+    # neighbours chosen by `?:` at the borders (a 3D stencil)
+    code = """
+void f(const float *p, const float *t, float *out, int nx, int ny, int nz) {
+    int c, w, e, b;
+    int x, y, z;
+    for (z = 0; z < nz; z++)
+        for (y = 0; y < ny; y++)
+            for (x = 0; x < nx; x++) {
+                c = x + y * nx + z * nx * ny;
+                w = (x == 0) ? c : c - 1;
+                e = (x == nx - 1) ? c : c + 1;
+                b = (z == 0) ? c : c - nx * ny;
+                out[c] = t[w] + t[e] + t[b] + p[c];
+            }
+}
+"""
+    acc, need, _fn = needs_of(code, {"p", "t", "out"}, {"nx", "ny", "nz"})
+    shapes = {a: S.inferred_shape(need[a], acc.atoms) for a in need}
+    assert shapes["p"] == ["nx*ny*nz"] and shapes["out"] == ["nx*ny*nz"]
+    # t is read only through the branches: each is an access under its condition
+    branches = acc.of("t")
+    assert len(branches) == 6 and all(a.guarded for a in branches)
+    assert not need["t"].unknown and S.inferred_shape(need["t"], acc.atoms) is not None
+
+
+def test_a_local_set_once_is_not_followed_where_its_value_does_not_hold():
+    code = """
+void f(const float *a, const float *b, float *out, float *out2, int n) {
+    int k, m, j;
+    for (j = 0; j < n; j++) {
+        out[k] = a[j];      /* before its assignment: the last iteration's value */
+        k = 2 * j;
+    }
+    for (j = 0; j < n; j++)
+        m = j;
+    out2[m] = b[0];         /* after the loop that set it: not the loop's range */
+}
+"""
+    acc, need, _fn = needs_of(code, {"a", "b", "out", "out2"}, {"n"})
+    assert [a.index for a in acc.of("out")] == [[None]]
+    assert [a.index for a in acc.of("out2")] == [[None]]
+    assert "subscript the loops do not bound" in need["out"].unknown
+
+
 def test_a_given_shape_is_checked_on_every_case():
     code = """
 void f(int n, double A[10][20], double *y) {

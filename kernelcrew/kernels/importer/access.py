@@ -19,6 +19,7 @@ from kernelcrew.kernels.importer.source import Node, walk
 WRITES_FIRST = {"memset", "memcpy", "memmove", "strcpy", "strncpy", "__builtin_memset",
                 "__builtin_memcpy", "__builtin_memmove"}
 READS_ONLY = {"printf", "fprintf", "puts", "strlen", "memcmp", "strcmp", "qsort_r"}
+MAX_BRANCHES = 8  # values a subscript with `?:` is followed through, at most
 _UPDATE_OPS = {"+=", "-=", "*=", "/=", "%=", "|=", "&=", "^=", "<<=", ">>="}
 
 
@@ -102,7 +103,7 @@ class _Walker:
         self.out = Accesses()
         self.pos = 0
         self.aliases: dict[str, tuple[str, Poly | None]] = {}  # local pointer -> (array, offset)
-        self.defs, self.modified = locals_defined_once(fn, data)
+        self.defs, self.modified, self.once = _definitions(fn, data)
         self._atom_ids: dict[str, str] = {}
 
     def s(self, n: Node | None) -> str:
@@ -160,7 +161,7 @@ class _Walker:
             self.call(n, loops, guarded)
             return
         if t == "identifier" and self.s(n) in self.arrays | set(self.aliases):
-            self.escape(n, f"used as a pointer at line {n.start_point.row + 1}", None)
+            self.escape(n, "used as a pointer", None)
             return
         for c in n.children:
             self.visit(c, loops, guarded)
@@ -213,15 +214,25 @@ class _Walker:
         name, subs = self.element(n)  # type: ignore[misc]
         for sub in subs:
             self.visit(sub, loops, guarded)  # subscripts read other arrays (`x[ids[i]]`)
-        index: list[Poly | None] = [self.poly(sub, loops) for sub in subs] or [Poly.const(0)]
-        if name in self.aliases:
-            name, off = self.aliases[name]
-            if len(index) != 1:
-                index = [None]
-            index = [off + index[0] if off is not None and index[0] is not None else None]
+        branches = [self.polys(sub, loops) for sub in subs] or [[Poly.const(0)]]
+        combos: list[list[Poly | None]] = [[]]
+        for alts in branches:
+            combos = [[*c, a] for c in combos for a in alts]
+        if len(combos) > MAX_BRANCHES:
+            combos = [[None] * len(branches)]
         self.pos += 1
-        self.out.accesses.append(Access(name, index, kind, list(loops), guarded, self.pos,
-                                        n.start_point.row + 1))
+        for index in combos:
+            target = name
+            if name in self.aliases:
+                target, off = self.aliases[name]
+                if len(index) != 1:
+                    index = [None]
+                index = [off + index[0] if off is not None and index[0] is not None else None]
+            # one access per branch of a `?:` in the subscript: each is taken under the
+            # branch's condition
+            self.out.accesses.append(Access(target, index, kind, list(loops),
+                                            guarded or len(combos) > 1, self.pos,
+                                            n.start_point.row + 1))
 
     def declare(self, n: Node, loops: list[Loop], guarded: bool) -> None:
         value = n.child_by_field_name("value")
@@ -359,6 +370,9 @@ class _Walker:
             name = self.s(n)
             if any(lp.var == name for lp in loops):
                 return Poly.name(name)
+            value = self.once_value(n, loops, seen)
+            if value is not None:
+                return self.poly(value, loops, seen | {name})
             if name in self.modified:
                 return None
             if name in self.sizes:
@@ -394,6 +408,52 @@ class _Walker:
                 return self.atom(n, loops, seen)
             return None
         return None
+
+    def once_value(self, n: Node, loops: list[Loop], seen: frozenset[str]) -> Node | None:
+        """The value of a local set by its one assignment (`assigned_once`), where that
+        assignment holds at the use `n`: inside every loop around the assignment, and
+        after it."""
+        name = self.s(n)
+        a = self.once.get(name)
+        if a is None or name in seen or a.start_byte > n.start_byte:
+            return None
+        if not _loops_around(a) <= {lp.node.start_byte for lp in loops}:
+            return None
+        return a.child_by_field_name("right")
+
+    def polys(self, n: Node | None, loops: list[Loop], seen: frozenset[str] = frozenset()
+              ) -> list[Poly | None]:
+        """The values a subscript may take, one per branch of the `?:` in it or in the
+        locals it reads (`w = (x == 0) ? c : c - 1`); [poly] where it has none, and
+        [None] past MAX_BRANCHES."""
+        if n is None:
+            return [None]
+        t = n.type
+        if t == "conditional_expression":
+            out = self.polys(n.child_by_field_name("consequence"), loops, seen) \
+                + self.polys(n.child_by_field_name("alternative"), loops, seen)
+            return out if len(out) <= MAX_BRANCHES else [None]
+        if t == "parenthesized_expression" and n.named_children:
+            return self.polys(n.named_children[0], loops, seen)
+        if t == "identifier" and not any(lp.var == self.s(n) for lp in loops):
+            name = self.s(n)
+            value = self.once_value(n, loops, seen)
+            if value is None and name in self.defs and name not in self.modified:
+                value = self.defs[name]
+            if value is not None and name not in seen:
+                return self.polys(value, loops, seen | {name})
+        if t == "binary_expression" and \
+                self.s(n.child_by_field_name("operator")) in ("+", "-", "*"):
+            op = self.s(n.child_by_field_name("operator"))
+            left = self.polys(n.child_by_field_name("left"), loops, seen)
+            right = self.polys(n.child_by_field_name("right"), loops, seen)
+            if len(left) > 1 or len(right) > 1:
+                if len(left) * len(right) > MAX_BRANCHES:
+                    return [None]
+                return [None if a is None or b is None else
+                        a + b if op == "+" else a - b if op == "-" else a * b
+                        for a in left for b in right]
+        return [self.poly(n, loops, seen)]
 
     def atom(self, n: Node, loops: list[Loop], seen: frozenset[str]) -> Poly | None:
         """A quotient in the sizes alone, as one name standing for its expression."""
@@ -469,12 +529,32 @@ def _step(text: str, var: str) -> int | None:
 def locals_defined_once(fn: Node, data: bytes) -> tuple[dict[str, Node], set[str]]:
     """Locals defined once (`int idx = ...;`, never assigned again): name -> value; and the
     names that are assigned anywhere (modified), loop counters included."""
+    defs, modified, _once = _definitions(fn, data)
+    return defs, modified
+
+
+def assigned_once(fn: Node, data: bytes) -> dict[str, Node]:
+    """Locals declared without a value and set by exactly one plain assignment, a
+    statement of its own (`int c; ... c = x + y * nx;`, C89's style): name -> the
+    assignment. Its value holds where the assignment's loops enclose the use and the
+    assignment comes first (`_Walker.poly` checks both)."""
+    return _definitions(fn, data)[2]
+
+
+def _definitions(fn: Node, data: bytes
+                 ) -> tuple[dict[str, Node], set[str], dict[str, Node]]:
     def s(n: Node) -> str:
         return data[n.start_byte:n.end_byte].decode()
 
     inits: dict[str, list[Node]] = {}
     assigned: dict[str, int] = {}
+    bare: set[str] = set()  # declared without a value
+    plain: dict[str, list[Node]] = {}  # name -> its `name = value;` statements
     for n in walk(fn):
+        if n.type == "declaration":
+            for d in n.children_by_field_name("declarator"):
+                if d.type == "identifier":
+                    bare.add(s(d))
         if n.type == "init_declarator":
             d, v = n.child_by_field_name("declarator"), n.child_by_field_name("value")
             if d is not None and d.type == "identifier" and v is not None:
@@ -483,12 +563,28 @@ def locals_defined_once(fn: Node, data: bytes) -> tuple[dict[str, Node], set[str
             left = n.child_by_field_name("left")
             if left is not None and left.type == "identifier":
                 assigned[s(left)] = assigned.get(s(left), 0) + 1
+                if s(n.child_by_field_name("operator")) == "=" and n.parent is not None \
+                        and n.parent.type == "expression_statement":
+                    plain.setdefault(s(left), []).append(n)
         elif n.type == "update_expression":
             arg = n.child_by_field_name("argument")
             if arg is not None and arg.type == "identifier":
                 assigned[s(arg)] = assigned.get(s(arg), 0) + 1
     defs = {k: v[0] for k, v in inits.items() if len(v) == 1 and k not in assigned}
-    return defs, set(assigned)
+    once = {k: v[0] for k, v in plain.items()
+            if k in bare and k not in inits and len(v) == 1 and assigned.get(k) == 1}
+    return defs, set(assigned), once
+
+
+def _loops_around(n: Node) -> set[int]:
+    """The start bytes of the for statements enclosing a node (its own body's loops)."""
+    out = set()
+    p = n.parent
+    while p is not None:
+        if p.type == "for_statement":
+            out.add(p.start_byte)
+        p = p.parent
+    return out
 
 
 def _param_names(fn: Node, data: bytes) -> list[str]:

@@ -195,7 +195,8 @@ def _array_role(sf: SourceFile, fn: Function, p: Param, acc: Accesses, flags: Ro
 def role_error(sf: SourceFile, fn: Function, p: Param, acc: Accesses, flags: RoleFlags
                ) -> InputError:
     """One line for a pointer whose role the code does not show, with the flags to add."""
-    how = next((e.how for e in acc.escapes if e.array == p.name and e.written is None), "")
+    e = next((e for e in acc.escapes if e.array == p.name and e.written is None), None)
+    how = f"{e.how} at line {e.line}" if e is not None else "its use cannot be followed"
     return err(sf, p.line, f"the role of {p.name} cannot be inferred (not const; {how}, "
                            "code that cannot be read here): add --outputs "
                            f"{p.name} if it is written, --inputs {p.name} if only read (an "

@@ -3,19 +3,28 @@ first step of the CUDA ldg move."""
 
 from __future__ import annotations
 
-from kernelcrew.agents.transforms.analysis.common import finish
-from kernelcrew.csource.syntax import Edit, Source, find_function, params
+from kernelcrew.agents.transforms.analysis.common import finish, written_names
+from kernelcrew.csource.syntax import Edit, Node, Source, find_function, params
+
+
+def reassigned(fn: Node) -> set[str]:
+    """The parameters the function assigns (`tmp = in; in = out; out = tmp;` between time
+    steps): one then points at the other's buffer, which restrict says it never does."""
+    body = fn.child_by_field_name("body")
+    return written_names(body) if body is not None else set()
 
 
 def add_restrict(src: str, entry: str) -> str | None:
-    """Add `__restrict__` to every pointer parameter of `entry` (distinct buffers)."""
+    """Add `__restrict__` to every pointer parameter of `entry` (distinct buffers) that
+    the function does not assign."""
     s = Source(src)
     fn = find_function(s, entry)
     if fn is None:
         return None
     edits = []
+    moved = reassigned(fn)
     for p in params(fn):
-        if p.pointer is None or p.restrict:
+        if p.pointer is None or p.restrict or p.name in moved:
             continue
         star = next((c for c in p.pointer.children if c.type == "*"), None)
         if star is None:

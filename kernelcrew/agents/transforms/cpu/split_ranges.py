@@ -26,14 +26,22 @@ loop, and the compiler takes it out of the loop):
     for (int w = kc_hi; w < width_col; ++w) { ...as written... }
 
 The same with a test of `&&` terms (`x >= 0 && x < n ? in[x] : 0`): the range is where every
-term that moves with the counter is true.
+term that moves with the counter is true. An equality with the first or last cell (`w =
+(x == 0) ? c : c - 1`, a stencil's clamped neighbour) is decided on the side of it away
+from that end. Every test of the body is taken at once: the middle range is where all of
+them are decided. Tests on an outer counter inside an inner loop (`y == 0` in the loop over
+x) split the outer loop the same way after the inner ones, its body copied with the split
+inner loops in it, so the middle of a grid reads its neighbours at fixed offsets and
+vectorizes.
 
-Legal where: the loop is innermost, counts by one (`<` or `<=`) with its own counter, and
-carries no worksharing pragma (its `omp simd` and unroll hints go on each of the three
-loops); the test is a conditional expression or an `if` in the body, a plain `||` or `&&`
-of integer comparisons; each comparison's sides are linear in the counter through integer
+Legal where: the loop counts by one (`<` or `<=`) with its own counter, and carries no
+worksharing pragma (its `omp simd` and unroll hints go on each of the three loops); the
+test is a conditional expression or an `if` in the body, a plain `||` or `&&` of integer
+comparisons (an equality only at a constant distance from the first or last value, where
+one side decides it); each comparison's sides are linear in the counter through integer
 locals the body sets before the test in straight-line statements (`int c = a + w * s;`,
-`c -= pad;`), from names the loop does not write. A comparison whose coefficient of the
+`c -= pad;`), from names the loop does not write; a test inside an inner loop reads
+nothing that loop sets. A comparison whose coefficient of the
 counter is not a positive constant (`stride`) is split only where it is positive at run
 time: where it is not, the whole range runs as written. The range's ends are exact
 ceilings (`a*w + c < 0` for `w < ceil(-c / a)`), so each element takes the branch it took
@@ -190,7 +198,7 @@ def _terms(cond: Node) -> tuple[str, list[Node]] | None:
             out += sub[1]
         return op, out
     if cond.type == "binary_expression" and \
-            cond.child_by_field_name("operator").type in _FLIP:
+            cond.child_by_field_name("operator").type in (*_FLIP, "==", "!="):
         return "||", [cond]
     return None
 
@@ -239,6 +247,10 @@ def _split(r: _Reader, kind: str, cmps: list[Node]) -> _Split | None:
         if not a:
             sp.kept.append(c)
             continue
+        if op in ("==", "!="):
+            if not _border(r, sp, kind, op, a, rest):
+                return None
+            continue
         if set(a) == {()} and a[()] < 0:  # a negative constant: turn the comparison round
             a, rest, op = p_add({}, a, -1), p_add({}, rest, -1), _FLIP[op]
         if set(a) != {()}:
@@ -256,6 +268,30 @@ def _split(r: _Reader, kind: str, cmps: list[Node]) -> _Split | None:
     return sp
 
 
+def _border(r: _Reader, sp: _Split, kind: str, op: str, a: Poly, rest: Poly) -> bool:
+    """An equality of the counter with one point (`x == 0`, `x != nx - 1`): decided on
+    either side of the point, so the range is the side away from the loop's end the point
+    lies at (a constant distance from its first or last value); False where the test is
+    not decided on a side (`x != 0` in a `||`), or the point lies at neither end."""
+    if (op == "==") != (kind == "||") or set(a) != {()} or abs(a[()]) != 1:
+        return False
+    point = p_add({}, rest, -a[()])  # a*w + rest == 0 at w == point (a is 1 or -1)
+    first, last = r.poly(r.lp.start), r.poly(r.lp.end)
+    if first is None or last is None:
+        return False
+    if not r.lp.inclusive:
+        last = p_add(last, {(): -1})
+    near_first = p_add(point, first, -1)
+    near_last = p_add(last, point, -1)
+    if set(near_first) <= {()}:  # the point is the first value, or a few past it
+        sp.lo.append((p_add(point, {(): 1}), {(): 1}))  # w >= point + 1
+    elif set(near_last) <= {()}:
+        sp.hi.append((point, {(): 1}))  # w < point
+    else:
+        return False
+    return True
+
+
 def _ceil_text(num: Poly, a: Poly, names: tuple[str, str, str]) -> str:
     """ceil(num / a) for a > 0, as statements that leave it in `names[0]` (C's division
     truncates toward zero: the ceiling of a positive quotient rounds up)."""
@@ -268,9 +304,13 @@ def _ceil_text(num: Poly, a: Poly, names: tuple[str, str, str]) -> str:
 
 # ---------------------------------------------------------------- the move
 
-def _site(s: Source, fn: Node, lp: Loop) -> tuple[Node, str, _Split] | None:
-    """(the test, its kind, the split) of the first test in the body the move takes."""
-    if lp.children or lp.var is None or lp.start is None or lp.end is None or \
+def _site(s: Source, fn: Node, lp: Loop) -> tuple[list[tuple[Node, str, list[Node]]],
+                                                    _Split] | None:
+    """The tests in the body the move takes, each with its kind and the comparisons it
+    keeps in the middle range, and their splits merged (the middle range is where every
+    one of them is decided); None where there is none. A test inside an inner loop is
+    taken where it reads nothing that loop sets (`_set_before`)."""
+    if lp.var is None or lp.start is None or lp.end is None or \
             lp.step is not None or lp.decl is None or lp.decl.parent is None or \
             lp.decl.parent.start_byte != lp.node.start_byte or in_small_path(lp.node) or \
             collapsed(s, lp) or lp.var in written_names(lp.body):
@@ -280,6 +320,8 @@ def _site(s: Source, fn: Node, lp: Loop) -> tuple[Node, str, _Split] | None:
         if text.startswith("omp") and not text.startswith("omp simd"):
             return None
     r = _Reader(s, lp, fn)
+    tests: list[tuple[Node, str, list[Node]]] = []
+    merged = _Split()
     for stmt in statements(lp.body):
         for n in walk(stmt):
             cond = n.child_by_field_name("condition") \
@@ -289,7 +331,7 @@ def _site(s: Source, fn: Node, lp: Loop) -> tuple[Node, str, _Split] | None:
             while cond is not None and unparen(cond).type == "unary_expression" and \
                     unparen(cond).child_by_field_name("operator").type == "!":
                 cond = unparen(cond).child_by_field_name("argument")  # `!((x < 0) || (x >= n))`
-            if cond is None:
+            if cond is None or any(within(cond, t) or within(t, cond) for t, _k, _c in tests):
                 continue
             got = _terms(cond)
             if got is None or written_names(cond) or \
@@ -298,12 +340,16 @@ def _site(s: Source, fn: Node, lp: Loop) -> tuple[Node, str, _Split] | None:
                 continue
             sp = _split(r, got[0], got[1])
             if sp is not None:
-                return cond, got[0], sp
+                tests.append((cond, got[0], sp.kept))
+                merged.lo += sp.lo
+                merged.hi += sp.hi
+                merged.positive += sp.positive
         r.step(stmt)
-    return None
+    return (tests, merged) if tests else None
 
 
-def _pieces(s: Source, m, lp: Loop, cond: Node, kind: str, sp: _Split) -> str:
+def _pieces(s: Source, m, lp: Loop, tests: list[tuple[Node, str, list[Node]]],
+            sp: _Split) -> str:
     ind = s.indent_of(lp.node)
     lo, hi = fresh_name(m, "kc_lo"), fresh_name(m, "kc_hi")
     pragmas = "".join(f"{ind}    {s.text_of(p).strip()}\n" for p in pragmas_before(lp.node))
@@ -313,12 +359,17 @@ def _pieces(s: Source, m, lp: Loop, cond: Node, kind: str, sp: _Split) -> str:
     end = s.text_of(lp.end).strip()
     end_ll = f"(long long)({end})" + (" + 1" if lp.inclusive else "")
     body = _deeper(s.text_of(lp.body))
-    if kind == "||":
-        keep = " || ".join(s.text_of(c) for c in sp.kept) or "0"
-    else:
-        keep = " && ".join(s.text_of(c) for c in sp.kept) or "1"
-    inner = _deeper(s.data[lp.body.start_byte:cond.start_byte].decode() + f"({keep})" +
-                    s.data[cond.end_byte:lp.body.end_byte].decode())
+    # the middle range's body: each test with the comparisons that move with the counter
+    # taken out (decided there)
+    parts, at = [], lp.body.start_byte
+    for cond, kind, kept in sorted(tests, key=lambda t: t[0].start_byte):
+        if kind == "||":
+            keep = " || ".join(s.text_of(c) for c in kept) or "0"
+        else:
+            keep = " && ".join(s.text_of(c) for c in kept) or "1"
+        parts += [s.data[at:cond.start_byte].decode(), f"({keep})"]
+        at = cond.end_byte
+    inner = _deeper("".join(parts) + s.data[at:lp.body.end_byte].decode())
     b = ind + "    "
     lines = [f"{ind}{{  // kernelcrew: split_ranges: {var}'s tests decided in [{lo}, {hi})",
              f"{b}long long {lo} = (long long)({start}), {hi} = {end_ll};"]
@@ -352,19 +403,42 @@ def _deeper(text: str) -> str:
                                  for ln in rest])
 
 
+def _a_piece(s: Source, lp: Loop) -> bool:
+    """A loop an earlier split made (its range ends at a `kc_lo`/`kc_hi`): its tests are
+    decided already, or it is the part before or after the range, which stays as written."""
+    ends = [x for x in (lp.start, lp.end) if x is not None]
+    return any(n.type == "identifier" and n.text.decode().startswith(("kc_lo", "kc_hi"))
+               for e in ends for n in walk(e))
+
+
+MAX_TEXT = 96_000  # the function's text the copies may grow it to, at most
+MAX_DEPTH = 3  # loops of one nest split, innermost first
+
+
 def split_ranges(src: str, entry: str) -> str | None:
-    """Each innermost loop of `entry` whose body tests its counter against bounds, run as
-    the ranges where the test is decided."""
-    got = model_of(src, entry)
-    if got is None:
-        return None
-    s, m = got
-    edits = []
-    for lp in m.loops:
-        site = _site(s, m.fn, lp)
-        if site is None:
-            continue
-        cond, kind, sp = site
-        edits.append(Edit(lead_start(s, lp.node), lp.node.end_byte,
-                          _pieces(s, m, lp, cond, kind, sp)))
-    return finish(s, edits) if edits else None
+    """Each loop of `entry` whose body tests its counter against bounds, run as the ranges
+    where the tests are decided: the innermost loops first, then the loops around them
+    (`y == 0` tested inside the loop over x), whose body is copied with the split inner
+    loops in it, while the function stays under MAX_TEXT characters."""
+    out = None
+    for _depth in range(MAX_DEPTH):
+        got = model_of(out or src, entry)
+        if got is None:
+            break
+        s, m = got
+        sites = {lp.node.start_byte: (lp, site) for lp in m.loops
+                 if not _a_piece(s, lp) and (site := _site(s, m.fn, lp)) is not None}
+        # the deepest sites only: a split loop's copies hold the loops inside it as they are
+        deepest = [(lp, site) for lp, site in sites.values()
+                   if not any(within(other.node, lp.node) and other is not lp
+                              for other, _ in sites.values())]
+        edits = [Edit(lead_start(s, lp.node), lp.node.end_byte, _pieces(s, m, lp, *site))
+                 for lp, site in deepest]
+        new = finish(s, edits) if edits else None
+        if new is None:
+            break
+        fn_after = model_of(new, entry)
+        if fn_after is None or len(fn_after[0].text_of(fn_after[1].fn)) > MAX_TEXT:
+            break
+        out = new
+    return out
