@@ -245,6 +245,8 @@ def test_errors_name_the_file_the_line_and_the_fix(tmp_path):
                                      "n=8", "--out", str(tmp_path / "g")))
     assert "line 1" in msg and "'table' needs a shape" in msg
     assert "subscript the loops do not bound" in msg and "add --shape table=EXPR" in msg
+    # the example is in the function's own terms: what it reaches in another array
+    assert "e.g. --shape table=n (what the code reaches in out)" in msg, msg
 
 
 def test_new_scaffolds_a_commented_folder_that_checks(tmp_path):
@@ -456,3 +458,20 @@ def test_fixed_size_2d_array_parameters_import_as_rows(tmp_path):
     p = kernelcrew("check", str(vla), str(vla / "baseline.cpp"), "--json", "--reps", "3",
                    timeout=600)
     assert p.returncode == 0 and json.loads(p.stdout)["correct"], p.stdout[-500:]
+
+
+def test_the_definition_the_build_compiles_is_imported(tmp_path):
+    # one function per target under #if (a library's vector path first, its portable one
+    # after): the import takes the one the given defines select, and says its line
+    src = tmp_path / "scale.c"
+    src.write_text("#if defined(WIDE)\n"
+                   "void scale(float *y, const float *x, int n) { wide_scale(y, x, n); }\n"
+                   "#else\n"
+                   "void scale(float *y, const float *x, int n) {\n"
+                   "  for (int i = 0; i < n; i++) y[i] = 2.0f * x[i];\n}\n"
+                   "#endif\n")
+    r = kernelcrew("import", str(src), "--function", "scale", "--case", "n=64",
+                   "--out", str(tmp_path / "op"))
+    assert r.returncode == 0, r.stderr
+    spec = load_op(tmp_path / "op")
+    assert spec.origin.line == 4 and "wide_scale" not in (tmp_path / "op/baseline.cpp").read_text()

@@ -181,3 +181,62 @@ void f(float *C, const float *A, int M, int K) {
     fixed = race.replace("parallel for", "parallel for private(j, k)")
     sf = source_of_text(fixed, Path("t.c"))
     assert shared_counters(find_function(sf, "f").node, sf.data) == []
+
+
+def test_counted_while_and_do_loops_multiply_the_cost_of_their_bodies():
+    from kernelcrew.kernels.importer.cost import estimate_flops
+
+    # time steps in a do-while after `int it = 0;`, a while after `k = 1;` to `<=`
+    code = """
+void f(float *a, const float *b, int n, int steps, int m) {
+    int it = 0;
+    do {
+        for (int i = 0; i < n; i++) a[i] = a[i] * 0.5f + b[i];
+        it++;
+    } while (it < steps);
+    int k;
+    k = 1;
+    while (k <= m) { a[0] += b[k]; ++k; }
+}
+"""
+    got = estimate_flops(code, {}, {"n", "steps", "m"})
+    assert got.expr() in ("2*steps*n + m", "2*n*steps + m"), got.expr()
+    assert not got.notes
+    # a step under a condition: the trip is unknown, counted once and said so
+    code = "void g(float *a, int n) { int k = 0; while (k < n) { if (a[k] > 0) k++; a[0] += 1.0f; } }"
+    got = estimate_flops(code, {}, {"n"})
+    assert got.expr() == "1" and "cannot count" in got.notes[0]
+
+
+def test_a_condition_around_an_access_bounds_its_subscript():
+    # a direct convolution with its limits tested in the loop (a DSP library's reference
+    # path), through local pointers: each input is as long as its own length
+    code = """
+void f(const float *a, unsigned na, const float *b, unsigned nb, float *out) {
+    const float *pa = a;
+    const float *pb = b;
+    unsigned i, j;
+    for (i = 0U; i < (na + nb - 1U); i++) {
+        float sum = 0.0f;
+        for (j = 0U; j <= i; j++) {
+            if (((i - j) < nb) && (j < na)) sum += pa[j] * pb[i - j];
+        }
+        out[i] = sum;
+    }
+}
+"""
+    acc, need, _fn = needs_of(code, {"a", "b", "out"}, {"na", "nb"})
+    shapes = {k: S.inferred_shape(need[k], acc.atoms) for k in need}
+    assert shapes == {"a": ["na"], "b": ["nb"], "out": ["na + nb - 1"]}, shapes
+    # a condition on another expression bounds nothing
+    acc, need, _fn = needs_of(code.replace("(j < na)", "(j + 1 < na + 1)"),
+                              {"a", "b", "out"}, {"na", "nb"})
+    assert S.inferred_shape(need["a"], acc.atoms) == ["na + nb - 1"]
+
+
+def test_a_define_ends_with_its_line():
+    # the parser reads `#define ATTR ` (a trailing blank) up to the next line's `#endif`
+    sf = source_of_text("#ifndef ATTR\n#define ATTR \n#endif\n#define TWO(x) \\\n  ((x) * 2)\n"
+                        "int y;\n", Path("t.h"))
+    texts = [it.text(sf.data) for it in sf.items if it.node_type.startswith("preproc_")]
+    assert texts == ["#define ATTR \n", "#define TWO(x) \\\n  ((x) * 2)\n"]

@@ -40,6 +40,9 @@ class Access:
     guarded: bool  # under an if, a ?: or a loop whose range is unknown
     pos: int  # evaluation order
     line: int
+    # one past the largest subscript, where a condition around the access bounds it
+    # (`if (j < len) ... x[j]`): a one-subscript access only
+    limit: Poly | None = None
 
 
 @dataclass
@@ -105,6 +108,7 @@ class _Walker:
         self.aliases: dict[str, tuple[str, Poly | None]] = {}  # local pointer -> (array, offset)
         self.defs, self.modified, self.once = _definitions(fn, data)
         self._atom_ids: dict[str, str] = {}
+        self.guards: list[Node] = []  # the conditions around the node being visited
 
     def s(self, n: Node | None) -> str:
         return self.data[n.start_byte:n.end_byte].decode() if n is not None else ""
@@ -139,8 +143,14 @@ class _Walker:
             kids = n.named_children
             if kids:
                 self.visit(kids[0], loops, guarded)  # the condition runs every time
-            for c in kids[1:]:
-                self.visit(c, loops, True)
+            for k, c in enumerate(kids[1:]):
+                if k == 0:  # the branch the condition holds in
+                    self.guards.append(kids[0])
+                try:
+                    self.visit(c, loops, True)
+                finally:
+                    if k == 0:
+                        self.guards.pop()
             return
         if t == "assignment_expression":
             op = self.s(n.child_by_field_name("operator"))
@@ -222,17 +232,42 @@ class _Walker:
             combos = [[None] * len(branches)]
         self.pos += 1
         for index in combos:
+            limit = self.limit(index[0], loops) if len(index) == 1 else None
             target = name
             if name in self.aliases:
                 target, off = self.aliases[name]
                 if len(index) != 1:
                     index = [None]
                 index = [off + index[0] if off is not None and index[0] is not None else None]
+                limit = off + limit if off is not None and limit is not None else None
             # one access per branch of a `?:` in the subscript: each is taken under the
             # branch's condition
             self.out.accesses.append(Access(target, index, kind, list(loops),
                                             guarded or len(combos) > 1, self.pos,
-                                            n.start_point.row + 1))
+                                            n.start_point.row + 1, limit))
+
+    def limit(self, index: Poly | None, loops: list[Loop]) -> Poly | None:
+        """One past the largest value of the subscript `index` where a condition around
+        the access compares that very expression with a bound (`(i - j) < len && j < n`
+        around `y[i - j]`): the bound; None where none does."""
+        if index is None:
+            return None
+        flip = {">": "<", ">=": "<="}
+        for g in reversed(self.guards):
+            for c in _conjuncts(g):
+                op = self.s(c.child_by_field_name("operator"))
+                left, right = c.child_by_field_name("left"), c.child_by_field_name("right")
+                if op in flip:
+                    left, right, op = right, left, flip[op]
+                if op not in ("<", "<="):
+                    continue
+                lhs = self.poly(left, loops)
+                if lhs is None or (lhs - index).terms:
+                    continue
+                rhs = self.poly(right, loops)
+                if rhs is not None:
+                    return rhs + Poly.const(1) if op == "<=" else rhs
+        return None
 
     def declare(self, n: Node, loops: list[Loop], guarded: bool) -> None:
         value = n.child_by_field_name("value")
@@ -499,6 +534,20 @@ class _Walker:
                 return None
             return f"{a} {'//' if op == '/' else op} {b}"
         return None
+
+
+def _conjuncts(cond: Node) -> list[Node]:
+    """The comparisons a condition holds only if all hold: `a && (b && c)` -> a, b, c."""
+    while cond.type in ("parenthesized_expression", "condition_clause") and cond.named_children:
+        cond = cond.named_children[-1] if cond.type == "condition_clause" else \
+            cond.named_children[0]
+    if cond.type != "binary_expression":
+        return []
+    op = cond.child_by_field_name("operator").type
+    if op == "&&":
+        return _conjuncts(cond.child_by_field_name("left")) + \
+            _conjuncts(cond.child_by_field_name("right"))
+    return [cond] if op in ("<", "<=", ">", ">=") else []
 
 
 def _balanced(text: str) -> bool:

@@ -43,6 +43,7 @@ def _c_to_expr(text: str, sizes: set[str], consts: dict[str, str] | None = None
     for k, v in (consts or {}).items():
         text = re.sub(rf"\b{k}\b", v, text)
     t = re.sub(r"\(\s*(?:int|long|size_t|int64_t|unsigned)\s*\)", "", text)
+    t = re.sub(r"\b(\d+)[uUlL]+\b", r"\1", t)  # `1U`, `0UL`: the number
     t = re.sub(r"(?<![/])/(?![/])", "//", t)
     if not re.fullmatch(r"[\w\s+\-*/%()]+", t):
         return None
@@ -110,6 +111,53 @@ def _trip(for_node: Node, src: bytes, sizes: set[str], consts: dict[str, str],
     count = span if k == "1" else f"ceil_div({span}, {k})"
     last = simplify(f"({hi})" + ("" if incl else " - 1"))
     return Trip(var, count, simplify(f"(({lo}) + ({last})) // 2"))
+
+
+def _while_trip(loop: Node, src: bytes, sizes: set[str], consts: dict[str, str]
+                ) -> Trip | None:
+    """The trip count of a counted `while (i < n) { ...; i++; }` or `do { ...; i++; }
+    while (i < n);` whose counter the statement just before sets (`i = 0;`, `int i = 0;`)
+    and the body steps by one exactly once, as one of its own statements (a `do` runs at
+    least once; counted as max(n - start, 1) where the sizes make that positive, which
+    they are on every case the cost is read for)."""
+    def s(n: Node | None) -> str:
+        return src[n.start_byte:n.end_byte].decode() if n is not None else ""
+
+    cond = loop.child_by_field_name("condition")
+    body = loop.child_by_field_name("body")
+    while cond is not None and cond.type in ("parenthesized_expression", "condition_clause"):
+        cond = cond.named_children[0] if cond.named_children else None
+    if cond is None or body is None or cond.type != "binary_expression":
+        return None
+    var, op = s(cond.child_by_field_name("left")), s(cond.child_by_field_name("operator"))
+    if cond.child_by_field_name("left").type != "identifier" or op not in ("<", "<="):
+        return None
+    steps = [c for c in walk(body) if (c.type == "update_expression" and " ".join(
+        s(c).split()) in (f"{var}++", f"++{var}")) or (c.type == "assignment_expression" and
+        s(c.child_by_field_name("left")) == var)]
+    stmts = body.named_children if body.type == "compound_statement" else [body]
+    if len(steps) != 1 or steps[0].parent is None or steps[0].parent not in stmts or \
+            steps[0].type != "update_expression":
+        return None
+    prev = loop.prev_named_sibling
+    start = None
+    if prev is not None and prev.type == "declaration":
+        for d in prev.children_by_field_name("declarator"):
+            if d.type == "init_declarator" and s(d.child_by_field_name("declarator")) == var:
+                start = s(d.child_by_field_name("value"))
+    elif prev is not None and prev.type == "expression_statement" and prev.named_children \
+            and prev.named_children[0].type == "assignment_expression":
+        a = prev.named_children[0]
+        if s(a.child_by_field_name("left")) == var and s(a.child_by_field_name("operator")) == "=":
+            start = s(a.child_by_field_name("right"))
+    if start is None:
+        return None
+    b, a = (_c_to_expr(x, sizes, consts) for x in (s(cond.child_by_field_name("right")), start))
+    if b is None or a is None:
+        return None
+    span = simplify(f"({b}) - ({a})" + (" + 1" if op == "<=" else ""))
+    last = simplify(f"({b})" + ("" if op == "<=" else " - 1"))
+    return Trip(var, span, simplify(f"(({a}) + ({last})) // 2"))
 
 
 def _at_means(expr: str, outer: dict[str, str]) -> str:
@@ -186,6 +234,15 @@ class _Counter:
         t = n.type
         if t == "for_statement":
             self.loop(n, mult, acc)
+            return
+        if t in ("while_statement", "do_statement"):
+            trip = _while_trip(n, self.data, self.w.sizes, self.consts)
+            if trip is None:
+                self.w.out.notes.append(
+                    f"{self.w.where}:{self.w.first_line + n.start_point.row}: a `while` "
+                    "loop the cost model cannot count; counted as one trip")
+            for c in n.children:
+                self.visit(c, mult + ((_factor(trip.count),) if trip else ()), acc)
             return
         if t == "subscript_argument_list":
             return  # index arithmetic is not floating-point work

@@ -130,23 +130,32 @@ def _shapes(ctx: Context, roles: list[Role], acc: Accesses,
     labeled = [(f"--case {i + 1}" if g == "typical" else f"the generated {g} case", c)
                for g, cases in groups.items() for i, c in enumerate(cases)]
     inferred_names = []
+    inferred = {r.param.name: S.inferred_shape(needs[r.param.name], acc.atoms) for r in arrays}
+    missing = [r for r in arrays
+               if r.param.name not in ctx.req.shapes and inferred[r.param.name] is None]
+    if missing:
+        r, n = missing[0], needs[missing[0].param.name]
+        why = f" ({n.unknown})" if n.unknown else ""
+        # an example in this function's terms: what another array's subscripts reach
+        like = next((f"{','.join(d)} (what the code reaches in {k})"
+                     for k, d in inferred.items() if d is not None), None)
+        like = like or ('*'.join(sorted(sizes)[:2]) or 'n')
+        more = f" (and {', '.join(repr(m.param.name) for m in missing[1:])})" \
+            if len(missing) > 1 else ""
+        raise err(ctx.sf, max(r.param.line, ctx.fn.line),
+                  f"parameter {r.param.name!r}{more} needs a shape: the code does not show "
+                  f"its extent{why}; add --shape {r.param.name}=EXPR in the sizes "
+                  f"({', '.join(sorted(sizes))}), e.g. --shape {r.param.name}={like}")
     for r in arrays:
         n = needs[r.param.name]
-        inferred = S.inferred_shape(n, acc.atoms)
         given = ctx.req.shapes.get(r.param.name)
         if given is not None:
             dims = _given_dims(r, given, sizes, ctx.fn.name)
-        elif inferred is not None:
-            dims = inferred
-            inferred_names.append(f"{r.param.name}=[{', '.join(dims)}]")
         else:
-            why = f" ({n.unknown})" if n.unknown else ""
-            raise err(ctx.sf, max(r.param.line, ctx.fn.line),
-                      f"parameter {r.param.name!r} needs a shape: the code does not show "
-                      f"its extent{why}; add --shape {r.param.name}=EXPR in the sizes "
-                      f"({', '.join(sorted(sizes))}), e.g. --shape {r.param.name}="
-                      f"{'*'.join(sorted(sizes)[:2]) or 'n'}")
-        S.check(n, dims, given is not None, labeled, acc.atoms, inferred, ctx.src)
+            dims = inferred[r.param.name]
+            inferred_names.append(f"{r.param.name}=[{', '.join(dims)}]")
+        S.check(n, dims, given is not None, labeled, acc.atoms, inferred[r.param.name],
+                ctx.src)
         r.shape = dims
     if inferred_names:
         ctx.notes.append("shapes inferred from the code (declared extents, loop bounds and "

@@ -116,7 +116,8 @@ def read_request(req: ImportRequest) -> Context:
     src = Path(req.source).resolve()
     req.source = src
     unit = load_unit(src, req.build())
-    fn = find_function(unit.main, req.function)
+    fn = find_function(unit.main, req.function, None if unit.pp is None else
+                       lambda line: unit.pp.is_active(unit.main.path, line))
     xsf, xfn, xlines = expanded_function(unit, fn)
     if len(xfn.params) != len(fn.params) and unit.pp is not None:
         fn = Function(fn.name, fn.line, fn.start, fn.end, fn.body_start, xfn.params,

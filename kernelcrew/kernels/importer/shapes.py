@@ -90,6 +90,9 @@ def needs(params: list[Param], acc: Accesses, sizes: set[str]) -> dict[str, Need
                                          "subscripts"
                 continue
             m = bound(a.index[0], a.loops)
+            if a.limit is not None:  # a condition around it bounds the subscript
+                lim = bound(a.limit - Poly.const(1), a.loops)
+                m = lim if lim is not None else m
             if m is None:
                 if not a.guarded:
                     n.unknown = n.unknown or f"line {a.line}: a subscript the loops do not bound"

@@ -8,6 +8,8 @@ backslash are joined, which is what the preprocessor does first anyway).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import re
 from dataclasses import dataclass, field
 from functools import cache
@@ -191,10 +193,28 @@ def _collect(sf: SourceFile, node: Node, conditional: bool,
                 defines |= _type_names(ty, data)
         elif t in ("struct_specifier", "enum_specifier", "union_specifier"):
             defines |= _type_names(child, data)
+        end = child.end_byte
+        if t in ("preproc_def", "preproc_function_def"):
+            end = _logical_line_end(data, child.start_byte, end)
         uses = _idents(child, data) - defines
         start = _with_cuda_words(data, child.start_byte)
-        sf.items.append(Item(t, start, child.end_byte, sf.line_of(start), defines, uses,
+        sf.items.append(Item(t, start, end, sf.line_of(start), defines, uses,
                              conditional, proto, child.start_byte, block))
+
+
+def _logical_line_end(data: bytes, start: int, end: int) -> int:
+    """Where a `#define` ends: after its line and the lines it continues with `\\`. The
+    parser can take the next line too (`#define ATTR ` with a trailing blank, then
+    `#endif`: the item would carry an `#endif` without its `#if`)."""
+    k = start
+    while True:
+        nl = data.find(b"\n", k, end)
+        if nl < 0:
+            return end
+        if data[k:nl].rstrip(b" \t\r").endswith(b"\\"):
+            k = nl + 1
+            continue
+        return nl + 1
 
 
 _LEADING_CUDA = re.compile(
@@ -223,8 +243,14 @@ def _type_names(spec: Node, data: bytes) -> set[str]:
     return out
 
 
-def find_function(sf: SourceFile, name: str) -> Function:
+def find_function(sf: SourceFile, name: str,
+                  active: Callable[[int], bool] | None = None) -> Function:
+    """The function `name` defined in the file: the first definition on a line the build
+    compiles (`active(line)`, from the preprocessor), where the file defines it under
+    several `#if` branches (one per target)."""
     defs = [it for it in sf.items if it.node_type == "function_definition" and name in it.defines]
+    if active is not None and len(defs) > 1:
+        defs = [it for it in defs if active(it.line)] or defs
     if not defs:
         known = sorted({n for it in sf.items if it.node_type == "function_definition"
                         for n in it.defines})
