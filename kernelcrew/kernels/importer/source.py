@@ -8,9 +8,8 @@ backslash are joined, which is what the preprocessor does first anyway).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
