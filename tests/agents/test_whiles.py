@@ -132,3 +132,58 @@ extern "C" void f(const float* x, float* y, int64_t n) {
     assert apply_transform("omp_parallel", src) is None
     one = src.replace("const int* b = (const int*)raw;", "const float* b = (const float*)raw;")
     assert apply_transform("omp_parallel", one) is not None
+
+
+# a DSP library's style: the count stepped down as a statement of the body, the pointers
+# walked, four at a time and then the rest, the count set afresh between the two loops
+BLOCKS = kernel("""
+static void add_blocks(const float* a, const float* b, float* d, unsigned int len) {
+    unsigned int blk;
+    blk = len >> 2U;
+    while (blk > 0U) {
+        *d++ = (*a++) + (*b++);
+        *d++ = (*a++) + (*b++);
+        *d++ = (*a++) + (*b++);
+        *d++ = (*a++) + (*b++);
+        blk--;
+    }
+    blk = len % 0x4U;
+    while (blk > 0U) {
+        *d++ = (*a++) + (*b++);
+        /* next */
+        blk--;
+    }
+}
+
+extern "C" void f(const float* a, const float* b, float* d, int64_t n) {
+    add_blocks(a, b, d, (unsigned int)n);
+}
+""")
+
+
+def test_a_count_stepped_down_as_a_statement_is_counted(tmp_path):
+    out = counted_whiles(BLOCKS, "add_blocks")
+    assert out is not None and "while" not in out.split("add_blocks(")[1].split("extern")[0]
+    assert "for (unsigned int blk_k = 0; blk_k < blk; ++blk_k)" in out
+    lib = build(out, tmp_path)
+    rng = np.random.default_rng(7)
+    for n in (0, 1, 3, 4, 7, 1001):
+        a, b = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+        d = np.full(n + 1, np.nan, np.float32)
+        lib.f(ptr(a), ptr(b), ptr(d), ctypes.c_int64(n))
+        assert np.array_equal(d[:n], a + b) and np.isnan(d[n]), n
+
+
+@pytest.mark.parametrize("body", [
+    # the count is read after the loop
+    "while (k > 0) { c[0]++; k--; }\n    c[1] = (unsigned)k;",
+    # stepped under a condition
+    "while (k > 0) { if (c[0]) k--; c[1]++; }",
+    # read in the body besides its step
+    "while (k > 0) { c[k]++; k--; }",
+    # `!= 0` on a signed count: a negative one never reaches zero by stepping down
+    "while (k != 0) { c[0]++; k--; }",
+])
+def test_counts_stepped_down_that_stay_as_they_are(body):
+    src = f"void h(unsigned* c, long n) {{\n    long k = n;\n    {body}\n}}\n"
+    assert counted_whiles(src, "h") is None, body

@@ -5,6 +5,7 @@ Real C walks its buffers with `while` loops the analysis cannot count:
     const unsigned char* ip = src;  const unsigned char* const end = ip + size;
     while (ip < end) count[*ip++]++;          // a pointer up to an end
     while (n--) *dst++ = *src++ * a;          // a count down to zero
+    while (blk > 0U) { *d++ = *a++ + *b++; blk--; }   // ... stepped as a statement
 
 Both run a number of times fixed before the loop: `end - ip` (none when it is not
 positive), and `n`. Written as `for` loops over a fresh counter, with the body as it was,
@@ -179,6 +180,97 @@ def _count_trip(s: Source, fn: Node, loop: Node) -> tuple[str, str, str] | None:
     return d.name, tytext, d.name
 
 
+def _zero(n: Node | None) -> bool:
+    return n is not None and n.text.decode().strip().rstrip("uUlL") == "0"
+
+
+def _after_is_set(fn: Node, loop: Node, key: str) -> bool:
+    """Nothing after the loop reads the counter's final value: no use at all, or the first
+    use is `n = ...;`, a statement of the block that holds the loop (run right after it)."""
+    after = sorted((u for u in _uses(fn, key) if u.start_byte >= loop.end_byte),
+                   key=lambda u: u.start_byte)
+    if not after:
+        return True
+    first = after[0]
+    a = first.parent
+    if a is None or a.type != "assignment_expression" or \
+            a.child_by_field_name("operator").type != "=" or \
+            a.child_by_field_name("left") != first or \
+            any(_same_var(x, key) for x in walk(a.child_by_field_name("right"))):
+        return False
+    stmt = a.parent
+    return stmt is not None and stmt.type == "expression_statement" and \
+        stmt.parent is not None and stmt.parent == loop.parent
+
+
+def _decrement_trip(s: Source, fn: Node, loop: Node) -> tuple[str, str, Node] | None:
+    """(counter name, its type, the decrement statement) of `while (n > 0) { ...; n--; }`
+    (`0 < n`, and `n != 0` for an unsigned n): the body steps n down by one as one of its
+    own statements and uses it nowhere else, so it runs n times (none where n is not
+    positive), and nothing after the loop reads the final value (see `_after_is_set`)."""
+    cond = _bare(loop.child_by_field_name("condition"))
+    if cond is None or cond.type != "binary_expression":
+        return None
+    op = cond.child_by_field_name("operator").type
+    left, right = _bare(cond.child_by_field_name("left")), _bare(cond.child_by_field_name("right"))
+    if op in (">", "!=") and _zero(right):
+        var = left
+    elif op in ("<", "!=") and _zero(left):
+        var = right
+    else:
+        return None
+    if var is None or var.type != "identifier":
+        return None
+    d = lookup(var.text.decode(), var)
+    if d is None or d.pointer or d.array:
+        return None
+    ty = d.node.child_by_field_name("type")
+    tytext = s.text_of(ty).replace("const", "").strip() if ty is not None else ""
+    if not _INT.fullmatch(tytext) or (op == "!=" and "unsigned" not in tytext and
+                                      not re.match(r"(uint|size_t)", tytext)):
+        return None
+    body = loop.child_by_field_name("body")
+    if body is None or body.type != "compound_statement":
+        return None
+    uses = _uses(body, d.key)
+    if len(uses) != 1:
+        return None
+    step = uses[0].parent
+    while step is not None and step.type == "parenthesized_expression":
+        step = step.parent
+    if step is None or not (
+            (step.type == "update_expression" and "--" in step.text.decode()) or
+            (step.type == "assignment_expression" and
+             step.child_by_field_name("operator").type == "-=" and
+             step.child_by_field_name("right").text.decode().strip() == "1")):
+        return None
+    stmt = step.parent
+    if stmt is None or stmt.type != "expression_statement" or stmt.parent != body:
+        return None
+    if not _after_is_set(fn, loop, d.key):
+        return None
+    p = loop.parent
+    while p is not None and p != fn:
+        if p.type in _LOOPS and not within(d.node, p) and not _set_before(p, loop, d.key):
+            return None  # an outer iteration reads it again
+        p = p.parent
+    return d.name, tytext, stmt
+
+
+def _set_before(outer: Node, loop: Node, key: str) -> bool:
+    """Inside `outer`, the counter is set by a plain assignment before `loop` (so each
+    outer iteration starts it afresh): `n = len; while (n > 0) {...}`."""
+    prev = loop.prev_named_sibling
+    while prev is not None and prev.type == "comment":
+        prev = prev.prev_named_sibling
+    if prev is None or prev.type != "expression_statement" or not within(prev, outer):
+        return False
+    a = prev.named_children[0] if prev.named_children else None
+    return a is not None and a.type == "assignment_expression" and \
+        a.child_by_field_name("operator").type == "=" and \
+        _same_var(a.child_by_field_name("left"), key)
+
+
 def _once(s: Source, m) -> str | None:
     for loop in walk(m.fn):
         if loop.type != "while_statement" or _jumps(loop):
@@ -197,6 +289,14 @@ def _once(s: Source, m) -> str | None:
             name, ty, trip = got2
             k = fresh_name(m, f"{name}_k")
             text = f"for ({ty} {k} = 0; {k} < {trip}; ++{k}) {s.text_of(body)}"
+            return finish(s, [Edit(loop.start_byte, loop.end_byte, text)])
+        got3 = _decrement_trip(s, m.fn, loop)
+        if got3 is not None:
+            name, ty, step = got3
+            k = fresh_name(m, f"{name}_k")
+            inner = s.data[body.start_byte:step.start_byte].decode() + \
+                s.data[step.end_byte:body.end_byte].decode()
+            text = f"for ({ty} {k} = 0; {k} < {name}; ++{k}) {inner}"
             return finish(s, [Edit(loop.start_byte, loop.end_byte, text)])
     return None
 
