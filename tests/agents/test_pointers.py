@@ -81,13 +81,35 @@ def test_a_flat_walk_of_the_parameters_is_vectorized_and_threaded(tmp_path):
     assert run(got, call, tmp_path) == run(SCALE, call, tmp_path)
 
 
+# a walk unrolled by hand (two elements per iteration), then continued after the loop
+PAIRS = """
+void f(const float* src, float* dst, int n) {
+    for (int i = 0; i < n / 2; i++) {
+        *dst++ = src[2 * i];
+        *dst++ = -src[2 * i + 1];
+    }
+    if (n % 2) *dst++ = 5.0f;
+    *dst = 7.0f;
+}
+"""
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 7, 37 * 29 - 1])
+def test_walks_unrolled_by_hand_and_read_after_the_loop(tmp_path, n):
+    got = index_pointers(PAIRS, "f")
+    assert "dst[2 * (i) + 0] = src[2 * i];" in got and "dst[2 * (i) + 1] = -src[2 * i + 1];" in got
+    assert "if (dst_walked > 0) dst += 2 * dst_walked;" in got
+    call = f"f(a, out, {n})"
+    assert run(got, call, tmp_path) == run(PAIRS, call, tmp_path)
+
+
 @pytest.mark.parametrize("body, why", [
     ("for (int i = 0; i < n; i++) { if (src[i] > 0) *dst++ = src[i]; }",
      "moves only on some iterations (a stream compaction)"),
-    ("for (int i = 0; i < n; i++) { *dst++ = src[i]; *dst++ = -src[i]; }",
-     "moves twice per iteration"),
-    ("for (int i = 0; i < n; i++) *dst++ = src[i];\n    *dst = 0.0f;",
-     "its final value is used after the loop"),
+    ("for (int i = 0; i < n; i++) { *dst++ = src[i] + *dst++; }",
+     "moves twice in one statement (unsequenced)"),
+    ("if (n > 2) for (int i = 0; i < n; i++) *dst++ = src[i];\n    *dst = 0.0f;",
+     "its final value is used after a loop that is not a statement of a block"),
     ("for (int i = 0; i < n; i++) for (int j = 0; j < i; j++) *dst++ = src[j];",
      "a triangular nest: rows of different lengths"),
     ("for (int i = 0; i < n; i++) { if (src[i] < 0) break; *dst++ = src[i]; }",

@@ -187,3 +187,19 @@ def test_a_count_stepped_down_as_a_statement_is_counted(tmp_path):
 def test_counts_stepped_down_that_stay_as_they_are(body):
     src = f"void h(unsigned* c, long n) {{\n    long k = n;\n    {body}\n}}\n"
     assert counted_whiles(src, "h") is None, body
+
+
+def test_walks_unrolled_by_hand_and_continued_after_the_loop_become_subscripts(tmp_path):
+    # four walks per iteration read elements 4*k + j; the remainder loop after it finds
+    # each pointer moved on by what the first loop covered
+    out = apply_transform("omp_parallel", BLOCKS)
+    assert out is not None and "d[4 * (blk_k) + 3] = (a[4 * (blk_k) + 3])" in out
+    assert "if (d_walked > 0) d += 4 * d_walked;" in out
+    threaded = out.replace("#define OMP_MIN_WORK 1048576", "#define OMP_MIN_WORK 1")
+    lib = build(threaded, tmp_path)
+    rng = np.random.default_rng(8)
+    for n in (0, 1, 3, 4, 7, 1001):
+        a, b = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+        d = np.full(n + 1, np.nan, np.float32)
+        lib.f(ptr(a), ptr(b), ptr(d), ctypes.c_int64(n))
+        assert np.array_equal(d[:n], a + b) and np.isnan(d[n]), n

@@ -16,14 +16,22 @@ subscripts from the value before the nest:
     for (size_t r = 0; r < rows; ++r)
         for (size_t c = 0; c < cols; ++c) dst[r * cols + c] = f(src[r * cols + c]);
 
-Offered only where nothing else reads or moves the pointer inside the nest and nothing
-after the nest reads it (its final value would be lost), each `*p++` in a statement of its
-own innermost loop's body (not under a condition) and the loop bounds fixed in the nest.
+Offered only where nothing else reads or moves the pointer inside the nest, each `*p++` in
+a statement of its own innermost loop's body (not under a condition) and the loop bounds
+fixed in the nest. A body unrolled by hand walks the pointer k times per iteration: the
+j-th walk (in statement order) reads element `k * idx + j`. Where code after the nest
+reads the pointer (a loop for the remainder), the nest is followed by the step the walks
+made, `p += k * trips` (none where the nest does not run).
 """
 
 from __future__ import annotations
 
-from kernelcrew.agents.transforms.analysis.common import finish, invariant_text, repeat
+from kernelcrew.agents.transforms.analysis.common import (
+    finish,
+    fixed_text,
+    fresh_name,
+    repeat,
+)
 from kernelcrew.csource.syntax import Edit, Loop, Node, Source, lookup, walk, within
 
 _BRANCHY = ("if_statement", "conditional_expression", "switch_statement", "while_statement",
@@ -58,8 +66,8 @@ def _trip(s: Source, m, lp: Loop, at: Node) -> str | None:
     """The trip count of a unit-step loop as text fixed at `at`, with its start."""
     if not lp.canonical or lp.step is not None or lp.inclusive:
         return None
-    end = invariant_text(s, m, lp.end, at)
-    start = invariant_text(s, m, lp.start, at)
+    end = fixed_text(s, m, lp.end, at)  # the same value all through the nest
+    start = fixed_text(s, m, lp.start, at)
     if end is None or start is None:
         return None
     return end if start == "0" else f"({end} - {start})"
@@ -81,7 +89,7 @@ def _index(s: Source, m, lp: Loop, top: Loop) -> str | None:
     stride = ""
     for k, c in enumerate(chain):
         trip = _trip(s, m, c, top.node)
-        start = invariant_text(s, m, c.start, top.node)
+        start = fixed_text(s, m, c.start, top.node)
         if trip is None or start is None:
             return None
         if k and (len(c.children) != 1 or _conditional(chain[k - 1].node, c)):
@@ -92,19 +100,55 @@ def _index(s: Source, m, lp: Loop, top: Loop) -> str | None:
     return " + ".join(reversed(terms))
 
 
+def _statement_of(n: Node, body: Node) -> Node | None:
+    """The statement of the loop body `body` that holds `n`."""
+    p = n
+    while p is not None and p.parent is not None and p.parent != body:
+        p = p.parent
+    return p if p is not None and p.parent == body else None
+
+
+def _total(s: Source, m, top: Loop, inner: Loop) -> str | None:
+    """The innermost iterations of the whole nest, as text fixed before it (None where a
+    loop's trip is not fixed there)."""
+    trips = []
+    cur: Loop | None = inner
+    while cur is not None:
+        t = _trip(s, m, cur, top.node)
+        if t is None:
+            return None
+        trips.append(f"(long long)({t})")
+        if cur is top:
+            break
+        cur = cur.parent
+    return " * ".join(reversed(trips))
+
+
 def _once(s: Source, m) -> str | None:
     sites: dict[str, list[Node]] = {}
     for n in walk(m.body):
         name = _deref_increment(n)
         if name is not None:
             sites.setdefault(name, []).append(n)
+    groups: list[tuple[str, Loop, list[Node]]] = []  # (pointer, its loop, its walks there)
     for name, nodes in sites.items():
+        by_loop: dict[int, tuple[Loop, list[Node]]] = {}
+        for x in nodes:
+            lp = next((lp for lp in reversed(m.loops) if within(x, lp.body)), None)
+            if lp is not None:
+                by_loop.setdefault(lp.node.start_byte, (lp, []))[1].append(x)
+        groups += [(name, lp, xs) for lp, xs in by_loop.values()]
+    for name, inner, nodes in groups:
         d = lookup(name, nodes[0])
-        if d is None or not d.pointer or len(nodes) != 1:
+        if d is None or not d.pointer:
             continue
-        site = nodes[0]
-        inner = next((lp for lp in reversed(m.loops) if within(site, lp.body)), None)
-        if inner is None or inner.children or _conditional(site, inner):
+        if inner.children or any(_conditional(x, inner) for x in nodes):
+            continue
+        # several walks per iteration (a body unrolled by hand): each in a statement of its
+        # own, taken in the statements' order
+        stmts = [_statement_of(x, inner.body) for x in nodes]
+        if any(st is None for st in stmts) or \
+                len({st.start_byte for st in stmts if st is not None}) != len(nodes):
             continue
         # the outermost loop inside the pointer's scope whose body holds the site
         top = inner
@@ -112,11 +156,11 @@ def _once(s: Source, m) -> str | None:
             top = top.parent
         if within(d.node, top.node):
             continue
-        # no other use of the pointer in the nest, none after it
+        # no other use of the pointer in the nest
         uses = [u for u in walk(m.fn) if u.type == "identifier" and u.text.decode() == name
                 and lookup(name, u) is not None and lookup(name, u).key == d.key]
         inside = [u for u in uses if within(u, top.node)]
-        if len(inside) != 1 or any(u.start_byte > top.node.end_byte for u in uses):
+        if len(inside) != len(nodes):
             continue
         idx = _index(s, m, inner, top)
         if idx is None:
@@ -125,7 +169,22 @@ def _once(s: Source, m) -> str | None:
         if any(n.type in ("break_statement", "continue_statement", "goto_statement",
                           "return_statement") for n in walk(top.node)):
             continue
-        return finish(s, [Edit(site.start_byte, site.end_byte, f"{name}[{idx}]")])
+        k = len(nodes)
+        edits = [Edit(x.start_byte, x.end_byte,
+                      f"{name}[{idx}]" if k == 1 else f"{name}[{k} * ({idx}) + {j}]")
+                 for j, x in enumerate(sorted(nodes, key=lambda x: x.start_byte))]
+        if any(u.start_byte > top.node.end_byte for u in uses):
+            # read after the nest: it moves on by what the walks covered, as it did
+            total = _total(s, m, top, inner)
+            if total is None or top.node.parent is None or \
+                    top.node.parent.type != "compound_statement":
+                continue
+            n_all = fresh_name(m, f"{name}_walked")
+            ind = s.indent_of(top.node)
+            edits.append(Edit(top.node.end_byte, top.node.end_byte,
+                              f"\n{ind}{{ const long long {n_all} = {total}; "
+                              f"if ({n_all} > 0) {name} += {k} * {n_all}; }}"))
+        return finish(s, edits)
     return None
 
 
