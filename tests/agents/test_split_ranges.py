@@ -215,6 +215,10 @@ def test_equalities_at_the_ends_of_the_range(tmp_path, test, split):
     # the bound may change through its address
     ("int m = n; int* p = &m; for (int i = 0; i < n; i++) { out[i] = i < m ? in[i] : 0.0f; "
     "*p = 1; }"),
+    # a break ends the loop: in the first of three loops it would not end the other two
+    "for (int i = 0; i < n; i++) { if (in[i] < 0) break; out[i] = i < 2 ? 0.0f : in[i]; }",
+    # a label in the body would be defined three times
+    "for (int i = 0; i < n; i++) { again: out[i] = i < 2 ? 0.0f : in[i]; if (out[i] > 9) goto again; }",
     # unsigned arithmetic wraps: `u - 1 < 3` is not `u < 4`
     "unsigned k = (unsigned)n; for (int i = 0; i < n; i++) out[i] = i < k ? in[i] : 0.0f;",
 ])

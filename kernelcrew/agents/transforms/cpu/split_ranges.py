@@ -41,7 +41,8 @@ comparisons (an equality only at a constant distance from the first or last valu
 one side decides it); each comparison's sides are linear in the counter through integer
 locals the body sets before the test in straight-line statements (`int c = a + w * s;`,
 `c -= pad;`), from names the loop does not write; a test inside an inner loop reads
-nothing that loop sets. A comparison whose coefficient of the
+nothing that loop sets; no `break` ends the loop (in the first piece it would not end the
+other two) and its body holds no label. A comparison whose coefficient of the
 counter is not a positive constant (`stride`) is split only where it is positive at run
 time: where it is not, the whole range runs as written. The range's ends are exact
 ceilings (`a*w + c < 0` for `w < ceil(-c / a)`), so each element takes the branch it took
@@ -319,6 +320,8 @@ def _site(s: Source, fn: Node, lp: Loop) -> tuple[list[tuple[Node, str, list[Nod
         text = pragma_text(s, p)
         if text.startswith("omp") and not text.startswith("omp simd"):
             return None
+    if _leaves(lp.node):
+        return None
     r = _Reader(s, lp, fn)
     tests: list[tuple[Node, str, list[Node]]] = []
     merged = _Split()
@@ -346,6 +349,22 @@ def _site(s: Source, fn: Node, lp: Loop) -> tuple[list[tuple[Node, str, list[Nod
                 merged.positive += sp.positive
         r.step(stmt)
     return (tests, merged) if tests else None
+
+
+def _leaves(loop: Node) -> bool:
+    """A `break` that ends `loop` itself (in the first piece it would not end the two after
+    it), or a label in its body (the copies would define it three times)."""
+    for n in walk(loop.child_by_field_name("body")):
+        if n.type == "labeled_statement":
+            return True
+        if n.type == "break_statement":
+            p = n.parent
+            while p is not None and p.type not in ("for_statement", "while_statement",
+                                                   "do_statement", "switch_statement"):
+                p = p.parent
+            if p is not None and p.start_byte == loop.start_byte:
+                return True
+    return False
 
 
 def _pieces(s: Source, m, lp: Loop, tests: list[tuple[Node, str, list[Node]]],
