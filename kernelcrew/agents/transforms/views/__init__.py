@@ -2,9 +2,12 @@
 module with a function `(source, entry) -> source | None` that changes nothing the code
 computes, listed once in VIEWS:
 
+- `active_branches`: inside the function, the `#if` branches the kernel compiles alone
+  (the others set aside as markers, put back into a move's result);
 - `comparisons`: a variable C++'s grammar takes for a template's name (`a < b || a >= c`)
   parenthesized, so the comparisons read as comparisons;
-- `loop_counters`: counters declared at the top moved into the loops that assign them;
+- `loop_counters`: counters declared at the top moved into the loops that assign them, and
+  plain locals each loop sets first declared where it sets them (`scope_scalars`);
 - `reroll`: loops unrolled by hand rolled back;
 - `expand_macros`: indexing macros expanded as the preprocessor would;
 - `counted_whiles`: counted `while` loops written as `for` loops;
@@ -24,12 +27,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from kernelcrew.agents.transforms.views.active_branches import (
+    active_branches,
+    restore_branches,
+)
 from kernelcrew.agents.transforms.views.comparisons import unmask_comparisons
 from kernelcrew.agents.transforms.views.counted_whiles import counted_whiles
 from kernelcrew.agents.transforms.views.expand_macros import expand_macros, restore_declarators
 from kernelcrew.agents.transforms.views.hoist_factors import hoist_factors
 from kernelcrew.agents.transforms.views.inline_helpers import inline_calls
-from kernelcrew.agents.transforms.views.loop_counters import scope_counters
+from kernelcrew.agents.transforms.views.loop_counters import scope_counters, scope_scalars
 from kernelcrew.agents.transforms.views.mirror_stores import split_mirrors
 from kernelcrew.agents.transforms.views.pointer_walks import index_pointers
 from kernelcrew.agents.transforms.views.reroll import reroll
@@ -37,8 +44,10 @@ from kernelcrew.agents.transforms.views.scalarize import scalarize
 
 # the views in the order they are taken, each on the one before (one line per view)
 VIEWS: tuple[Callable[[str, str], str | None], ...] = (
+    active_branches,
     unmask_comparisons,
     scope_counters,
+    scope_scalars,
     reroll,
     expand_macros,
     counted_whiles,
@@ -67,8 +76,10 @@ def preferred(src: str, entry: str) -> str:
     """The view the loop moves read first: the code with its comparisons read as
     comparisons, its counters scoped and its hand-unrolled loops rolled back, rewrites that
     change nothing it computes."""
-    plain = unmask_comparisons(src, entry) or src
+    plain = active_branches(src, entry) or src
+    plain = unmask_comparisons(plain, entry) or plain
     scoped = scope_counters(plain, entry) or plain
+    scoped = scope_scalars(scoped, entry) or scoped
     return reroll(scoped, entry) or scoped
 
 
@@ -112,8 +123,9 @@ def through_views(transform: Callable[..., str | None], *, until_done: bool = Fa
             if again is None or again == out:
                 break
             out = again
-        # parameters the views declared plainly go back to the code base's spelling
-        return restore_declarators(src, out)
+        # parameters the views declared plainly go back to the code base's spelling, and
+        # the other targets' branches the first view set aside go back in
+        return restore_branches(src, entry, restore_declarators(src, out))
 
     run.__name__ = getattr(transform, "__name__", "transform")
     run.__doc__ = transform.__doc__

@@ -106,3 +106,94 @@ def scope_counters(src: str, entry: str) -> str | None:
                 init = o.child_by_field_name("initializer")
                 edits.append(Edit(init.start_byte, init.start_byte, f"{typ} "))
     return finish(s, edits)
+
+
+def _plain_type(decl: Node) -> str | None:
+    """The type of a declaration of plain locals (`float`, `float32_t`, `double`,
+    `unsigned int`), None with a storage class, a qualifier or a struct."""
+    words = []
+    for c in decl.children:
+        if c.type in ("primitive_type", "sized_type_specifier", "type_identifier"):
+            words += c.text.decode().split()
+        elif c.type in ("storage_class_specifier", "type_qualifier", "struct_specifier",
+                        "union_specifier", "enum_specifier", "attribute_specifier",
+                        "ms_declspec_modifier", "template_type", "qualified_identifier"):
+            return None
+    return " ".join(words) or None
+
+
+def _first_set(u: Node, name: str) -> Node | None:
+    """The loop body `u` starts each iteration of: the statement `name = value;` (a
+    statement of a loop's body, its value not reading `name`) that `u` is, or None."""
+    a = u.parent
+    if a is None or a.type != "assignment_expression" or \
+            a.child_by_field_name("operator").type != "=" or \
+            a.child_by_field_name("left") != u:
+        return None
+    stmt = a.parent
+    if stmt is None or stmt.type != "expression_statement" or stmt.parent is None or \
+            stmt.parent.type != "compound_statement" or stmt.parent.parent is None or \
+            stmt.parent.parent.type not in ("for_statement", "while_statement",
+                                            "do_statement"):
+        return None
+    if any(n.type == "identifier" and n.text.decode() == name
+           for n in walk(a.child_by_field_name("right"))):
+        return None
+    return stmt
+
+
+def scope_scalars(src: str, entry: str) -> str | None:
+    """Plain locals declared at the top that each loop using them sets first, declared
+    where the loop sets them (`float sum;` ... `sum = 0.0f;` at the top of a row's body
+    becomes `float sum = 0.0f;`): the loop then carries nothing in them and may be
+    threaded. Taken where every use of the local lies in the body of a loop whose body
+    starts it (a statement of that body, before every other use there), its address is
+    never taken, and nothing outside those loops reads it; None where there is none."""
+    s = Source(src)
+    fn = find_function(s, entry)
+    body = fn.child_by_field_name("body") if fn is not None else None
+    if body is None:
+        return None
+    edits: list[Edit] = []
+    for decl in body.named_children:
+        if decl.type != "declaration":
+            continue
+        typ = _plain_type(decl)
+        if typ is None:
+            continue
+        for name, init, pointer, array in declarators(decl):
+            if pointer or array or init is not None:
+                continue
+            mine = [u for u in walk(body) if u.type == "identifier" and u.text.decode() == name
+                    and not within(u, decl) and (d := lookup(name, u)) is not None
+                    and d.node.start_byte == decl.start_byte]
+            if not mine or any(
+                    u.parent is not None and u.parent.type == "pointer_expression" and
+                    u.parent.child_by_field_name("operator").type == "&" for u in mine):
+                continue
+            starts: dict[int, Node] = {}  # loop body -> the statement that sets it first
+            ok = True
+            for u in sorted(mine, key=lambda x: x.start_byte):
+                home = next((b for b, st in starts.items() if within(u, st.parent)
+                             and b == st.parent.start_byte), None)
+                if home is not None:
+                    if u.start_byte < starts[home].start_byte:
+                        ok = False
+                    continue
+                st = _first_set(u, name)
+                if st is None:
+                    ok = False
+                    break
+                starts[st.parent.start_byte] = st
+            if not ok or not starts:
+                continue
+            # a loop's body set first must hold every use in that body after the set
+            for st in starts.values():
+                loop_body = st.parent
+                if any(within(u, loop_body) and u.start_byte < st.start_byte for u in mine):
+                    ok = False
+            if not ok:
+                continue
+            for st in starts.values():
+                edits.append(Edit(st.start_byte, st.start_byte, f"{typ} "))
+    return finish(s, edits)
