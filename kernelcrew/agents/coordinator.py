@@ -315,6 +315,11 @@ def _add_rungs(candidates: list[tuple[Proposal, str]],
     right after the chosen value when that goes on its own."""
     in_merged_rungs = 0
     for p, q in alternatives:
+        if p.change.params.get("alone"):  # raced on the current kernel, outside the merge
+            at = next((i + 1 for i, (c, _) in enumerate(candidates) if c is q), len(candidates))
+            why = f"{_label(p)}: on the current kernel alone (its merge did not build)"
+            candidates.insert(at, (p, why))
+            continue
         if merged is not None and q in in_merge and apply is not None:
             if _param_alternative(p, q):  # the merge again, with p in q's place
                 redo = _merge([p if x is q else x for x in in_merge], apply, [])[0]

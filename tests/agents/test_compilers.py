@@ -209,3 +209,40 @@ def test_a_compiler_rung_is_raced_on_the_merged_kernel():
     assert "compiler: clang++" in d.candidates[1].change.kernel
     assert d.candidates[1].change.kernel.split("*/", 1)[1] == \
         props[0].change.kernel.split("*/", 1)[1]
+
+
+def test_a_rung_whose_merge_did_not_compile_is_proposed_again_once():
+    from kernelcrew.agents.heuristic.compiler_flags import raced_rungs
+
+    # raced in a merge that ran: not again; in a merge the compiler failed on: once more
+    assert "compiler:clang++" in raced_rungs({"simd+compiler:clang++": "same"})
+    failed_once = {"simd+omp_parallel+compiler:polly": "compile-error", "simd": "accepted"}
+    assert "compiler:polly" not in raced_rungs(failed_once)
+    assert "simd" in raced_rungs(failed_once)
+    failed_twice = {**failed_once, "flags+compiler:polly": "compile-error"}
+    assert "compiler:polly" in raced_rungs(failed_twice)
+
+
+@needs_clang
+def test_a_rung_proposed_alone_is_raced_outside_the_merge():
+    ctx = ctx_for("small_matmul")
+    base = ctx.kernel
+
+    def prop(author, kind, transform, params, typ="source"):
+        new = apply_transform(transform, base, params)
+        assert new is not None, transform
+        return Proposal(author=author, bottleneck="b", plan=kind, risks="r",
+                        expected_gain=2.0, confidence=0.7,
+                        change=Change(type=typ, kind=kind, kernel=new, transform=transform,
+                                      params=params, regions=changed_regions(base, new),
+                                      flags=parse_kernel_text(new, "cpu").meta.flags
+                                      if typ == "flags" else None))
+    props = [prop("memory_access", "interchange", "interchange", {}),
+             prop("loop", "simd", "simd", {}),
+             prop("compiler_flags", "compiler:clang++", "compiler",
+                  {"cc": "clang++", "alone": True}, "flags")]
+    d = coordinate(props, base, apply=lambda p, t: apply_change(p.change, t))
+    kinds = [c.change.kind for c in d.candidates]
+    assert kinds[0] == "interchange+simd" and "compiler:clang++" in kinds
+    alone = d.candidates[kinds.index("compiler:clang++")]
+    assert alone.change.kernel.split("*/", 1)[1] == base.split("*/", 1)[1]  # the code as it is

@@ -35,6 +35,12 @@ class Move:
     type: ChangeType = "source"
 
 
+def kind_parts(kind: str) -> list[str]:
+    """The changes of a merged kind (`simd+compiler:clang++`): joined by `+`, a `+` that
+    ends a name (`clang++`) kept in it."""
+    return [k for k in re.split(r"(?<!\+)\+(?=[^+])|(?<=\+\+)\+(?=[^+])", kind) if k]
+
+
 def tried_kinds(ctx: AgentContext) -> dict[str, str]:
     """kind -> outcome of its last evaluation on this run. A merged candidate ("a+b") that
     was accepted marks each part; one that failed marks only the combination."""
@@ -51,7 +57,7 @@ def tried_kinds(ctx: AgentContext) -> dict[str, str]:
     for kind, outcome in seen:
         out[kind] = outcome
         if "+" in kind and outcome == "accepted":
-            for part in kind.split("+"):
+            for part in kind_parts(kind):
                 out[part] = outcome
     return out
 

@@ -8,7 +8,13 @@ import functools
 import re
 
 from kernelcrew.agents.context import AgentContext
-from kernelcrew.agents.heuristic.base import HeuristicSpecialist, Move, blocked, tried_kinds
+from kernelcrew.agents.heuristic.base import (
+    HeuristicSpecialist,
+    Move,
+    blocked,
+    kind_parts,
+    tried_kinds,
+)
 from kernelcrew.agents.heuristic.cuda_moves import register_moves
 from kernelcrew.agents.heuristic.evidence import Evidence
 from kernelcrew.agents.transforms.cpu import compiler
@@ -26,6 +32,23 @@ def cpu_isa() -> frozenset[str]:
         pass
     return frozenset()
 
+
+
+def raced_rungs(tried: dict[str, str]) -> set[str]:
+    """The parts of every change evaluated on this run, merges included: a compiler rung
+    raced inside a merged kernel is not proposed again. A merge that did not compile did
+    not race its rung (the compiler may have failed on another part, or crashed, as Polly
+    does on some threaded nests): the rung is proposed again, once, on the current kernel
+    alone (`alone`, which the coordinator races as it is, outside the merge)."""
+    failed: dict[str, int] = {}
+    out: set[str] = set()
+    for kind, outcome in tried.items():
+        for part in kind_parts(kind):
+            if outcome == "compile-error":
+                failed[part] = failed.get(part, 0) + 1
+            else:
+                out.add(part)
+    return out | {part for part, n in failed.items() if n > 1}
 
 class CompilerFlags(HeuristicSpecialist):
     name = "compiler_flags"
@@ -125,8 +148,13 @@ class CompilerFlags(HeuristicSpecialist):
         # one compiler rung per iteration (the coordinator races it on the iteration's
         # merged kernel, beside it): the next one once this one was tried
         tried = tried_kinds(ctx)
-        raced = {part for kind in tried for part in kind.split("+")}  # on a merge too
-        return [mv for mv in out if not blocked(mv.kind, tried) and mv.kind not in raced][:1]
+        raced = raced_rungs(tried)
+        out = [mv for mv in out if not blocked(mv.kind, tried) and mv.kind not in raced][:1]
+        for mv in out:
+            if any(mv.kind in kind_parts(k) for k, o in tried.items() if o == "compile-error"):
+                # its merge did not build: raced on the current kernel alone this time
+                mv.params = {**mv.params, "alone": True}
+        return out
 
     def _cuda_moves(self, ev: Evidence, ctx: AgentContext) -> list[Move]:
         flags = ev.flags
