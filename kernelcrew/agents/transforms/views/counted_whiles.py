@@ -148,6 +148,18 @@ def _pointer_trip(s: Source, loop: Node) -> tuple[str, str] | None:
     return d.name, f"(long long)({s.text_of(end)} - {d.name})"
 
 
+def _int_counter(s: Source, var: Node | None):
+    """(its declaration, its type without const) of an integer variable, or None."""
+    if var is None or var.type != "identifier":
+        return None
+    d = lookup(var.text.decode(), var)
+    if d is None or d.pointer or d.array:
+        return None
+    ty = d.node.child_by_field_name("type")
+    tytext = s.text_of(ty).replace("const", "").strip() if ty is not None else ""
+    return (d, tytext) if _INT.fullmatch(tytext) else None
+
+
 def _count_trip(s: Source, fn: Node, loop: Node) -> tuple[str, str, str] | None:
     """(counter name, its type, trip count text) of `while (n--)` / `while (n-- > 0)`."""
     cond = _bare(loop.child_by_field_name("condition"))
@@ -158,16 +170,10 @@ def _count_trip(s: Source, fn: Node, loop: Node) -> tuple[str, str, str] | None:
     if cond is None or cond.type != "update_expression" or \
             not cond.text.decode().rstrip().endswith("--"):
         return None
-    var = _bare(cond.child_by_field_name("argument"))
-    if var is None or var.type != "identifier":
+    got = _int_counter(s, _bare(cond.child_by_field_name("argument")))
+    if got is None:
         return None
-    d = lookup(var.text.decode(), var)
-    if d is None or d.pointer or d.array:
-        return None
-    ty = d.node.child_by_field_name("type")
-    tytext = s.text_of(ty).replace("const", "").strip() if ty is not None else ""
-    if not _INT.fullmatch(tytext):
-        return None
+    d, tytext = got
     if _uses(loop.child_by_field_name("body"), d.key):
         return None
     if any(u.start_byte >= loop.end_byte for u in _uses(fn, d.key)):
@@ -219,15 +225,11 @@ def _decrement_trip(s: Source, fn: Node, loop: Node) -> tuple[str, str, Node] | 
         var = right
     else:
         return None
-    if var is None or var.type != "identifier":
+    got = _int_counter(s, var)
+    if got is None:
         return None
-    d = lookup(var.text.decode(), var)
-    if d is None or d.pointer or d.array:
-        return None
-    ty = d.node.child_by_field_name("type")
-    tytext = s.text_of(ty).replace("const", "").strip() if ty is not None else ""
-    if not _INT.fullmatch(tytext) or (op == "!=" and "unsigned" not in tytext and
-                                      not re.match(r"(uint|size_t)", tytext)):
+    d, tytext = got
+    if op == "!=" and "unsigned" not in tytext and not re.match(r"(uint|size_t)", tytext):
         return None
     body = loop.child_by_field_name("body")
     if body is None or body.type != "compound_statement":

@@ -22,6 +22,8 @@ The declarations at the top stay (unused now); the loops' own ones shadow them.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from kernelcrew.agents.transforms.analysis.common import finish
 from kernelcrew.csource.syntax import (
     Edit,
@@ -69,6 +71,31 @@ def _assigning_for(n: Node, name: str) -> Node | None:
     return None
 
 
+def _top_locals(body: Node, type_of) -> Iterator[tuple[Node, str, str, list[Node]]]:
+    """(declaration, its type, name, the uses of that declaration) of each plain local the
+    function's body declares at its top level without a value (`int i, j;`, `float s;`),
+    for the declarations whose type `type_of` accepts."""
+    for decl in body.named_children:
+        if decl.type != "declaration":
+            continue
+        typ = type_of(decl)
+        if typ is None:
+            continue
+        for name, init, pointer, array in declarators(decl):
+            if pointer or array or init is not None:
+                continue
+            mine = [u for u in walk(body) if u.type == "identifier" and u.text.decode() == name
+                    and not within(u, decl) and (d := lookup(name, u)) is not None
+                    and d.node.start_byte == decl.start_byte]
+            if mine:
+                yield decl, typ, name, mine
+
+
+def _address_taken(uses: list[Node]) -> bool:
+    return any(u.parent is not None and u.parent.type == "pointer_expression" and
+               u.parent.child_by_field_name("operator").type == "&" for u in uses)
+
+
 def scope_counters(src: str, entry: str) -> str | None:
     """Declare the top-declared integer counters of `entry` in the loops that assign them,
     where that changes nothing (module docstring); None when there is none."""
@@ -78,33 +105,18 @@ def scope_counters(src: str, entry: str) -> str | None:
     if body is None:
         return None
     edits: list[Edit] = []
-    for decl in body.named_children:
-        if decl.type != "declaration":
-            continue
-        typ = _type_text(decl)
-        if typ is None:
-            continue
-        for name, init, pointer, array in declarators(decl):
-            if pointer or array or init is not None:
-                continue
-            uses = [u for u in walk(body) if u.type == "identifier" and u.text.decode() == name
-                    and not within(u, decl)]
-            mine = [u for u in uses if (d := lookup(name, u)) is not None
-                    and d.node.start_byte == decl.start_byte]
-            if not mine:
-                continue
-            if any(u.parent is not None and u.parent.type == "pointer_expression" and
-                   u.parent.child_by_field_name("operator").type == "&" for u in mine):
-                continue  # its address is taken
-            owners = [_assigning_for(u, name) for u in mine]
-            if any(o is None for o in owners):
-                continue  # read or written outside a loop that assigns it first
-            if any(within(u, o.child_by_field_name("initializer").child_by_field_name("right"))
-                   for u, o in zip(mine, owners, strict=True) if o is not None):
-                continue  # `for (i = i + 1; ...)` reads the value before the loop
-            for o in {o.start_byte: o for o in owners if o is not None}.values():
-                init = o.child_by_field_name("initializer")
-                edits.append(Edit(init.start_byte, init.start_byte, f"{typ} "))
+    for _decl, typ, name, mine in _top_locals(body, _type_text):
+        if _address_taken(mine):
+            continue  # its address is taken
+        owners = [_assigning_for(u, name) for u in mine]
+        if any(o is None for o in owners):
+            continue  # read or written outside a loop that assigns it first
+        if any(within(u, o.child_by_field_name("initializer").child_by_field_name("right"))
+               for u, o in zip(mine, owners, strict=True) if o is not None):
+            continue  # `for (i = i + 1; ...)` reads the value before the loop
+        for o in {o.start_byte: o for o in owners if o is not None}.values():
+            init = o.child_by_field_name("initializer")
+            edits.append(Edit(init.start_byte, init.start_byte, f"{typ} "))
     return finish(s, edits)
 
 
@@ -155,45 +167,32 @@ def scope_scalars(src: str, entry: str) -> str | None:
     if body is None:
         return None
     edits: list[Edit] = []
-    for decl in body.named_children:
-        if decl.type != "declaration":
+    for _decl, typ, name, mine in _top_locals(body, _plain_type):
+        if _address_taken(mine):
             continue
-        typ = _plain_type(decl)
-        if typ is None:
+        starts: dict[int, Node] = {}  # loop body -> the statement that sets it first
+        ok = True
+        for u in sorted(mine, key=lambda x: x.start_byte):
+            home = next((b for b, st in starts.items() if within(u, st.parent)
+                         and b == st.parent.start_byte), None)
+            if home is not None:
+                if u.start_byte < starts[home].start_byte:
+                    ok = False
+                continue
+            st = _first_set(u, name)
+            if st is None:
+                ok = False
+                break
+            starts[st.parent.start_byte] = st
+        if not ok or not starts:
             continue
-        for name, init, pointer, array in declarators(decl):
-            if pointer or array or init is not None:
-                continue
-            mine = [u for u in walk(body) if u.type == "identifier" and u.text.decode() == name
-                    and not within(u, decl) and (d := lookup(name, u)) is not None
-                    and d.node.start_byte == decl.start_byte]
-            if not mine or any(
-                    u.parent is not None and u.parent.type == "pointer_expression" and
-                    u.parent.child_by_field_name("operator").type == "&" for u in mine):
-                continue
-            starts: dict[int, Node] = {}  # loop body -> the statement that sets it first
-            ok = True
-            for u in sorted(mine, key=lambda x: x.start_byte):
-                home = next((b for b, st in starts.items() if within(u, st.parent)
-                             and b == st.parent.start_byte), None)
-                if home is not None:
-                    if u.start_byte < starts[home].start_byte:
-                        ok = False
-                    continue
-                st = _first_set(u, name)
-                if st is None:
-                    ok = False
-                    break
-                starts[st.parent.start_byte] = st
-            if not ok or not starts:
-                continue
-            # a loop's body set first must hold every use in that body after the set
-            for st in starts.values():
-                loop_body = st.parent
-                if any(within(u, loop_body) and u.start_byte < st.start_byte for u in mine):
-                    ok = False
-            if not ok:
-                continue
-            for st in starts.values():
-                edits.append(Edit(st.start_byte, st.start_byte, f"{typ} "))
+        # a loop's body set first must hold every use in that body after the set
+        for st in starts.values():
+            loop_body = st.parent
+            if any(within(u, loop_body) and u.start_byte < st.start_byte for u in mine):
+                ok = False
+        if not ok:
+            continue
+        for st in starts.values():
+            edits.append(Edit(st.start_byte, st.start_byte, f"{typ} "))
     return finish(s, edits)
