@@ -150,3 +150,13 @@ def test_a_local_each_loop_sets_first_is_declared_there():
 ])
 def test_a_local_whose_value_crosses_iterations_stays_where_it_is(body):
     assert "float acc = " not in (scope_scalars(ROWS.replace("BODY", body), "f") or "")
+
+
+def test_a_knob_the_compile_line_may_set_decides_nothing():
+    # `#ifndef TILE` / `#define TILE 64`: the build passes -DTILE=... to try other values
+    src = ("#ifndef TILE\n#define TILE 64\n#endif\n#define WIDE 1\n"
+           "void f(float *x, int n) {\n#if TILE > 32\n    x[0] = 2.0f;\n#else\n"
+           "    x[0] = 3.0f;\n#endif\n#if WIDE\n    x[1] = 1.0f;\n#endif\n}\n")
+    view = active_branches(src, "f")
+    assert "#if TILE > 32" in view and "x[0] = 3.0f;" in view  # left as it is
+    assert "#if WIDE" not in view and "x[1] = 1.0f;" in view

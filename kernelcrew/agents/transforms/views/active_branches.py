@@ -21,7 +21,9 @@ and integer expressions of macros the text defines before the function (`#define
 at the top level, the importer writes the ones the build selects) or never defines (0, as
 the preprocessor reads them). A name the compiler or the command line may define
 (`__AVX2__`, `_OPENMP`, any `__x`/`_X` name) leaves its group as it is, and so does a
-macro defined to something other than an integer.
+macro defined to something other than an integer, or under `#ifndef` of its own name (a
+knob: the compile line sets it with -D). A wrong decision could only leave a move on a
+branch the build does not take: the directives go back with the markers.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from kernelcrew.csource.syntax import Source, find_function
 _DIRECTIVE = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif|else|endif|define|undef)\b(.*)$")
 _INT = re.compile(r"^\s*\(?\s*([0-9]+)[uUlL]*\s*\)?\s*$")
 _KNOWN = {"__cplusplus": 1}  # the kernel is compiled as C++
+KNOB = "<a knob>"  # a macro's value the compile line may set (-D overrides its #ifndef)
 MARK = "// kernelcrew: another target's line "  # + the row it stands for
 _MARKED = re.compile(r"^[ \t]*// kernelcrew: another target's line (\d+)[ \t]*$",
                      re.MULTILINE)
@@ -188,6 +191,9 @@ def active_branches(src: str, entry: str) -> str | None:
                 if name:
                     if word == "undef":
                         macros.pop(name.group(1), None)
+                    elif any(g.get("guard") == name.group(1) for g in stack):
+                        # `#ifndef K` / `#define K v`: a knob the build may set with -D
+                        macros[name.group(1)] = KNOB
                     else:
                         macros[name.group(1)] = None if name.group(2) else name.group(3).strip()
             elif stack and not live():
@@ -206,7 +212,8 @@ def active_branches(src: str, entry: str) -> str | None:
             except (Undecided, IndexError):
                 on = None
             stack.append({"decided": on is not None, "taken": bool(on), "on": on is not False,
-                          "inner": False, "rows": rows, "off_rows": [], "start": row})
+                          "inner": False, "rows": rows, "off_rows": [], "start": row,
+                          "guard": rest.split()[0] if word == "ifndef" and rest else None})
             continue
         if not stack:
             continue
