@@ -71,10 +71,14 @@ def _assigning_for(n: Node, name: str) -> Node | None:
     return None
 
 
-def _top_locals(body: Node, type_of) -> Iterator[tuple[Node, str, str, list[Node]]]:
+def _top_locals(s: Source, entry: str, type_of) -> Iterator[tuple[Node, str, str, list[Node]]]:
     """(declaration, its type, name, the uses of that declaration) of each plain local the
-    function's body declares at its top level without a value (`int i, j;`, `float s;`),
+    body of `entry` declares at its top level without a value (`int i, j;`, `float s;`),
     for the declarations whose type `type_of` accepts."""
+    fn = find_function(s, entry)
+    body = fn.child_by_field_name("body") if fn is not None else None
+    if body is None:
+        return
     for decl in body.named_children:
         if decl.type != "declaration":
             continue
@@ -100,12 +104,8 @@ def scope_counters(src: str, entry: str) -> str | None:
     """Declare the top-declared integer counters of `entry` in the loops that assign them,
     where that changes nothing (module docstring); None when there is none."""
     s = Source(src)
-    fn = find_function(s, entry)
-    body = fn.child_by_field_name("body") if fn is not None else None
-    if body is None:
-        return None
     edits: list[Edit] = []
-    for _decl, typ, name, mine in _top_locals(body, _type_text):
+    for _decl, typ, name, mine in _top_locals(s, entry, _type_text):
         if _address_taken(mine):
             continue  # its address is taken
         owners = [_assigning_for(u, name) for u in mine]
@@ -162,12 +162,8 @@ def scope_scalars(src: str, entry: str) -> str | None:
     starts it (a statement of that body, before every other use there), its address is
     never taken, and nothing outside those loops reads it; None where there is none."""
     s = Source(src)
-    fn = find_function(s, entry)
-    body = fn.child_by_field_name("body") if fn is not None else None
-    if body is None:
-        return None
     edits: list[Edit] = []
-    for _decl, typ, name, mine in _top_locals(body, _plain_type):
+    for _decl, typ, name, mine in _top_locals(s, entry, _plain_type):
         if _address_taken(mine):
             continue
         starts: dict[int, Node] = {}  # loop body -> the statement that sets it first
