@@ -8,6 +8,7 @@ strings, other calls, floats) is refused before anything is evaluated.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Mapping
 
 from kernelcrew.errors import ExprError
@@ -19,6 +20,14 @@ _BINOPS = {
     ast.FloorDiv: lambda a, b: a // b,
     ast.Mod: lambda a, b: a % b,
 }
+
+
+_INT_SUFFIX = re.compile(r"\b(\d+)[uUlL]+\b")
+
+
+def without_int_suffixes(text: str) -> str:
+    """C's integer literals as plain numbers: `1U`, `0x4UL`'s digits, `16LL` -> `1`, `16`."""
+    return _INT_SUFFIX.sub(r"\1", text)
 
 
 def _ceil_div(a: int, b: int) -> int:

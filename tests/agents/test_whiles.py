@@ -161,17 +161,23 @@ extern "C" void f(const float* a, const float* b, float* d, int64_t n) {
 """)
 
 
-def test_a_count_stepped_down_as_a_statement_is_counted(tmp_path):
-    out = counted_whiles(BLOCKS, "add_blocks")
-    assert out is not None and "while" not in out.split("add_blocks(")[1].split("extern")[0]
-    assert "for (unsigned int blk_k = 0; blk_k < blk; ++blk_k)" in out
-    lib = build(out, tmp_path)
-    rng = np.random.default_rng(7)
+def _adds_blocks(lib, seed: int) -> None:
+    """`f(a, b, d, n)` of BLOCKS adds a and b into d, whole blocks and the remainder, and
+    writes nothing past n."""
+    rng = np.random.default_rng(seed)
     for n in (0, 1, 3, 4, 7, 1001):
         a, b = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
         d = np.full(n + 1, np.nan, np.float32)
         lib.f(ptr(a), ptr(b), ptr(d), ctypes.c_int64(n))
         assert np.array_equal(d[:n], a + b) and np.isnan(d[n]), n
+
+
+def test_a_count_stepped_down_as_a_statement_is_counted(tmp_path):
+    out = counted_whiles(BLOCKS, "add_blocks")
+    assert out is not None and "while" not in out.split("add_blocks(")[1].split("extern")[0]
+    assert "for (unsigned int blk_k = 0; blk_k < blk; ++blk_k)" in out
+    lib = build(out, tmp_path)
+    _adds_blocks(lib, seed=7)
 
 
 @pytest.mark.parametrize("body", [
@@ -197,9 +203,4 @@ def test_walks_unrolled_by_hand_and_continued_after_the_loop_become_subscripts(t
     assert "if (d_walked > 0) d += 4 * d_walked;" in out
     threaded = out.replace("#define OMP_MIN_WORK 1048576", "#define OMP_MIN_WORK 1")
     lib = build(threaded, tmp_path)
-    rng = np.random.default_rng(8)
-    for n in (0, 1, 3, 4, 7, 1001):
-        a, b = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
-        d = np.full(n + 1, np.nan, np.float32)
-        lib.f(ptr(a), ptr(b), ptr(d), ctypes.c_int64(n))
-        assert np.array_equal(d[:n], a + b) and np.isnan(d[n]), n
+    _adds_blocks(lib, seed=8)

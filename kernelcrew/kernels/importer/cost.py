@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 
 from kernelcrew.errors import ExprError
-from kernelcrew.kernels.expr import names_in
+from kernelcrew.kernels.expr import names_in, without_int_suffixes
 from kernelcrew.kernels.importer.access import locals_defined_once
 from kernelcrew.kernels.importer.poly import simplify
 from kernelcrew.kernels.importer.promote import FLOAT_MATH, float_names
@@ -43,7 +43,7 @@ def _c_to_expr(text: str, sizes: set[str], consts: dict[str, str] | None = None
     for k, v in (consts or {}).items():
         text = re.sub(rf"\b{k}\b", v, text)
     t = re.sub(r"\(\s*(?:int|long|size_t|int64_t|unsigned)\s*\)", "", text)
-    t = re.sub(r"\b(\d+)[uUlL]+\b", r"\1", t)  # `1U`, `0UL`: the number
+    t = without_int_suffixes(t)
     t = re.sub(r"(?<![/])/(?![/])", "//", t)
     if not re.fullmatch(r"[\w\s+\-*/%()]+", t):
         return None

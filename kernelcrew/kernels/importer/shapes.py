@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 
 from kernelcrew.errors import ExprError, InputError
-from kernelcrew.kernels.expr import evaluate, names_in
+from kernelcrew.kernels.expr import evaluate, names_in, without_int_suffixes
 from kernelcrew.kernels.importer.access import Access, Accesses, Loop
 from kernelcrew.kernels.importer.poly import Poly
 from kernelcrew.kernels.importer.source import Param
@@ -39,7 +39,7 @@ class Need:
 def dim_expr(text: str, sizes: set[str]) -> str | None:
     """A declared extent (macros expanded: `1900 + 0`, `n`) as an op.yaml expression."""
     t = re.sub(r"\(\s*(?:int|long|size_t|unsigned|long long)\s*\)", "", text).strip()
-    t = re.sub(r"(\d+)[uUlL]+\b", r"\1", t)
+    t = without_int_suffixes(t)
     if not t or not re.fullmatch(r"[\w\s+\-*/%()]+", t):
         return None
     t = re.sub(r"(?<![/])/(?![/])", "//", t)

@@ -232,7 +232,7 @@ def _leaves(src: Source, lp: Loop) -> str | None:
     for n in walk(lp.body):
         if n.type in ("return_statement", "goto_statement", "throw_statement"):
             return f"leaves the loop at line {src.line_of(n)}"
-        if n.type == "break_statement" and _innermost_breakable(n) == lp.node:
+        if n.type == "break_statement" and innermost_breakable(n) == lp.node:
             return f"breaks out of the loop at line {src.line_of(n)}"
     return None
 
@@ -420,7 +420,8 @@ def _pointer_valued(a: Node) -> bool:
     return False
 
 
-def _innermost_breakable(n: Node) -> Node | None:
+def innermost_breakable(n: Node) -> Node | None:
+    """The loop or switch a `break` at `n` ends."""
     p = n.parent
     while p is not None:
         if p.type in ("for_statement", "while_statement", "do_statement", "switch_statement",

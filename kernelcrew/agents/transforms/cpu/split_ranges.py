@@ -60,6 +60,7 @@ from kernelcrew.agents.transforms.analysis.common import (
     statements,
     written_names,
 )
+from kernelcrew.agents.transforms.analysis.dependence import innermost_breakable
 from kernelcrew.agents.transforms.analysis.types import SIGNED_INTEGERS, decl_type
 from kernelcrew.csource.affine import Poly, p_add, p_binary, p_derivative
 from kernelcrew.csource.syntax import (
@@ -71,6 +72,7 @@ from kernelcrew.csource.syntax import (
     lookup,
     pragma_text,
     pragmas_before,
+    same,
     unparen,
     walk,
     within,
@@ -357,13 +359,8 @@ def _leaves(loop: Node) -> bool:
     for n in walk(loop.child_by_field_name("body")):
         if n.type == "labeled_statement":
             return True
-        if n.type == "break_statement":
-            p = n.parent
-            while p is not None and p.type not in ("for_statement", "while_statement",
-                                                   "do_statement", "switch_statement"):
-                p = p.parent
-            if p is not None and p.start_byte == loop.start_byte:
-                return True
+        if n.type == "break_statement" and same(innermost_breakable(n), loop):
+            return True
     return False
 
 

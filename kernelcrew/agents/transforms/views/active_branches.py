@@ -28,9 +28,11 @@ branch the build does not take: the directives go back with the markers.
 
 from __future__ import annotations
 
+import functools
 import re
 
 from kernelcrew.csource.syntax import Source, find_function
+from kernelcrew.kernels.expr import without_int_suffixes
 
 _DIRECTIVE = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif|else|endif|define|undef)\b(.*)$")
 _INT = re.compile(r"^\s*\(?\s*([0-9]+)[uUlL]*\s*\)?\s*$")
@@ -77,7 +79,7 @@ def decide(cond: str, macros: dict[str, str | None]) -> bool:
     text = re.sub(r"/\*.*?\*/|//.*$", " ", cond)
     text = re.sub(r"\bdefined\s*\(\s*(\w+)\s*\)|\bdefined\s+(\w+)",
                   lambda m: f" {_defined(m.group(1) or m.group(2), macros)} ", text)
-    text = re.sub(r"\b(\d+)[uUlL]+\b", r"\1", text)
+    text = without_int_suffixes(text)
     text = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: f" {_value(m.group(0), macros)} ", text)
     tokens = re.findall(r"\d+|&&|\|\||==|!=|<=|>=|[()!<>+\-*/%]|\S", text)
     p = _Parser(tokens)
@@ -145,6 +147,7 @@ def _apply(op: str, a: int, b: int) -> int:
             "/": lambda: int(a / b), "%": lambda: a - b * int(a / b)}[op]()
 
 
+@functools.lru_cache(maxsize=32)
 def active_branches(src: str, entry: str) -> str | None:
     """`src` with each decidable `#if` group inside `entry`'s body reduced to the branch
     the compiler takes (module docstring); None where there is none."""
@@ -177,16 +180,13 @@ def active_branches(src: str, entry: str) -> str | None:
         m = _DIRECTIVE.match(line)
         if m is None:
             if stack and not live():
-                for g in stack:
-                    if not g["on"]:
-                        g["off_rows"] += rows
-                        break
+                _off(stack, rows)
             continue
         word, rest = m.group(1), m.group(2).strip()
         if word in ("define", "undef"):
             if live() and not all(g["decided"] for g in stack):
                 uncertain = True
-            if live() and not stack or live() and all(g["decided"] for g in stack):
+            if live() and all(g["decided"] for g in stack):
                 name = re.match(r"(\w+)(\()?\s*(.*)$", rest)
                 if name:
                     if word == "undef":

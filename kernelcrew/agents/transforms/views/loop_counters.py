@@ -43,16 +43,8 @@ _INT_WORDS = {"int", "long", "short", "unsigned", "signed", "size_t", "ptrdiff_t
 def _type_text(decl: Node) -> str | None:
     """The type of a plain integer declaration (`int`, `unsigned long`, `size_t`), or None
     for anything else (static, const, a struct, a typedef it cannot tell)."""
-    words = []
-    for c in decl.children:
-        if c.type in ("primitive_type", "sized_type_specifier", "type_identifier"):
-            words += c.text.decode().split()
-        elif c.type in ("storage_class_specifier", "type_qualifier", "struct_specifier",
-                        "attribute_specifier", "ms_declspec_modifier"):
-            return None
-    if not words or any(w not in _INT_WORDS for w in words):
-        return None
-    return " ".join(words)
+    typ = _plain_type(decl)
+    return typ if typ is not None and all(w in _INT_WORDS for w in typ.split()) else None
 
 
 def _assigning_for(n: Node, name: str) -> Node | None:
