@@ -6,29 +6,39 @@ never the run: every call goes through `SafeMemory`.
 
 from __future__ import annotations
 
+import time
 import warnings
 from typing import Any
 
 from kernelcrew.graph.context import RunContext
 from kernelcrew.memory.reflection import Reflection
-from kernelcrew.memory.store import MemoryStore, MemoryUnavailable, NullMemory
+from kernelcrew.memory.store import MemoryConfigError, MemoryStore, MemoryUnavailable, NullMemory
+
+RETRY_PAUSE_S = 1.0
 
 
 class SafeMemory:
     def __init__(self, inner: MemoryStore | NullMemory) -> None:
         self.inner = inner
 
-    def _guard(self, what: str, fn, default):
-        try:
-            return fn()
-        except MemoryUnavailable as e:
-            warnings.warn(f"kernelcrew memory: {what} failed, continuing without: {e}",
-                          stacklevel=3)
-            self.inner = NullMemory(str(e))
-            return default
+    def _guard(self, what: str, fn, default, tries: int = 1):
+        for attempt in range(tries):
+            try:
+                return fn()
+            except MemoryUnavailable as e:
+                if attempt + 1 < tries and not isinstance(e, MemoryConfigError):
+                    time.sleep(RETRY_PAUSE_S)  # a busy file or a slow disk: once more
+                    continue
+                warnings.warn(f"kernelcrew memory: {what} failed, continuing without: {e}",
+                              stacklevel=3)
+                self.inner = NullMemory(str(e))
+        return default
 
-    def add(self, r: Reflection) -> None:
-        self._guard("add", lambda: self.inner.add(r), None)
+    def add(self, r: Reflection) -> str:
+        """Store `r`; '' when it is stored, else why not (the run goes on without memory).
+        A write is tried twice: losing a reflection costs every later run its lesson."""
+        self._guard("add", lambda: self.inner.add(r), None, tries=2)
+        return getattr(self.inner, "reason", "") if not self.available else ""
 
     def search(self, situation: dict[str, Any], **kw: Any) -> list:
         return self._guard("search", lambda: self.inner.search(situation, **kw), [])

@@ -129,7 +129,7 @@ class OpSpec(_Strict):
     name: str = Field(pattern=r"^[a-z0-9_]+$")
     description: str = ""
     family: str
-    sizes: list[str] = Field(min_length=1)
+    sizes: list[str] = Field(default_factory=list)
     inputs: dict[str, TensorSpec] = Field(min_length=1)
     outputs: dict[str, TensorSpec] = Field(min_length=1)
     scalars: dict[str, ScalarSpec] = Field(default_factory=dict)

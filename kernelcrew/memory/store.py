@@ -379,6 +379,14 @@ class MemoryStore:
                 documents=[_situation(r) for r in latest.values()],
                 metadatas=[r.to_metadata() for r in latest.values()],  # type: ignore[misc]
             )
+            # An upsert that returned is not proof of a write: read the ids back.
+            found = set(col.get(ids=list(latest), include=[])["ids"])
+        missing = [i for i in latest if i not in found]
+        if missing:
+            raise MemoryUnavailable(
+                f"memory store at {self.location}: {len(missing)} of {len(latest)} "
+                "reflection(s) not found after writing them"
+            )
 
     # -- reading ---------------------------------------------------------------------
 

@@ -190,3 +190,36 @@ def test_a_header_not_found_is_named_with_the_flag_to_add(tmp_path):
     spec, _ = imported(CNN / "src/stats.c", "channel_norm", "batch=2,filters=8,spatial=30",
                        tmp_path / "norm", "--include-dir", str(CNN / "include"))
     assert list(spec.outputs) == ["x"] and spec.inputs["var"].shape == ["filters"]
+
+
+FIXED = CODEBASES / "fixed" / "dsp.c"
+
+
+def test_fixed_size_functions_and_array_typedefs_import_as_the_compiler_reads_them(tmp_path):
+    """Embedded style: sizes fixed by the header's macros, no integer parameter (so no
+    --case at all), 2D data through `typedef float mat_t[ROWS][COLS]` (a parameter of that
+    type is a pointer to rows) and a pointer to such arrays."""
+    p = kernelcrew("import", str(FIXED), "--function", "fir_fixed", "--out",
+                   str(tmp_path / "fir"), timeout=180)
+    assert p.returncode == 0, p.stderr
+    spec = load_op(tmp_path / "fir")
+    assert spec.sizes == [] and [c for g in spec.shapes.values() for c in g.cases] == [{}]
+    # x[i + j] for i < SAMPLES - TAPS, j < TAPS: 4064 + 31 cells
+    assert spec.inputs["x"].shape == [4095] and spec.outputs["y"].shape == [4064]
+    check_ok(tmp_path / "fir")
+
+    p = kernelcrew("import", str(FIXED), "--function", "scale_rows", "--out",
+                   str(tmp_path / "rows"), timeout=180)
+    assert p.returncode == 0, p.stderr
+    spec = load_op(tmp_path / "rows")
+    assert spec.inputs["a"].shape == [64, 96] and spec.outputs["out"].shape == [64, 96]
+    assert spec.inputs["w"].shape == [32]  # `taps_t` is const: an input
+    check_ok(tmp_path / "rows")
+
+    spec, _ = imported(FIXED, "blocks_sum", "nblocks=5", tmp_path / "blocks")
+    assert spec.inputs["blocks"].shape == ["nblocks", 64, 96]
+    check_ok(tmp_path / "blocks")
+    # with an integer parameter, the missing case names it
+    msg = one_line_error(kernelcrew("import", str(FIXED), "--function", "blocks_sum", "--out",
+                                    str(tmp_path / "x"), timeout=180))
+    assert "--case nblocks=VALUE" in msg

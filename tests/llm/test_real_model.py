@@ -242,7 +242,8 @@ def test_the_llm_reflector_on_a_template_that_drops_system_messages(
     assert events, "no candidate was evaluated, so nothing was reflected on"
     stored = {r.text for r in MemoryStore.open(path=str(mem)).list()}
     for e in events:
-        assert e["text"] in stored  # what memory holds is what the trace says
+        # what memory holds is what the trace says
+        assert e["text"] in stored, (e.get("memory_unsaved"), sorted(stored), p.stderr[-3000:])
         assert e["tokens"]["calls"] >= 1  # the model was asked about every outcome
         measured = [round(x, 3) for x in (e.get("vs_best"), e.get("speedup")) if x]
         if e["by"] == "llm":  # the model's own words, and they quote a measured number

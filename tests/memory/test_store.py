@@ -249,3 +249,38 @@ def test_default_location_follows_env(
 def test_path_and_url_together_are_rejected(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="either path or url"):
         MemoryStore.open(tmp_path, url="http://127.0.0.1:8000")
+
+
+def test_a_write_the_store_refuses_once_is_tried_again(store_path: Path, make_reflection) -> None:
+    """The run's memory tries a write twice: a store unusable for a moment (here its
+    database file damaged, then put back) loses no reflection."""
+    import threading
+    import time
+
+    from kernelcrew.graph import memory as run_memory
+
+    store = MemoryStore.open(store_path, embedding="hashed")
+    store.add(make_reflection(change_kind="simd"))
+    db = store_path / "chroma.sqlite3"
+    good = db.read_bytes()
+    db.write_bytes(b"this is not a database" * 100)
+    put_back = threading.Timer(run_memory.RETRY_PAUSE_S / 2, db.write_bytes, (good,))
+    put_back.start()
+    t0 = time.monotonic()
+    assert run_memory.SafeMemory(store).add(make_reflection(change_kind="unroll")) == ""
+    assert time.monotonic() - t0 >= run_memory.RETRY_PAUSE_S  # the first write failed
+    put_back.join()
+    assert {r.change_kind for r in MemoryStore.open(store_path).list()} == {"simd", "unroll"}
+
+
+def test_a_write_that_fails_twice_says_why_and_the_run_goes_on(
+        store_path: Path, make_reflection) -> None:
+    from kernelcrew.graph.memory import SafeMemory
+
+    store = MemoryStore.open(store_path, embedding="hashed")
+    (store_path / "chroma.sqlite3").write_bytes(b"this is not a database" * 100)
+    memory = SafeMemory(store)
+    with pytest.warns(UserWarning, match="add failed, continuing without"):
+        why = memory.add(make_reflection())
+    assert str(store_path) in why and "\n" not in why and not memory.available
+    assert memory.add(make_reflection()) == why  # later writes say the same, and do not raise

@@ -86,7 +86,7 @@ def _reflect_one(state: CrewState, e: dict, critique: str, situation: dict,
         else:  # why the model's answer was not used: for the trace, never for memory
             unusable = llm.last_error or "no answer"
     bn = bottleneck if bottleneck in _BOTTLENECKS else "unknown"
-    memory.add(Reflection(
+    unsaved = memory.add(Reflection(
         text=text, operator=state["op_name"], family=state["family"],
         backend=state["backend"], device=situation["device"] or state["backend"], node=node,
         bottleneck=bn, change_kind=e["kind"], author=e["author"],
@@ -95,7 +95,7 @@ def _reflect_one(state: CrewState, e: dict, critique: str, situation: dict,
     emit(state["run_dir"], "reflect", text, t0=t0, iteration=it, agent="reflector",
          about=e["path"], outcome=e["outcome"], text=text, speedup=e.get("speedup"),
          vs_best=e.get("vs_best"), kind=e["kind"], author=e["author"], ran_on=ran_on, by=by,
-         llm_unusable=unusable or None,
+         llm_unusable=unusable or None, memory_unsaved=unsaved or None,
          tokens=llm.last_usage if llm is not None and called else {},
          prompt_file=llm.last_prompt_file if llm is not None and called else None)
 

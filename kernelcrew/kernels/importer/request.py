@@ -10,7 +10,16 @@ from pathlib import Path
 
 from kernelcrew.errors import InputError
 from kernelcrew.kernels.importer.preprocess import BuildFlags, from_compile_commands, parse_define
-from kernelcrew.kernels.importer.roles import DTYPE_OF, err, resolve_type, typedef_table
+from kernelcrew.kernels.importer.roles import (
+    DTYPE_OF,
+    SIZE_TYPES,
+    array_typedefs,
+    base_type,
+    err,
+    resolve_type,
+    typedef_table,
+    with_array_typedefs,
+)
 from kernelcrew.kernels.importer.source import Function, Item, SourceFile, find_function
 from kernelcrew.kernels.importer.unit import Unit, expanded_function, load_unit
 
@@ -124,7 +133,11 @@ def read_request(req: ImportRequest) -> Context:
                       fn.is_global, fn.item, fn.node)  # a macro that declares several
     for p0, p in zip(fn.params, xfn.params, strict=False):
         p.line = p0.line  # messages name the line in the file, not in the expansion
-    typedefs = typedef_table(unit.pp.text()) if unit.pp else typedef_table(unit.main.text)
+    text = unit.pp.text() if unit.pp else unit.main.text
+    typedefs = typedef_table(text)
+    arrays = array_typedefs(text)
+    with_array_typedefs(fn.params, arrays)
+    with_array_typedefs(xfn.params, arrays)
     ctx = Context(req, src, unit, fn, xsf, xfn, typedefs, fn.is_global, notes=unit.notes,
                   xlines=xlines)
     if ctx.cuda and not req.block:
@@ -134,8 +147,13 @@ def read_request(req: ImportRequest) -> Context:
         raise err(ctx.sf, fn.line, f"{fn.name} is not a __global__ function: --grid/--block "
                                    "are for CUDA kernels")
     if not req.cases:
-        raise InputError("give at least one typical case: --case SIZE=VALUE,SIZE=VALUE",
-                         field="--case")
+        sizes = [p.name for p in xfn.params if not p.pointer
+                 and resolve_type(base_type(p), typedefs) in SIZE_TYPES]
+        if sizes:
+            raise InputError(f"give at least one typical case of {fn.name}'s integer "
+                             "parameters: --case " + ",".join(f"{s}=VALUE" for s in sizes),
+                             field="--case")
+        req.cases = [{}]  # no integer parameter: its sizes are fixed in the code, one case
     return ctx
 
 

@@ -86,6 +86,47 @@ def typedef_table(text: str) -> dict[str, str]:
     return out
 
 
+def array_typedefs(text: str) -> dict[str, tuple[str, bool, list[str]]]:
+    """`typedef T NAME[D1][D2]...;` of a unit: NAME -> (T, const, [D1, D2, ...])."""
+    tree = parse(text)
+    data = text.encode()
+    out: dict[str, tuple[str, bool, list[str]]] = {}
+    for n in walk(tree.root_node):
+        ty = n.child_by_field_name("type") if n.type == "type_definition" else None
+        if ty is None:
+            continue
+        const = any(data[c.start_byte:c.end_byte].decode() == "const"
+                    for c in n.named_children if c.type == "type_qualifier")
+        for d in n.children_by_field_name("declarator"):
+            dims: list[str] = []
+            while d is not None and d.type == "array_declarator":
+                size = d.child_by_field_name("size")
+                if size is None:  # `typedef float v[];`: no extent to give
+                    break
+                dims.insert(0, " ".join(data[size.start_byte:size.end_byte].decode().split()))
+                d = d.child_by_field_name("declarator")
+            if dims and d is not None and d.type == "type_identifier":
+                out[data[d.start_byte:d.end_byte].decode()] = (
+                    data[ty.start_byte:ty.end_byte].decode(), const, dims)
+    return out
+
+
+def with_array_typedefs(params: list[Param], table: dict[str, tuple[str, bool, list[str]]]
+                        ) -> None:
+    """A parameter typed by an array typedef, as the compiler reads it: `matrix A` with
+    `typedef long matrix[N][M]` is `long A[N][M]`, `matrix *A` is `long (*A)[N][M]`."""
+    for p in params:
+        words = re.sub(r"\b(const|volatile|register)\b", "", p.base).split()
+        if len(words) != 1 or words[0] not in table or p.pointer > 1:
+            continue
+        base, const, dims = table[words[0]]
+        if p.pointer == 0:
+            p.extent0, p.dims = dims[0], dims[1:]
+        else:
+            p.dims = p.dims + dims
+        p.base, p.pointer, p.const = base, 1, p.const or const
+
+
 def resolve_type(name: str, typedefs: dict[str, str]) -> str:
     """A type name followed through typedefs until a type the importer knows."""
     seen = set()
