@@ -1,9 +1,12 @@
 """A derived reference: a float64 C++ build of an operator's own code (written by
 `kernelcrew import`), compiled once with g++ and called through ctypes.
 
-The reference is the user's own code, run in the parent like any `reference.py`: it is
-compiled without fast-math or FMA contraction and without OpenMP (pragmas are ignored),
-so it is serial and deterministic. The shared library is cached by the source's digest.
+The reference is the user's own code: it is compiled without fast-math or FMA contraction
+and without OpenMP (pragmas are ignored), so it is serial and deterministic, and cached by
+the source's digest. It runs in a child process, one per reference, started on the first
+call: code that aborts, faults or hangs on a case (a mode the function does not handle, an
+`abort()` on an input it rejects) costs that call a one-line error naming the case, never
+the kernelcrew process that asked.
 """
 
 from __future__ import annotations
@@ -11,11 +14,17 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import pickle
+import select
 import shutil
+import signal
+import struct
 import subprocess
+import sys
 import threading
+import weakref
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import platformdirs
@@ -27,7 +36,6 @@ FLAGS = ["-O2", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off", "-fno-fas
 _NP = {"float32": np.float64, "float16": np.float64, "float64": np.float64,
        "int32": np.int32, "int64": np.int64, "uint8": np.uint8, "int8": np.int8,
        "uint16": np.uint16, "int16": np.int16, "uint32": np.uint32}
-_LOCK = threading.Lock()
 
 
 def _cache_root() -> Path:
@@ -44,7 +52,8 @@ class DerivedReference:
         self.entry = entry
         self.args = args  # (name, kind, dtype, shape) in the entry's order
         self.openmp = openmp
-        self._fn: Any = None
+        self._lock = threading.Lock()
+        self._worker: subprocess.Popen | None = None
 
     def library(self) -> Path:
         if not self.source.is_file():
@@ -68,35 +77,130 @@ class DerivedReference:
         os.replace(tmp, lib)
         return lib
 
-    def _function(self) -> Any:
-        with _LOCK:
-            if self._fn is None:
-                lib = ctypes.CDLL(str(self.library()))
-                fn = getattr(lib, self.entry)
-                types: list[Any] = []
-                for _name, kind, dtype, _shape in self.args:
-                    if kind in ("input", "output"):
-                        types.append(ctypes.c_void_p)
-                    elif kind == "scalar":
-                        types.append(ctypes.c_double)
-                    else:
-                        types.append(ctypes.c_int64)
-                fn.argtypes = types
-                fn.restype = None
-                self._fn = fn
-        return self._fn
-
     def __call__(self, **kw: Any) -> dict[str, np.ndarray]:
-        fn = self._function()
+        lib = self.library()
         sizes = {n: int(kw[n]) for n, k, _d, _s in self.args if k == "size"}
-        call: list[Any] = []
-        keep: list[np.ndarray] = []
-        outs: dict[str, np.ndarray] = {}
-        for name, kind, dtype, shape in self.args:
+        values: dict[str, Any] = {}
+        for name, kind, dtype, _shape in self.args:
             if kind == "input":
-                a = np.ascontiguousarray(kw[name], dtype=_NP[dtype])
-                keep.append(a)
-                call.append(a.ctypes.data)
+                values[name] = np.ascontiguousarray(kw[name], dtype=_NP[dtype])
+            elif kind == "scalar":
+                values[name] = float(kw[name])
+        with self._lock:
+            if self._worker is None or self._worker.poll() is not None:
+                self._worker = _start_worker(lib, self.entry, self.args)
+                weakref.finalize(self, _stop, self._worker)
+            w = self._worker
+            try:
+                _send(w.stdin, (values, sizes))
+                reply = _receive(w.stdout, CALL_TIMEOUT_S)
+            except (OSError, EOFError, TimeoutError) as exc:
+                self._worker = None
+                raise self._died(w, exc, sizes) from None
+        return reply
+
+    def _died(self, w: subprocess.Popen, exc: BaseException, sizes: dict[str, int]
+              ) -> InputError:
+        hung = isinstance(exc, TimeoutError)
+        if hung:
+            w.kill()
+        try:
+            code = w.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            w.kill()
+            code = w.wait()
+        err = (w.stderr.read() if w.stderr is not None else b"").decode(errors="replace")
+        last = next((ln for ln in reversed(err.splitlines()) if ln.strip()), "")
+        case = ",".join(f"{k}={v}" for k, v in sizes.items()) or "its one case"
+        if hung:
+            what = f"ran past {CALL_TIMEOUT_S:.0f} s"
+        elif code < 0:
+            what = f"died of {signal.Signals(-code).name}"
+        else:
+            what = f"exited with code {code}"
+        return InputError(
+            f"the float64 reference (the function's own code) {what} on {case}"
+            + (f" ({last.strip()[:160]})" if last and not hung else "")
+            + ": the case is outside what the function handles; drop it from op.yaml's "
+            "shapes (or give --case values the code accepts), or write reference.py by hand",
+            path=self.source)
+
+
+# ---------------------------------------------------------------- the child process
+
+CALL_TIMEOUT_S = 600.0
+_HEADER = struct.Struct("<Q")
+
+
+def _send(f: IO[bytes], obj: Any) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    f.write(_HEADER.pack(len(data)) + data)
+    f.flush()
+
+
+def _read_exact(f: IO[bytes], n: int) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        b = f.read(n - got)
+        if not b:
+            raise EOFError("the reference process closed its pipe")
+        chunks.append(b)
+        got += len(b)
+    return b"".join(chunks)
+
+
+def _receive(f: IO[bytes], timeout: float | None = None) -> Any:
+    if timeout is not None and not select.select([f], [], [], timeout)[0]:
+        raise TimeoutError
+    (n,) = _HEADER.unpack(_read_exact(f, _HEADER.size))
+    return pickle.loads(_read_exact(f, n))
+
+
+def _start_worker(lib: Path, entry: str, args: list) -> subprocess.Popen:
+    w = subprocess.Popen(
+        [sys.executable, "-c", "from kernelcrew.kernels.derived import _serve; _serve()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        start_new_session=True)
+    assert w.stdin is not None
+    _send(w.stdin, (str(lib), entry, args))
+    return w
+
+
+def _stop(w: subprocess.Popen) -> None:
+    """Close the child's input: it exits at the end of its loop."""
+    for f in (w.stdin, w.stdout, w.stderr):
+        try:
+            if f is not None:
+                f.close()
+        except OSError:
+            pass
+    try:
+        w.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        w.kill()
+        w.wait()
+
+
+def _serve() -> None:
+    """The child: load the library, then answer calls until the parent closes the pipe."""
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # the library's own prints must not corrupt the replies
+    lib, entry, args = _receive(inp)
+    fn = getattr(ctypes.CDLL(lib), entry)
+    fn.argtypes = [ctypes.c_void_p if kind in ("input", "output") else
+                   ctypes.c_double if kind == "scalar" else ctypes.c_int64
+                   for _n, kind, _d, _s in args]
+    fn.restype = None
+    while True:
+        try:
+            values, sizes = _receive(inp)
+        except EOFError:
+            return
+        call: list[Any] = []
+        outs: dict[str, np.ndarray] = {}
+        for name, kind, dtype, shape in args:
+            if kind == "input":
+                call.append(values[name].ctypes.data)
             elif kind == "output":
                 dims = tuple(evaluate(d, sizes) for d in shape)
                 a = (np.full(dims, np.nan, dtype=np.float64) if _NP[dtype] is np.float64
@@ -104,8 +208,8 @@ class DerivedReference:
                 outs[name] = a
                 call.append(a.ctypes.data)
             elif kind == "scalar":
-                call.append(float(kw[name]))
+                call.append(values[name])
             else:
                 call.append(sizes[name])
         fn(*call)
-        return outs
+        _send(out, outs)

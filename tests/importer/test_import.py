@@ -475,3 +475,48 @@ def test_the_definition_the_build_compiles_is_imported(tmp_path):
     assert r.returncode == 0, r.stderr
     spec = load_op(tmp_path / "op")
     assert spec.origin.line == 4 and "wide_scale" not in (tmp_path / "op/baseline.cpp").read_text()
+
+
+def test_simd_code_gets_its_float64_reference_from_the_files_portable_path(tmp_path):
+    """SSE float lanes have no float64 build: the reference is promoted from the path the
+    file takes without the instruction-set macros, the baseline keeps the SSE path."""
+    out = tmp_path / "rows_dot"
+    p = kernelcrew("import", str(SOURCES / "simd.c"), "--function", "rows_dot", "--case",
+                   "rows=64,cols=1003", "--shape", "a=rows*cols", "--shape", "v=cols",
+                   "--out", str(out), timeout=180)
+    assert p.returncode == 0, p.stderr
+    assert "built from the file's portable path" in p.stdout + p.stderr
+    assert "_mm_loadu_ps" in (out / "baseline.cpp").read_text()
+    ref_text = (out / "reference64.cpp").read_text()
+    assert "_mm_" not in ref_text and "__m128" not in ref_text and "double s" in ref_text
+    spec = load_op(out)
+    rng = np.random.default_rng(3)
+    a, v = rng.standard_normal((64, 1003)), rng.standard_normal(1003)
+    got = spec.reference_fn()(a=a.ravel(), v=v, rows=64, cols=1003)["out"]
+    assert np.max(np.abs(got - a @ v)) < 1e-10  # float64 for real
+    res = json.loads(kernelcrew("check", str(out), str(out / "baseline.cpp"), "--json",
+                                "--reps", "2", timeout=600).stdout)
+    assert res["correct"], res["reason"]
+
+
+def test_a_mode_argument_is_kept_and_a_reference_that_aborts_is_a_one_line_error(tmp_path):
+    """`mode` is 0 or 1 (else the function aborts): the generated cases keep the mode the
+    typical case gives. A case the code aborts on, put into op.yaml by hand, is an error
+    naming the case and the signal, and kernelcrew itself lives on."""
+    out = tmp_path / "modes"
+    p = kernelcrew("import", str(SOURCES / "modes.c"), "--function", "apply_mode", "--case",
+                   "mode=1,n=1000", "--out", str(out), timeout=180)
+    assert p.returncode == 0, p.stderr
+    spec = load_op(out)
+    assert {c["mode"] for g in spec.shapes.values() for c in g.cases} == {1}
+    assert {c["n"] for c in spec.shapes["boundary"].cases} == {2, 5}  # above the kept 1
+    res = json.loads(kernelcrew("check", str(out), str(out / "baseline.cpp"), "--json",
+                                "--reps", "2", timeout=600).stdout)
+    assert res["correct"], res["reason"]
+
+    op = yaml.safe_load((out / "op.yaml").read_text())
+    op["shapes"]["typical"]["cases"].append({"mode": 7, "n": 10})
+    (out / "op.yaml").write_text(yaml.safe_dump(op))
+    msg = _one_line_error(kernelcrew("check", str(out), str(out / "baseline.cpp"),
+                                     timeout=600))
+    assert "reference64.cpp" in msg and "SIGABRT" in msg and "mode=7,n=10" in msg

@@ -5,7 +5,7 @@ read from the code and the float64 reference built from the same items."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kernelcrew.kernels.importer import vla
 from kernelcrew.kernels.importer.checks import check_policy, syntax_check
@@ -21,7 +21,7 @@ from kernelcrew.kernels.importer.entry import (
     signature_order,
 )
 from kernelcrew.kernels.importer.promote import promote
-from kernelcrew.kernels.importer.request import Code, Context, fn_returns
+from kernelcrew.kernels.importer.request import Code, Context, fn_returns, read_request
 from kernelcrew.kernels.importer.roles import (
     DTYPE_OF,
     ITEMSIZE,
@@ -31,7 +31,7 @@ from kernelcrew.kernels.importer.roles import (
     err,
     resolve_type,
 )
-from kernelcrew.kernels.importer.source import join_continuations
+from kernelcrew.kernels.importer.source import SourceFile, join_continuations
 from kernelcrew.kernels.importer.unit import closure
 
 
@@ -167,11 +167,56 @@ def cost_model(ctx: Context, b: Baseline, roles: list[Role], shapes: dict[str, l
     return " + ".join(f"{v}*{k}" for k, v in byte_terms.items()), flops.expr(), flops.terms
 
 
+# vector types and intrinsics (x86 SSE/AVX, Arm NEON/SVE): float lanes with no float64 build
+_SIMD = re.compile(r"\b(__m(?:64|128|256|512)[dhi]?|_mm\d*_\w+|(?:float|int|uint)\d+x\d+(?:x\d+)?_t|"
+                   r"sv(?:float|int|uint)\w*_t|v\w+q_f(?:16|32|64))\b")
+# what compilers define for the instruction sets: undefined, a file's `#ifdef __SSE__` takes
+# its portable path
+ISA_MACROS = ["__MMX__", "__SSE__", "__SSE2__", "__SSE3__", "__SSSE3__", "__SSE4_1__",
+              "__SSE4_2__", "__AVX__", "__AVX2__", "__FMA__", "__F16C__", "__AVX512F__",
+              "__AVX512BW__", "__AVX512DQ__", "__AVX512VL__", "__AVX512CD__", "__ARM_NEON",
+              "__ARM_NEON__", "__ARM_FEATURE_SVE", "__ARM_FEATURE_FMA"]
+
+
+def _simd_line(code: Code) -> tuple[SourceFile, int] | None:
+    for sf, it, text in code:
+        for k, row in enumerate(text.splitlines()):
+            if _SIMD.search(row.split("//", 1)[0]):
+                return sf, it.line + k
+    return None
+
+
+def _portable_code(ctx: Context, b: Baseline) -> Code:
+    """The code the float64 reference promotes: the baseline's own, or where that uses SIMD
+    intrinsics (float lanes, no double build), the path the file takes on a machine
+    without them (the instruction-set macros undefined); an error where there is none."""
+    simd = None if ctx.cuda else _simd_line(b.code)
+    if simd is None:
+        return b.code
+    sf, line = simd
+    why = (f"{ctx.fn.name} uses SIMD intrinsics (`{sf.path.name}` line {line}), which have no "
+           "float64 build, and")
+    fix = "give your own reference with --reference reference.py"
+    if ctx.unit.pp is None:
+        raise err(sf, line, f"{why} the file cannot be preprocessed here; {fix}")
+    plain = replace(ctx.req, source=ctx.src, cases=list(ctx.req.cases),
+                    undefines=[*ctx.req.undefines, *ISA_MACROS])
+    code, _ = code_of(read_request(plain))
+    still = _simd_line(code)
+    if still is not None:
+        raise err(still[0], still[1], f"{why} no path of the file avoids them (tried without "
+                                      f"the instruction-set macros: -U__SSE__ ...); {fix}")
+    ctx.notes.append("the float64 reference is built from the file's portable path (the "
+                     "instruction-set macros undefined: -U__SSE__, -U__AVX2__, ...): "
+                     f"{ctx.fn.name}'s SIMD intrinsics have no float64 build")
+    return code
+
+
 def reference_body(ctx: Context, b: Baseline, launch) -> str:
     if ctx.cuda:
         check_emulable(ctx.sf, [(it, t) for _sf, it, t in b.code])
     promoted = []
-    for sf, it, text in b.code:
+    for sf, it, text in _portable_code(ctx, b):
         pr = promote(text, first_line=it.line, where=sf.path.name)
         ctx.warnings += [w for w in pr.warnings if w not in ctx.warnings]
         promoted.append((sf, it, pr.text))

@@ -293,6 +293,7 @@ def import_function(req: ImportRequest) -> ImportResult:
     ref_body = None if req.reference else reference_body(ctx, b, launch)
     ranges = value_ranges(req.values, roles, sizes)
 
+    ctx.notes[:] = list(dict.fromkeys(ctx.notes))  # a helper's loops are read per call site
     folder.mkdir(parents=True, exist_ok=True)
     base_name = "baseline.cu" if ctx.cuda else "baseline.cpp"
     (folder / base_name).write_text(b.text)

@@ -21,7 +21,11 @@ from kernelcrew.kernels.text import split_top
 
 ALWAYS = ["stdint.h", "stddef.h", "climits"]
 CXX_HEADER = {"float.h": "cfloat", "limits.h": "climits", "string.h": "cstring",
-              "stdlib.h": "cstdlib"}
+              "stdlib.h": "cstdlib",
+              # x86 intrinsics by ISA level: immintrin.h declares them all
+              **{h: "immintrin.h" for h in ("mmintrin.h", "xmmintrin.h", "emmintrin.h",
+                                           "pmmintrin.h", "tmmintrin.h", "smmintrin.h",
+                                           "nmmintrin.h", "wmmintrin.h", "x86intrin.h")}}
 _PLAIN = set(C_TYPE.values()) | set(DTYPE_OF)
 
 

@@ -85,6 +85,7 @@ class ImportRequest:
     # the nvcc that compile-checks a CUDA import (the caller finds it: tools' nvcc_path);
     # None: no compile check
     nvcc: str | None = None
+    undefines: list[str] = field(default_factory=list)  # -U: the float64 reference's build
 
     def build(self) -> BuildFlags:
         """The build's flags: compile_commands.json's entry, then the flags given here."""
@@ -96,6 +97,7 @@ class ImportRequest:
                 raise InputError("not a folder; give the folder the headers are in",
                                  path=d, field="--include-dir")
         b.defines.update(self.defines)
+        b.undefines += [n for n in self.undefines if n not in b.undefines]
         return b
 
 
