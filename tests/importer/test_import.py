@@ -520,3 +520,20 @@ def test_a_mode_argument_is_kept_and_a_reference_that_aborts_is_a_one_line_error
     msg = _one_line_error(kernelcrew("check", str(out), str(out / "baseline.cpp"),
                                      timeout=600))
     assert "reference64.cpp" in msg and "SIGABRT" in msg and "mode=7,n=10" in msg
+
+
+def test_the_judges_unseen_sizes_keep_a_mode_and_draw_the_other_sizes(tmp_path):
+    """Before a win is accepted the judge draws sizes the op does not list: a size listed
+    only as 0 or 1 (a mode) keeps its value (a 0 made the draw fail), the others move."""
+    from kernelcrew.tools.judge.unseen import unseen_sizes
+
+    out = tmp_path / "modes0"
+    p = kernelcrew("import", str(SOURCES / "modes.c"), "--function", "apply_mode", "--case",
+                   "mode=0,n=1000", "--out", str(out), timeout=180)
+    assert p.returncode == 0, p.stderr
+    spec = load_op(out)
+    listed = {c.sizes["n"] for c in spec.cases()}
+    for seed in range(10):
+        got = unseen_sizes(spec, np.random.default_rng(seed))
+        assert got and all(c["mode"] == 0 for c in got)
+        assert all(c["n"] not in listed for c in got)

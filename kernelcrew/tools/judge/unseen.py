@@ -6,7 +6,8 @@ or math that is wrong for values a standard normal rarely reaches (a GELU that r
 for |x| > 6.5). Before `judge` accepts a win it verifies the challenger on:
 - UNSEEN_CASES sizes the op does not list, drawn at random near the op's own cases
   (each size between half and twice the anchor's, never a listed value, the case at most
-  UNSEEN_MAX_BYTES), in a fresh sandboxed worker;
+  UNSEEN_MAX_BYTES; a size listed only as 0 or 1, a flag or a mode, keeps its value), in
+  a fresh sandboxed worker;
 - on each of them, input sets beyond the standard normal: large magnitudes (x 30), ties
   and exact zeros (rounded to halves), tiny values down to subnormal numbers, and, for an
   op that declares `specials: true`, a few NaN and infinities in place; each only for the
@@ -125,6 +126,11 @@ def unseen_sizes(spec: OpSpec, rng: np.random.Generator, n: int = UNSEEN_CASES,
         sizes = {}
         for s, v in a.items():
             lo, hi = max(1, v // 2), min(max(3, 2 * v), top[s])
+            if max(listed[s]) <= 1 or lo > hi:
+                # 0 and 1 only: a flag or a mode (`trans_A`), whose other values may be
+                # paths the function lacks; the listed value stands
+                sizes[s] = int(v)
+                continue
             choices = [x for x in rng.integers(lo, hi + 1, size=8) if x not in listed[s]]
             sizes[s] = int(choices[0]) if choices else int(v)
         for x, op, y in rules:  # equal in every case: equal here

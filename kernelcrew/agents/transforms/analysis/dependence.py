@@ -147,6 +147,45 @@ def pure_macros(src: Source) -> set[str]:
     return out
 
 
+# x86 vector intrinsics (immintrin.h): value operations are pure; the ones that move data
+# between memory and registers, and the few with state, are not
+_INTRINSIC = re.compile(r"_mm(?:256|512)?_\w+")
+_LOADS = re.compile(r"_mm(?:256|512)?_(?:mask_|maskz_)?(?:\w*load\w*|\w*gather\w*|"
+                    r"broadcast_(?:ss|sd|ps|pd)|prefetch)")
+_STORES = re.compile(r"_mm(?:256|512)?_(?:mask_)?(?:\w*store\w*|stream_(?!load)\w+|"
+                     r"\w*scatter\w*)")
+_STATEFUL = frozenset(["_mm_malloc", "_mm_free", "_mm_setcsr", "_mm_getcsr", "_mm_sfence",
+                       "_mm_lfence", "_mm_mfence", "_mm_pause", "_mm_clflush", "_mm_empty",
+                       "_mm_monitor", "_mm_mwait"])
+
+
+def intrinsic_kind(name: str) -> str | None:
+    """'pure', 'load', 'store' or 'state' for an x86 intrinsic; None for other names."""
+    if not _INTRINSIC.fullmatch(name):
+        return None
+    if name in _STATEFUL:
+        return "state"
+    if _STORES.fullmatch(name):
+        return "store"
+    if _LOADS.fullmatch(name):
+        return "load"
+    return "pure"
+
+
+@per_source
+def vector_helpers(src: Source) -> set[str]:
+    """Defined functions that load or store through vector intrinsics."""
+    return {name for fn in functions(src) if (name := function_name(fn)) is not None and
+            any(n.type == "call_expression" and intrinsic_kind(
+                src.text_of(n.child_by_field_name("function")).strip()) in ("load", "store")
+                for n in walk(fn))}
+
+
+def pure_call(name: str) -> bool:
+    """A call that reads only its arguments' values and returns a value."""
+    return name in PURE_CALLS or intrinsic_kind(name) == "pure"
+
+
 _TYPE_WORDS = frozenset(["float", "double", "int", "long", "unsigned", "short", "char",
                          "int32_t", "int64_t", "uint32_t", "uint64_t", "size_t", "const"])
 
@@ -191,7 +230,14 @@ def impure_helpers(src: Source) -> dict[str, str]:
                     if d is None or d.param or d.pointer or \
                             "static" in src.text_of(d.node).split("=")[0].split():
                         out[name] = f"copies into {src.text_of(dst[0]) if dst else '?'}"
-                elif callee not in PURE_CALLS and callee not in macros and name not in out:
+                elif intrinsic_kind(callee) == "store" and name not in out:
+                    # a vector stored into the helper's own local array stays in the call
+                    dst = n.child_by_field_name("arguments").named_children[:1]
+                    if not dst or not _own_local_array(src, dst[0]):
+                        out[name] = (f"stores a vector through "
+                                     f"{src.text_of(dst[0]) if dst else '?'}")
+                elif not pure_call(callee) and intrinsic_kind(callee) != "load" and \
+                        callee not in macros and name not in out:
                     out[name] = f"calls {callee}()"
     changed = True
     while changed:  # a helper that calls an impure one is impure
@@ -202,6 +248,71 @@ def impure_helpers(src: Source) -> dict[str, str]:
                 out[name] = f"calls {bad}(), which {out[bad]}"
                 changed = True
     return out
+
+
+def _own_local_array(src: Source, a: Node) -> bool:
+    """`t`, `&t[k]`, `t + k` of an array declared in the function (not static)."""
+    while a.type in ("parenthesized_expression", "cast_expression") and a.named_children:
+        a = a.child_by_field_name("value") or a.named_children[-1]
+    if a.type == "pointer_expression" and a.child_by_field_name("operator").type == "&":
+        a = a.child_by_field_name("argument")
+        while a.type == "subscript_expression":
+            a = a.child_by_field_name("argument") or a.named_children[0]
+    elif a.type == "binary_expression" and a.child_by_field_name("operator").type == "+":
+        a = a.child_by_field_name("left")
+    if a.type != "identifier":
+        return False
+    d = lookup(a.text.decode(), a)
+    return d is not None and d.array and not d.param and \
+        "static" not in src.text_of(d.node).split("=")[0].split()
+
+
+def pointer_roots(model: FunctionModel, a: Node, depth: int = 0) -> set[str] | None:
+    """The parameters or local arrays a pointer argument may point into, at any offset:
+    through casts, `&x[i]`, `x + e`, and local pointers followed through every value the
+    function gives them (`bjj = B + j * K; ... bjj += K`). None where one cannot be told."""
+    if depth > 8:
+        return None
+    while a.type in ("parenthesized_expression", "cast_expression") and a.named_children:
+        a = a.child_by_field_name("value") or a.named_children[-1]
+    if a.type == "pointer_expression" and a.child_by_field_name("operator").type == "&":
+        a = a.child_by_field_name("argument")
+        while a.type == "subscript_expression":
+            a = a.child_by_field_name("argument") or a.named_children[0]
+    if a.type == "binary_expression" and a.child_by_field_name("operator").type in ("+", "-"):
+        left, right = a.child_by_field_name("left"), a.child_by_field_name("right")
+        roots = [r for r in (pointer_roots(model, x, depth + 1) for x in (left, right)
+                             if _pointer_valued(x))]
+        return roots[0] if len(roots) == 1 else None
+    if a.type != "identifier":
+        return None
+    d = lookup(a.text.decode(), a)
+    if d is None:
+        return None
+    if d.param or d.array:
+        return {d.key}
+    if not d.pointer:
+        return None
+    values = [d.init] if d.init is not None else []
+    name = a.text.decode()
+    for n in walk(model.fn):
+        t = assign_target(n)
+        if t is None or t.type != "identifier" or t.text.decode() != name or \
+                getattr(lookup(name, t), "key", None) != d.key:
+            continue
+        if n.type == "assignment_expression" and \
+                n.child_by_field_name("operator").type == "=":
+            values.append(n.child_by_field_name("right"))
+        elif n.type == "assignment_expression" and \
+                n.child_by_field_name("operator").type not in ("+=", "-="):
+            return None
+    out: set[str] = set()
+    for v in values:
+        got = pointer_roots(model, v, depth + 1)
+        if got is None:
+            return None
+        out |= got
+    return out or None
 
 
 def check_loop(model: FunctionModel, lp: Loop, *, allow_reductions: bool,
@@ -247,18 +358,41 @@ def _call_reason(model: FunctionModel, lp: Loop) -> str | None:
         if n.type != "call_expression":
             continue
         name = call_name(model, n)
-        if name not in PURE_CALLS and name not in defined and name not in macros:
+        if not pure_call(name) and name not in defined and name not in macros:
             return (f"calls {name}() at line {src.line_of(n)}, which may have "
                     "side effects")
         if name in defined and name in (impure := impure_helpers(src)):
             return (f"calls {name}() at line {src.line_of(n)}, which "
                     f"{impure[name]}")
         for a in n.child_by_field_name("arguments").named_children:
-            if name == "__ldg":
+            if name == "__ldg" or not _pointer_valued(a):
                 continue
-            if _pointer_valued(a):
+            # a helper that writes nothing may read through a pointer into an array the
+            # loop does not write: what it reads is the same in every order. Only for a
+            # helper read through vector loads, whose elements no analysis sees: a plain
+            # one is inlined by the views and its accesses checked one by one
+            roots = pointer_roots(model, a) if name in defined and \
+                name in vector_helpers(src) else None
+            written = _written_roots(model, lp) if roots is not None else {"*"}
+            if roots is None or "*" in written or roots & written:
                 return f"passes a pointer to {name}() at line {src.line_of(n)}"
     return None
+
+
+def _written_roots(model: FunctionModel, lp: Loop) -> set[str]:
+    """The arrays the loop writes (every root a write may reach; all of them where a write
+    cannot be resolved, so nothing read beside it counts as safe)."""
+    got = accesses(model, lp.body)
+    if isinstance(got, str):
+        return {"*"}
+    out = {a.root for a in got if a.write}
+    for n in walk(lp.body):
+        t = assign_target(n)
+        if t is not None and t.type == "identifier":
+            d = lookup(t.text.decode(), t)
+            if d is not None and (d.pointer or d.array) and not within(d.node, lp.body):
+                out.add("*")  # a pointer declared outside moved on: anything it reaches
+    return out
 
 
 def _scalar_reason(model: FunctionModel, lp: Loop, exclude: frozenset[str],

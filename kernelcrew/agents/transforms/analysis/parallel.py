@@ -8,7 +8,7 @@ import re
 from kernelcrew.agents.transforms.analysis.common import descendants, invariant_text
 from kernelcrew.agents.transforms.analysis.dependence import Verdict, check_loop
 from kernelcrew.csource.affine import FunctionModel
-from kernelcrew.csource.syntax import Loop, Source, lookup
+from kernelcrew.csource.syntax import Loop, Source, find_function, lookup, walk
 
 
 def work_expr(s: Source, m: FunctionModel, lp: Loop) -> str | None:
@@ -22,10 +22,43 @@ def work_expr(s: Source, m: FunctionModel, lp: Loop) -> str | None:
             factors.append(t if re.fullmatch(r"[\w.]+", t) else f"({t})")
         # follow the deepest child whose bound is known where the pragma goes
         kids = [c for c in cur.children if invariant_text(s, m, c.end, lp.node) is not None]
+        last = cur
         cur = max(kids or cur.children, key=lambda c: len(descendants(c)), default=None)
+    helper = _helper_trips(s, m, last, lp) if factors else None
+    if helper is not None:
+        factors.append(helper if re.fullmatch(r"[\w.]+", helper) else f"({helper})")
     if len(factors) > 1:  # `int` sizes: the product is taken in 64 bits
         factors[0] = f"(long long){factors[0]}"
     return " * ".join(factors) if factors else None
+
+
+def _helper_trips(s: Source, m: FunctionModel, inner: Loop, at: Loop) -> str | None:
+    """The trips of a loop inside a helper the innermost loop calls, in the caller's terms:
+    `out[r] = dot(cols, a + r * cols, v)` with `for (...; i < n; ...)` in `dot(int n, ...)`
+    is `cols` more work per iteration. The first call and loop that tell; None else."""
+    for n in walk(inner.body):
+        if n.type != "call_expression":
+            continue
+        name = s.text_of(n.child_by_field_name("function")).strip()
+        fn = find_function(s, name)
+        decl = fn.child_by_field_name("declarator") if fn is not None else None
+        plist = decl.child_by_field_name("parameters") if decl is not None else None
+        if plist is None:
+            continue
+        params = [next((i.text.decode() for i in walk(p) if i.type == "identifier"), "")
+                  for p in plist.named_children]
+        args = n.child_by_field_name("arguments").named_children
+        for f in walk(fn):
+            cond = f.child_by_field_name("condition") if f.type == "for_statement" else None
+            if cond is None or cond.type != "binary_expression" or \
+                    cond.child_by_field_name("operator").type not in ("<", "<="):
+                continue
+            bound = cond.child_by_field_name("right")
+            if bound.type == "identifier" and bound.text.decode() in params:
+                k = params.index(bound.text.decode())
+                if k < len(args):
+                    return invariant_text(s, m, args[k], at.node)
+    return None
 
 
 def owned_loops(m: FunctionModel, lp: Loop) -> set[str]:

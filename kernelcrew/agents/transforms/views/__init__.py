@@ -6,6 +6,8 @@ computes, listed once in VIEWS:
   (the others set aside as markers, put back into a move's result);
 - `comparisons`: a variable C++'s grammar takes for a template's name (`a < b || a >= c`)
   parenthesized, so the comparisons read as comparisons;
+- `split_comma_walks` (pointer_walks.py): a pointer a `for` steps beside its counter
+  (`for (j = 0, p = b; j < n; ++j, p += ld)`) computed from the counter in the body;
 - `loop_counters`: counters declared at the top moved into the loops that assign them, and
   plain locals each loop sets first declared where it sets them (`scope_scalars`);
 - `reroll`: loops unrolled by hand rolled back;
@@ -38,7 +40,7 @@ from kernelcrew.agents.transforms.views.hoist_factors import hoist_factors
 from kernelcrew.agents.transforms.views.inline_helpers import inline_calls
 from kernelcrew.agents.transforms.views.loop_counters import scope_counters, scope_scalars
 from kernelcrew.agents.transforms.views.mirror_stores import split_mirrors
-from kernelcrew.agents.transforms.views.pointer_walks import index_pointers
+from kernelcrew.agents.transforms.views.pointer_walks import index_pointers, split_comma_walks
 from kernelcrew.agents.transforms.views.reroll import reroll
 from kernelcrew.agents.transforms.views.scalarize import scalarize
 
@@ -46,6 +48,7 @@ from kernelcrew.agents.transforms.views.scalarize import scalarize
 VIEWS: tuple[Callable[[str, str], str | None], ...] = (
     active_branches,
     unmask_comparisons,
+    split_comma_walks,
     scope_counters,
     scope_scalars,
     reroll,
@@ -78,6 +81,7 @@ def preferred(src: str, entry: str) -> str:
     change nothing it computes."""
     plain = active_branches(src, entry) or src
     plain = unmask_comparisons(plain, entry) or plain
+    plain = split_comma_walks(plain, entry) or plain
     scoped = scope_counters(plain, entry) or plain
     scoped = scope_scalars(scoped, entry) or scoped
     return reroll(scoped, entry) or scoped

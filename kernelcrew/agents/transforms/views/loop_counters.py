@@ -64,27 +64,32 @@ def _assigning_for(n: Node, name: str) -> Node | None:
 
 
 def _top_locals(s: Source, entry: str, type_of) -> Iterator[tuple[Node, str, str, list[Node]]]:
-    """(declaration, its type, name, the uses of that declaration) of each plain local the
-    body of `entry` declares at its top level without a value (`int i, j;`, `float s;`),
-    for the declarations whose type `type_of` accepts."""
+    """(declaration, its type, name, the uses of that declaration) of each plain local
+    `entry` declares without a value at the top level of a block (`int i, j;`, `float s;`
+    at the top of the function, or `int ii, ie = ...;` at the top of a tile's body), for
+    the declarations whose type `type_of` accepts."""
     fn = find_function(s, entry)
     body = fn.child_by_field_name("body") if fn is not None else None
     if body is None:
         return
-    for decl in body.named_children:
-        if decl.type != "declaration":
+    for block in walk(body):
+        if block.type != "compound_statement":
             continue
-        typ = type_of(decl)
-        if typ is None:
-            continue
-        for name, init, pointer, array in declarators(decl):
-            if pointer or array or init is not None:
+        for decl in block.named_children:
+            if decl.type != "declaration":
                 continue
-            mine = [u for u in walk(body) if u.type == "identifier" and u.text.decode() == name
-                    and not within(u, decl) and (d := lookup(name, u)) is not None
-                    and d.node.start_byte == decl.start_byte]
-            if mine:
-                yield decl, typ, name, mine
+            typ = type_of(decl)
+            if typ is None:
+                continue
+            for name, init, pointer, array in declarators(decl):
+                if pointer or array or init is not None:
+                    continue
+                mine = [u for u in walk(block) if u.type == "identifier" and
+                        u.text.decode() == name and not within(u, decl) and
+                        (d := lookup(name, u)) is not None and
+                        d.node.start_byte == decl.start_byte]
+                if mine:
+                    yield decl, typ, name, mine
 
 
 def _address_taken(uses: list[Node]) -> bool:

@@ -191,3 +191,132 @@ def _once(s: Source, m) -> str | None:
 def index_pointers(src: str, entry: str) -> str | None:
     """Turn the `*p++` walks of `entry` into subscripts where legal (module docstring)."""
     return repeat(src, entry, _once)
+
+
+# ---------------------------------------------------------------- pointers stepped beside a counter
+
+def _comma_parts(n: Node) -> list[Node]:
+    """`a, b, c` as [a, b, c] (a single expression as [it])."""
+    if n.type != "comma_expression":
+        return [n]
+    left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
+    return _comma_parts(left) + _comma_parts(right) if left is not None and right is not None \
+        else [n]
+
+
+def _unit_step(n: Node, name: str) -> bool:
+    """`++c`, `c++`, `c += 1`."""
+    if n.type == "update_expression":
+        arg = n.child_by_field_name("argument")
+        return arg is not None and arg.text.decode() == name and "++" in n.text.decode()
+    if n.type == "assignment_expression" and n.child_by_field_name("operator").type == "+=":
+        return n.child_by_field_name("left").text.decode() == name and \
+            n.child_by_field_name("right").text.decode().strip() == "1"
+    return False
+
+
+def _pointer_step(n: Node, name: str) -> Node | str | None:
+    """The step of `p += st` (its node), `++p` / `p++` ("1"); None for anything else."""
+    if n.type == "update_expression":
+        arg = n.child_by_field_name("argument")
+        return "1" if arg is not None and arg.text.decode() == name and \
+            "++" in n.text.decode() else None
+    if n.type == "assignment_expression" and n.child_by_field_name("operator").type == "+=" \
+            and n.child_by_field_name("left").text.decode() == name:
+        return n.child_by_field_name("right")
+    return None
+
+
+def _comma_once(s: Source, m) -> str | None:
+    for f in walk(m.body):
+        if f.type != "for_statement":
+            continue
+        init, cond = f.child_by_field_name("initializer"), f.child_by_field_name("condition")
+        upd, body = f.child_by_field_name("update"), f.child_by_field_name("body")
+        if None in (init, cond, upd, body) or init.type != "comma_expression" or \
+                cond.type != "binary_expression":
+            continue
+        counter = cond.child_by_field_name("left").text.decode()
+        sets = {}
+        for part in _comma_parts(init):
+            if part.type != "assignment_expression" or \
+                    part.child_by_field_name("operator").type != "=" or \
+                    part.child_by_field_name("left").type != "identifier":
+                break
+            sets[part.child_by_field_name("left").text.decode()] = part
+        else:
+            steps = {}
+            for part in _comma_parts(upd):
+                names = [x for x in sets if _unit_step(part, x) or _pointer_step(part, x)]
+                if len(names) != 1:
+                    break
+                steps[names[0]] = part
+            else:
+                got = _split_walks(s, m, f, counter, sets, steps, body)
+                if got is not None:
+                    return got
+    return None
+
+
+def _split_walks(s: Source, m, f: Node, counter: str, sets: dict, steps: dict,
+                 body: Node) -> str | None:
+    """`for (c = a, p = e; c < n; ++c, p += st) S` -> `for (c = a; c < n; ++c)
+    { T *p = e + (c - a) * st; S }` where each p is a pointer declared before the loop,
+    used nowhere after it, written nowhere in S, and e and st are fixed in the loop."""
+    if counter not in sets or set(steps) != set(sets) or not _unit_step(steps[counter],
+                                                                         counter):
+        return None
+    start = fixed_text(s, m, sets[counter].child_by_field_name("right"), f)
+    if start is None or any(x.type in ("assignment_expression", "update_expression") and
+                            (x.child_by_field_name("left") or
+                             x.child_by_field_name("argument")).text.decode() == counter
+                            for x in walk(body)):
+        return None
+    pos = counter if start == "0" else f"({counter} - ({start}))"
+    decls = []
+    for name, part in sets.items():
+        if name == counter:
+            continue
+        d = lookup(name, part)
+        step = _pointer_step(steps[name], name)
+        if d is None or not d.pointer or within(d.node, f) or step is None:
+            return None
+        value = fixed_text(s, m, part.child_by_field_name("right"), f)
+        st = step if isinstance(step, str) else fixed_text(s, m, step, f)
+        if value is None or st is None:
+            return None
+        uses = [u for u in walk(m.fn) if u.type == "identifier" and u.text.decode() == name
+                and (e := lookup(name, u)) is not None and e.key == d.key
+                and not within(u, d.node)]
+        if any(not within(u, f) for u in uses) or any(
+                (x.child_by_field_name("left") or x.child_by_field_name("argument")) is not None
+                and (x.child_by_field_name("left") or
+                     x.child_by_field_name("argument")).text.decode() == name
+                for x in walk(body) if x.type in ("assignment_expression", "update_expression")):
+            return None
+        decl = d.node
+        first = next((c for c in decl.named_children if c.type in (
+            "init_declarator", "pointer_declarator", "identifier", "array_declarator")), None)
+        if decl.type != "declaration" or first is None:
+            return None
+        typ = " ".join(s.data[decl.start_byte:first.start_byte].decode().split())
+        off = pos if st == "1" else f"{pos} * ({st})"
+        decls.append(f"{typ} *{name} = ({value}) + {off};")
+    init, upd = f.child_by_field_name("initializer"), f.child_by_field_name("update")
+    edits = [Edit(init.start_byte, init.end_byte, s.text_of(sets[counter])),
+             Edit(upd.start_byte, upd.end_byte, s.text_of(steps[counter]))]
+    lead = " ".join(decls)
+    if body.type == "compound_statement":
+        edits.append(Edit(body.start_byte + 1, body.start_byte + 1, f" {lead}"))
+    else:
+        bind = s.indent_of(body)
+        edits.append(Edit(body.start_byte, body.end_byte,
+                          f"{{ {lead}\n{bind}{s.text_of(body)}\n{bind}}}"))
+    return finish(s, edits)
+
+
+def split_comma_walks(src: str, entry: str) -> str | None:
+    """Pointers a `for` steps beside its counter (`for (j = 0, p = b; j < n; ++j, p += ld)`)
+    computed from the counter in the body instead, so the loop is a plain counted loop and
+    each iteration's pointer is known (`_split_walks`)."""
+    return repeat(src, entry, _comma_once)
