@@ -500,8 +500,8 @@ def test_simd_code_gets_its_float64_reference_from_the_files_portable_path(tmp_p
 
 
 def test_a_mode_argument_is_kept_and_a_reference_that_aborts_is_a_one_line_error(tmp_path):
-    """`mode` is 0 or 1 (else the function aborts): the generated cases keep the mode the
-    typical case gives. A case the code aborts on, put into op.yaml by hand, is an error
+    """`mode` is 0 or 1 (else the function aborts), read only as a condition: the generated
+    cases keep the mode the typical case gives, and vary the size. A case the code aborts on, put into op.yaml by hand, is an error
     naming the case and the signal, and kernelcrew itself lives on."""
     out = tmp_path / "modes"
     p = kernelcrew("import", str(SOURCES / "modes.c"), "--function", "apply_mode", "--case",
@@ -509,7 +509,7 @@ def test_a_mode_argument_is_kept_and_a_reference_that_aborts_is_a_one_line_error
     assert p.returncode == 0, p.stderr
     spec = load_op(out)
     assert {c["mode"] for g in spec.shapes.values() for c in g.cases} == {1}
-    assert {c["n"] for c in spec.shapes["boundary"].cases} == {2, 5}  # above the kept 1
+    assert {c["n"] for c in spec.shapes["boundary"].cases} == {1, 3}  # n is a size
     res = json.loads(kernelcrew("check", str(out), str(out / "baseline.cpp"), "--json",
                                 "--reps", "2", timeout=600).stdout)
     assert res["correct"], res["reason"]
@@ -537,3 +537,27 @@ def test_the_judges_unseen_sizes_keep_a_mode_and_draw_the_other_sizes(tmp_path):
         got = unseen_sizes(spec, np.random.default_rng(seed))
         assert got and all(c["mode"] == 0 for c in got)
         assert all(c["n"] not in listed for c in got)
+
+
+def test_parameters_read_only_as_conditions_are_modes():
+    from kernelcrew.kernels.importer.groups import groups_of, modes
+    from kernelcrew.kernels.importer.source import parse
+
+    src = """
+void g(int ta, int tb, int m, int n, int stride, int pad, int flag, float *c) {
+    if (!ta && tb) { for (int i = 0; i < m; i += stride) c[i] = 0; }
+    else if (ta && !tb) { for (int i = pad; i < n; i++) c[i] = 1; }
+    else if (flag == 2 && pad > 0) c[0] = 2;
+    switch (flag) { case 2: c[1] = (float)m; }
+}
+"""
+    tree = parse(src)
+    fn = tree.root_node.named_children[0]
+    names = {"ta", "tb", "m", "n", "stride", "pad", "flag"}
+    # pad is also compared with 0 and used as a bound, stride steps a loop: sizes
+    assert modes(fn, src.encode(), names) == {"ta", "tb", "flag"}
+    groups = groups_of([{"ta": 0, "tb": 1, "flag": 2, "m": 64, "n": 80, "stride": 1,
+                         "pad": 1}], frozenset({"ta", "tb", "flag"}))
+    generated = groups["boundary"] + groups["unaligned"]
+    assert all((c["ta"], c["tb"], c["flag"]) == (0, 1, 2) for c in generated)
+    assert {c["stride"] for c in generated} > {1}  # a size of 1 still moves

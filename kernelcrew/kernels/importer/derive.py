@@ -37,7 +37,7 @@ from kernelcrew.kernels.importer.baseline import (
     tolerance,
 )
 from kernelcrew.kernels.importer.entry import launch_exprs, signature_order
-from kernelcrew.kernels.importer.groups import groups_of
+from kernelcrew.kernels.importer.groups import groups_of, modes
 from kernelcrew.kernels.importer.opfiles import (
     OpYaml,
     inputs_py,
@@ -274,7 +274,9 @@ def import_function(req: ImportRequest) -> ImportResult:
     roles, acc = _roles(ctx, code)
     launch = _launch(ctx, roles)
     op_name, folder = _folder(ctx)
-    groups = groups_of(req.cases)
+    size_params = {r.param.name for r in roles if r.kind == "size"}
+    groups = groups_of(req.cases, modes(ctx.xfn.node, ctx.xsf.data, size_params)
+                       if ctx.xfn.node is not None else frozenset())
     _shapes(ctx, roles, acc, groups)
     _drop_empty_cases(ctx, roles, groups)
     ret = fn_returns(ctx.xsf, ctx.xfn, ctx.typedefs)
