@@ -65,20 +65,10 @@ void f(const float *a, const float *v, float *out, int64_t rows, int64_t cols) {
 """
 
 
-def run(src: str, tmp_path, name: str) -> str:
+def run(src: str, main: str, tmp_path, name: str) -> str:
+    """`src` with `main`'s body, built with OpenMP and run on 4 threads; its output."""
     prog = tmp_path / f"{name}.cpp"
-    prog.write_text(src + """
-#include <cstdio>
-int main() {
-    static float a[97 * 131], v[131], out[97];
-    for (int i = 0; i < 97 * 131; ++i) a[i] = (float)((i * 7) % 13) - 6.0f;
-    for (int i = 0; i < 131; ++i) v[i] = (float)((i * 5) % 11) * 0.25f;
-    for (int i = 0; i < 97; ++i) out[i] = 1.0f;
-    f(a, v, out, 97, 131);
-    for (int i = 0; i < 97; ++i) std::printf("%.5f ", (double)out[i]);
-    return 0;
-}
-""")
+    prog.write_text(src + "\n#include <cstdio>\nint main() {\n" + main + "\n    return 0;\n}\n")
     exe = tmp_path / name
     # OMP_MIN_WORK=1: the threaded copy runs on these small sizes
     subprocess.run(["g++", "-O2", "-fopenmp", "-DOMP_MIN_WORK=1", str(prog), "-o", str(exe)],
@@ -88,6 +78,15 @@ int main() {
                           env=env).stdout
 
 
+ROWS_MAIN = """
+    static float a[97 * 131], v[131], out[97];
+    for (int i = 0; i < 97 * 131; ++i) a[i] = (float)((i * 7) % 13) - 6.0f;
+    for (int i = 0; i < 131; ++i) v[i] = (float)((i * 5) % 11) * 0.25f;
+    for (int i = 0; i < 97; ++i) out[i] = 1.0f;
+    f(a, v, out, 97, 131);
+    for (int i = 0; i < 97; ++i) std::printf("%.5f ", (double)out[i]);"""
+
+
 def test_rows_through_a_pure_simd_helper_are_threaded_and_give_the_same_result(tmp_path):
     new = apply_transform("omp_parallel", HEAD + ROWS)
     assert new is not None
@@ -95,8 +94,9 @@ def test_rows_through_a_pure_simd_helper_are_threaded_and_give_the_same_result(t
     assert "#pragma omp parallel for" in body
     assert "if ((long long)((int)rows) * ((int)cols) >= OMP_MIN_WORK)" in body  # dot's loop
     kernel = new[new.index("*/") + 2:]
-    assert run(kernel, tmp_path, "threaded") == run(HEAD[HEAD.index("*/") + 2:] + ROWS,
-                                                     tmp_path, "serial")
+    plain = HEAD[HEAD.index("*/") + 2:] + ROWS
+    assert run(kernel, ROWS_MAIN, tmp_path, "threaded") == \
+        run(plain, ROWS_MAIN, tmp_path, "serial")
 
 
 def test_helpers_that_write_or_read_what_the_loop_writes_keep_their_loops_serial():
@@ -128,27 +128,14 @@ void f(const float *a, const float *b, float *c, int64_t m, int64_t n, int64_t k
 """
 
 
-def run_tiled(src: str, tmp_path, name: str) -> str:
-    prog = tmp_path / f"{name}.cpp"
-    prog.write_text(src + """
-#include <cstdio>
-int main() {
+TILED_MAIN = """
     const int m = 37, n = 45, k = 29;
     static float a[m * k], b[n * k], c[m * n];
     for (int i = 0; i < m * k; ++i) a[i] = (float)((i * 7) % 13) - 6.0f;
     for (int i = 0; i < n * k; ++i) b[i] = (float)((i * 5) % 11) * 0.25f;
     for (int i = 0; i < m * n; ++i) c[i] = (float)(i % 3);
     f(a, b, c, m, n, k);
-    for (int i = 0; i < m * n; ++i) std::printf("%.4f ", (double)c[i]);
-    return 0;
-}
-""")
-    exe = tmp_path / name
-    subprocess.run(["g++", "-O2", "-fopenmp", "-DOMP_MIN_WORK=1", str(prog), "-o", str(exe)],
-                   check=True)
-    env = {**os.environ, "OMP_NUM_THREADS": "4"}
-    return subprocess.run([str(exe)], capture_output=True, text=True, check=True,
-                          env=env).stdout
+    for (int i = 0; i < m * n; ++i) std::printf("%.4f ", (double)c[i]);"""
 
 
 def test_a_tiled_nest_with_a_pointer_stepped_beside_its_counter_is_threaded(tmp_path):
@@ -161,7 +148,8 @@ def test_a_tiled_nest_with_a_pointer_stepped_beside_its_counter_is_threaded(tmp_
     assert "for (int jj = j; jj < je; ++jj)" in body and "for (int ii = i;" in body
     kernel = new[new.index("*/") + 2:]
     plain = HEAD[HEAD.index("*/") + 2:] + TILED
-    assert run_tiled(kernel, tmp_path, "threaded") == run_tiled(plain, tmp_path, "serial")
+    assert run(kernel, TILED_MAIN, tmp_path, "threaded") == \
+        run(plain, TILED_MAIN, tmp_path, "serial")
 
 
 def test_a_stepped_pointer_read_after_its_loop_is_left_as_written():

@@ -250,15 +250,21 @@ def impure_helpers(src: Source) -> dict[str, str]:
     return out
 
 
-def _own_local_array(src: Source, a: Node) -> bool:
-    """`t`, `&t[k]`, `t + k` of an array declared in the function (not static)."""
+def _address_of(a: Node) -> Node:
+    """An address argument without its parentheses and casts, and `&x[i][j]` as `x`."""
     while a.type in ("parenthesized_expression", "cast_expression") and a.named_children:
         a = a.child_by_field_name("value") or a.named_children[-1]
     if a.type == "pointer_expression" and a.child_by_field_name("operator").type == "&":
         a = a.child_by_field_name("argument")
         while a.type == "subscript_expression":
             a = a.child_by_field_name("argument") or a.named_children[0]
-    elif a.type == "binary_expression" and a.child_by_field_name("operator").type == "+":
+    return a
+
+
+def _own_local_array(src: Source, a: Node) -> bool:
+    """`t`, `&t[k]`, `t + k` of an array declared in the function (not static)."""
+    a = _address_of(a)
+    if a.type == "binary_expression" and a.child_by_field_name("operator").type == "+":
         a = a.child_by_field_name("left")
     if a.type != "identifier":
         return False
@@ -273,12 +279,7 @@ def pointer_roots(model: FunctionModel, a: Node, depth: int = 0) -> set[str] | N
     function gives them (`bjj = B + j * K; ... bjj += K`). None where one cannot be told."""
     if depth > 8:
         return None
-    while a.type in ("parenthesized_expression", "cast_expression") and a.named_children:
-        a = a.child_by_field_name("value") or a.named_children[-1]
-    if a.type == "pointer_expression" and a.child_by_field_name("operator").type == "&":
-        a = a.child_by_field_name("argument")
-        while a.type == "subscript_expression":
-            a = a.child_by_field_name("argument") or a.named_children[0]
+    a = _address_of(a)
     if a.type == "binary_expression" and a.child_by_field_name("operator").type in ("+", "-"):
         left, right = a.child_by_field_name("left"), a.child_by_field_name("right")
         roots = [r for r in (pointer_roots(model, x, depth + 1) for x in (left, right)
