@@ -21,6 +21,7 @@ import signal
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import weakref
 from pathlib import Path
@@ -109,7 +110,10 @@ class DerivedReference:
         except subprocess.TimeoutExpired:
             w.kill()
             code = w.wait()
-        err = (w.stderr.read() if w.stderr is not None else b"").decode(errors="replace")
+        log = getattr(w, "log", None)
+        if log is not None:
+            log.seek(0)
+        err = (log.read() if log is not None else b"").decode(errors="replace")
         last = next((ln for ln in reversed(err.splitlines()) if ln.strip()), "")
         case = ",".join(f"{k}={v}" for k, v in sizes.items()) or "its one case"
         if hung:
@@ -157,10 +161,12 @@ def _receive(f: IO[bytes], timeout: float | None = None) -> Any:
 
 
 def _start_worker(lib: Path, entry: str, args: list) -> subprocess.Popen:
+    # its stderr in a file: a pipe nobody reads while it runs would stop a chatty library
+    log = tempfile.TemporaryFile()  # noqa: SIM115 (closed by _stop, with the worker)
     w = subprocess.Popen(
         [sys.executable, "-c", "from kernelcrew.kernels.derived import _serve; _serve()"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        start_new_session=True)
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, start_new_session=True)
+    w.log = log  # type: ignore[attr-defined]
     assert w.stdin is not None
     _send(w.stdin, (str(lib), entry, args))
     return w
@@ -168,7 +174,7 @@ def _start_worker(lib: Path, entry: str, args: list) -> subprocess.Popen:
 
 def _stop(w: subprocess.Popen) -> None:
     """Close the child's input: it exits at the end of its loop."""
-    for f in (w.stdin, w.stdout, w.stderr):
+    for f in (w.stdin, w.stdout, getattr(w, "log", None)):
         try:
             if f is not None:
                 f.close()
@@ -183,8 +189,13 @@ def _stop(w: subprocess.Popen) -> None:
 
 def _serve() -> None:
     """The child: load the library, then answer calls until the parent closes the pipe."""
-    inp, out = sys.stdin.buffer, sys.stdout.buffer
-    sys.stdout = sys.stderr  # the library's own prints must not corrupt the replies
+    # the replies on a descriptor of their own: what the library prints (printf writes to
+    # descriptor 1) goes to stderr, never into a reply
+    sys.stdout.flush()
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    inp = sys.stdin.buffer
     lib, entry, args = _receive(inp)
     fn = getattr(ctypes.CDLL(lib), entry)
     fn.argtypes = [ctypes.c_void_p if kind in ("input", "output") else

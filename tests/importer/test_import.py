@@ -561,3 +561,35 @@ void g(int ta, int tb, int m, int n, int stride, int pad, int flag, float *c) {
     generated = groups["boundary"] + groups["unaligned"]
     assert all((c["ta"], c["tb"], c["flag"]) == (0, 1, 2) for c in generated)
     assert {c["stride"] for c in generated} > {1}  # a size of 1 still moves
+
+
+def test_the_derived_reference_survives_what_the_code_prints_and_names_a_crash(tmp_path):
+    """The reference runs in a child process: what its code prints (to stdout, or much to
+    stderr) does not garble or stall the replies, and an abort is an error naming the
+    case and the signal, with the parent alive to make the next call."""
+    from kernelcrew.errors import InputError
+    from kernelcrew.kernels.derived import DerivedReference
+
+    src = tmp_path / "reference64.cpp"
+    src.write_text("""
+#include <cstdio>
+#include <cstdlib>
+#include <cstdint>
+extern "C" void entry(const double* x, double* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        std::printf("y[%ld]\\n", (long)i);
+        std::fprintf(stderr, "a long diagnostic line about element %ld of the output\\n",
+                     (long)i);
+        y[i] = 3.0 * x[i];
+    }
+    if (n == 7) std::abort();
+}
+""")
+    ref = DerivedReference(src, entry="entry", args=[("x", "input", "float32", ["n"]),
+                                                      ("y", "output", "float32", ["n"]),
+                                                      ("n", "size", "int64", [])])
+    x = np.arange(20000, dtype=np.float64)
+    assert np.array_equal(ref(x=x, n=20000)["y"], 3.0 * x)  # ~1 MB on stderr, 20000 prints
+    with pytest.raises(InputError, match=r"SIGABRT on n=7"):
+        ref(x=x[:7], n=7)
+    assert np.array_equal(ref(x=x[:5], n=5)["y"], 3.0 * x[:5])  # a new child takes over
