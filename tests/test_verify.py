@@ -53,3 +53,37 @@ def test_nothing_finite_or_nothing_at_all_passes_and_a_wrong_shape_fails():
     assert compare("y", np.zeros((0, 4)), np.zeros((0, 4)), 0.0, 0.0).ok
     c = compare("y", np.zeros(4), np.zeros((2, 2)), 1e-4, 1e-5)
     assert not c.ok and "shape (4,), reference (2, 2)" in c.detail
+
+
+def test_an_eight_bit_output_that_is_rightly_the_poison_is_not_called_unwritten():
+    """After the inputs changed, the reference of the unchanged inputs may differ from the
+    right value where the right value is the poison byte itself (one time in 256): the
+    element is judged against the reference of the inputs as they are, asked for only
+    then. A poison byte where the right value is another is still an unwritten output."""
+    from kernelcrew.kernels.spec import load_op
+    from kernelcrew.tools.backends.buffers import poison_int
+    from kernelcrew.tools.judge.harness import Harness
+
+    case = next(iter(load_op("histogram").cases()))
+    p = poison_int(np.dtype(np.uint8))
+    got = {"dst": np.array([p], dtype=np.uint8)}  # one element: always the one sampled
+    base = {"dst": np.array([7], dtype=np.uint8)}  # before the change: 7 there
+    asked = []
+
+    def now(value):
+        def ref():
+            asked.append(value)
+            return {"dst": np.array([value], dtype=np.uint8)}
+        return ref
+
+    def judge(confirm):
+        return Harness.unwritten(None, case, got, base, np.random.default_rng(0), "run 1",
+                                 confirm)
+
+    assert judge(now(p)) is None and asked == [p]  # the change made the poison right
+    row = judge(now(9))
+    assert row is not None and row.cause == "unwritten" and row.worst_index == [0]
+    assert judge(None) is not None  # without a reference of the changed inputs, as before
+    got["dst"][0] = 7
+    asked.clear()
+    assert judge(now(p)) is None and asked == []  # nothing looks unwritten: not asked

@@ -195,7 +195,9 @@ class HarnessView(Protocol):
                       atol_scale: dict[str, float] | None = None
                       ) -> tuple[CaseRow | None, float, float]: ...
     def unwritten(self, c: Case, got: dict[str, np.ndarray], base: dict[str, np.ndarray],
-                  pick: np.random.Generator, when: str) -> CaseRow | None: ...
+                  pick: np.random.Generator, when: str,
+                  confirm: Callable[[], dict[str, np.ndarray]] | None = None
+                  ) -> CaseRow | None: ...
     def confined(self, job: dict, out_dir: Path, wrap: Sequence[str] = (),
                  timeout_s: float | None = None, pass_fds: Sequence[int] = (),
                  on_start: Callable[[int], None] | None = None, notify: int | None = None,

@@ -162,7 +162,8 @@ class Contender:
                 return True
             outs = self.out_views(ci, changes.set)
             when = f"timed run {r} (inputs changed since the first call), input set {changes.set}"
-            row = self.h.unwritten(c, outs, d.references[changes.set], self.pick, when)
+            row = self.h.unwritten(c, outs, d.references[changes.set], self.pick, when,
+                                   confirm=ref_for)
             if row is not None:
                 st.row = row
                 return False
