@@ -137,6 +137,48 @@ def test_counters_declared_at_the_top_and_an_update_of_the_output(tmp_path):
         assert np.allclose(c, c0 + a.astype(np.float64) @ bt.T, rtol=1e-4, atol=1e-4)
 
 
+# a dot-product matrix product as omp_parallel threads it: collapse(2) over rows and outputs
+COLLAPSED_FIRST = kernel("""
+extern "C" void f(const float* A, const float* Bt, float* Cm, long m, long n, long k) {
+    int M = (int)m, N = (int)n, K = (int)k;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int i = 0; i < M; ++i) {
+        for (int j = 0; j < N; ++j) {
+            float s = 0.0f;
+            for (int p = 0; p < K; ++p) s += A[i * K + p] * Bt[j * K + p];
+            Cm[i * N + j] += s;
+        }
+    }
+}
+""", flags="[-O2, -fopenmp]")
+
+
+def test_rows_and_outputs_under_one_collapse_are_tiled_with_the_groups_threaded(tmp_path):
+    """omp_parallel collapses every perfect nest it threads; the tiled outputs are no longer
+    one a collapse takes, so the groups of rows are threaded as they are and the leftover
+    rows keep the collapse (before, the tile went to the untiled small-work path only)."""
+    text = apply_transform("register_tile", COLLAPSED_FIRST, {"rows": 4, "cols": 4})
+    assert text is not None and "rows jammed by 4, outputs by 4" in text
+    ps = [p for p in pragmas(text) if p.startswith("omp parallel")]
+    assert ps == ["omp parallel for schedule(static)",
+                  "omp parallel for collapse(2) schedule(static)"], ps
+    lib = build(text, tmp_path, "collapsedfirst")
+    rng = np.random.default_rng(26)
+    for m, n, k in ((9, 7, 31), (4, 4, 1), (1, 1, 1), (3, 5, 16), (33, 64, 65), (8, 3, 2)):
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        bt = rng.standard_normal((n, k)).astype(np.float32)
+        c0 = rng.standard_normal((m, n)).astype(np.float32)
+        c = c0.copy()
+        lib.f(ptr(a), ptr(bt), ptr(c), ctypes.c_long(m), ctypes.c_long(n), ctypes.c_long(k))
+        assert np.allclose(c, c0 + a.astype(np.float64) @ bt.T, rtol=1e-4, atol=1e-4), (m, n, k)
+
+
+def test_a_collapse_with_a_clause_the_groups_cannot_keep_is_refused():
+    src = COLLAPSED_FIRST.replace("collapse(2) schedule(static)",
+                                  "collapse(2) schedule(static) ordered")
+    assert register_tile(src.split("*/", 1)[1], "f") is None
+
+
 @pytest.mark.parametrize("body, why", [
     # each row reads the row above it: the rows are not independent
     (("for (int j = 0; j < n; j++) { float s = 0; for (int p = 0; p < k; p++) "

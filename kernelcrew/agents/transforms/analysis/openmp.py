@@ -52,6 +52,24 @@ def worksharing(s: Source, lp: Loop, *, reductions: bool = False) -> str | None:
     return omp[0]
 
 
+def collapsed_worksharing(s: Source, lp: Loop) -> tuple[str, str] | None:
+    """(the pragma without its `collapse(2)`, the pragma) when `lp` carries an `omp
+    parallel for collapse(2)` whose other clauses `worksharing` would keep: the pragma for
+    groups of `lp`'s iterations once the loop inside is no longer one a collapse takes.
+    omp_parallel collapses every perfect nest it threads, so a matrix product it threaded
+    arrives at the jams as `collapse(2)` over rows and outputs."""
+    omp = [t for t in (pragma_text(s, p) for p in pragmas_before(lp.node))
+           if re.match(r"omp\b", t)]
+    collapse = re.compile(r"\s*\bcollapse\s*\(\s*2\s*\)")
+    if len(omp) != 1 or not collapse.search(omp[0]):
+        return None
+    bare = collapse.sub("", omp[0], count=1)
+    m = re.fullmatch(r"omp\s+parallel\s+for\b(.*)", bare)
+    if m is None or _KEPT_CLAUSES.sub("", m.group(1)).replace(",", "").strip():
+        return None
+    return bare, omp[0]
+
+
 def in_omp_construct(s: Source, node: Node) -> bool:
     """`node` sits inside an OpenMP construct (parallel region, worksharing loop, ...):
     a move that starts threads there would nest."""

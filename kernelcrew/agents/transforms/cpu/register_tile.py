@@ -57,7 +57,7 @@ from kernelcrew.agents.transforms.analysis.common import (
 )
 from kernelcrew.agents.transforms.analysis.dependence import check_loop
 from kernelcrew.agents.transforms.analysis.dot_nests import jam_reason, plain_statement
-from kernelcrew.agents.transforms.analysis.openmp import worksharing
+from kernelcrew.agents.transforms.analysis.openmp import collapsed_worksharing, worksharing
 from kernelcrew.agents.transforms.reasons import per_entry
 from kernelcrew.csource.affine import FunctionModel, split_terms
 from kernelcrew.csource.syntax import (
@@ -162,7 +162,11 @@ def tile_reason(m: FunctionModel, x: Loop) -> str | None:
         return f"the output loop at line {s.line_of(y.node)} carries an OpenMP pragma"
     omp = [pragma_text(s, p) for p in pragmas_before(x.node)
            if re.match(r"omp\b", pragma_text(s, p))]
-    if omp and worksharing(s, x) is None:
+    first = collapsed_worksharing(s, x)
+    if first is not None and [st.start_byte for st in stmts if st.type != "preproc_call"] \
+            != [y.node.start_byte]:
+        return f"the collapse(2) nest at line {line} is not perfect"
+    if omp and worksharing(s, x) is None and first is None:
         return f"loop at line {line} carries an OpenMP pragma the jam cannot keep " \
                f"(`#pragma {omp[0]}`)"
     if _collapsed_deeper(s, x):
@@ -282,7 +286,13 @@ def _tile(s: Source, m: FunctionModel, x: Loop, rows: int, cols: int) -> str | N
     rest = (f"{base}for ({init} = {lim}; {var} {cmp} {end}; ++{var}) "
             f"{s.text_of(x.body).replace(chr(10), shift)}\n")
     mark = f"{{  {ROW_MARK} {rows}" + (f", outputs by {cols}" if cols > 1 else "")
-    if coll is None:
+    first = collapsed_worksharing(s, x)
+    if coll is None and first is not None:
+        # the groups of rows threaded as they are (the outputs inside are no longer a
+        # perfect nest), the leftover rows under the source's collapse
+        text = (f"{mark}\n{st1}{lim_text}\n#pragma {first[0]}\n{jammed}"
+                f"#pragma {first[1]}\n{rest}{ind}}}")
+    elif coll is None:
         par = worksharing(s, x)
         text = (f"{mark}\n{st1}{lim_text}\n"
                 + (f"#pragma {par}\n" if par else "") + jammed + rest + f"{ind}}}")
