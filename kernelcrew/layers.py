@@ -38,7 +38,8 @@ RULES: dict[str, tuple[str, ...]] = {
     "kernelcrew.errors": (),
     "kernelcrew.results": ("kernelcrew.errors",),
     "kernelcrew.trace": (),
-    "kernelcrew.kernels": ("kernelcrew.errors",),
+    # the importer parses code bases with the masking the moves' parser uses
+    "kernelcrew.kernels": ("kernelcrew.errors", "kernelcrew.csource"),
     # C source analysis, shared by the profiler and the moves: tree-sitter only
     "kernelcrew.csource": (),
     "kernelcrew.memory": ("kernelcrew.errors",),

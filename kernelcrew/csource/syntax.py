@@ -17,6 +17,8 @@ from functools import cache
 import tree_sitter as ts
 import tree_sitter_cpp
 
+from kernelcrew.csource.masking import mask
+
 Node = ts.Node
 
 _CUDA_WORDS = re.compile(
@@ -35,7 +37,10 @@ class Source:
     def __init__(self, text: str):
         self.text = text
         self.data = text.encode()
-        masked = _CUDA_WORDS.sub(lambda m: b" " * (m.end() - m.start()), self.data)
+        # what the grammar cannot read blanked, offsets kept: CUDA words, macros that
+        # stand for qualifiers, #if fragments of a declaration or a statement (masking.py)
+        masked = _CUDA_WORDS.sub(lambda m: b" " * (m.end() - m.start()),
+                                 mask(text).text.encode())
         self.tree = _parser().parse(masked)
         self.root = self.tree.root_node
 

@@ -223,3 +223,41 @@ def test_fixed_size_functions_and_array_typedefs_import_as_the_compiler_reads_th
     msg = one_line_error(kernelcrew("import", str(FIXED), "--function", "blocks_sum", "--out",
                                     str(tmp_path / "x"), timeout=180))
     assert "--case nblocks=VALUE" in msg
+
+
+AUDIO = CODEBASES / "audio" / "audio.c"
+
+
+def test_qualifier_macros_and_declarations_split_by_ifdef_import_with_case_alone(tmp_path):
+    """An audio-codec style (tests/importer/codebases/audio): `sample_t * AUD_RESTRICT x`
+    with the macro from a header (`restrict` in C99, nothing elsewhere), `static
+    AUD_INLINE acc_t mac(...)`, a return type chosen by `#ifdef`, a block opened under one
+    `#if` and closed under another, an argument split by `#ifdef`. The grammar read each
+    of these as an error and the definition was lost ("parameter 'x' is not supported");
+    now each imports with `--case` alone, its baseline is correct, and the moves read it
+    (the typedef casts `(sample_t)(...)` and `(acc_t)(s + ...)` of an inlined helper are
+    casts, not calls)."""
+    from kernelcrew.agents.transforms import apply_transform
+    from kernelcrew.kernels.importer.source import load_source
+
+    for fn, case, arrays in (("aud_gain", "n=1000", {"in": ["n"]}),
+                             ("aud_xcorr", "len=480,max_lag=97", {"y": ["len + max_lag - 1"]}),
+                             ("aud_energy", "frames=9,frame_len=160",
+                              {"x": ["frame_len*frames"]})):
+        spec, _ = imported(AUDIO, fn, case, tmp_path / fn)
+        for name, shape in arrays.items():
+            assert [s.replace(" ", "") for s in spec.inputs[name].shape] == \
+                [s.replace(" ", "") for s in shape], (fn, spec.inputs[name].shape)
+        check_ok(tmp_path / fn)
+    # the original file as `export --patch` reads it (no preprocessor: the qualifier macro
+    # named by the baseline's copied definitions, the first branch of each split)
+    base = (tmp_path / "aud_xcorr" / "baseline.cpp").read_text()
+    assert "# define AUD_RESTRICT restrict" in base  # the definition C99 selects, as written
+    assert "#ifdef FIXED_AUDIO\nacc_t\n#else\nvoid\n#endif\naud_xcorr(" in base
+    from kernelcrew.csource.masking import qualifier_macros
+    sf = load_source(AUDIO, qualifier_macros(base))
+    assert {"aud_gain", "aud_xcorr", "aud_energy", "mac"} <= {
+        n for it in sf.items if it.node_type == "function_definition" for n in it.defines}
+    assert apply_transform("simd", base) is not None
+    gain = (tmp_path / "aud_gain" / "baseline.cpp").read_text()
+    assert apply_transform("omp_parallel", gain) is not None

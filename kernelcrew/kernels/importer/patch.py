@@ -22,6 +22,7 @@ from pathlib import Path
 
 from kernelcrew.errors import InputError
 from kernelcrew.kernels.importer import vla
+from kernelcrew.csource.masking import qualifier_macros
 from kernelcrew.kernels.importer.source import Item, SourceFile, load_source, source_of_text
 from kernelcrew.kernels.kernelfile import parse_kernel_text
 from kernelcrew.kernels.spec import OpSpec
@@ -97,7 +98,9 @@ def _sides(spec: OpSpec, best_text: str, baseline_text: str) -> _Sides:
                          "is no original file to patch; use `kernelcrew import`",
                          path=spec.folder / "op.yaml" if spec.folder else None, field="origin")
     src_path = Path(origin.source)
-    orig = load_source(src_path)
+    # the baseline holds the definitions the import copied from the project's headers:
+    # the macros standing for qualifiers there are blanked for the parse here too
+    orig = load_source(src_path, qualifier_macros(baseline_text))
     notes: list[str] = []
     if origin.sha256 and hashlib.sha256(orig.data).hexdigest() != origin.sha256:
         notes.append(f"{src_path.name} changed since it was imported; the patch is made "

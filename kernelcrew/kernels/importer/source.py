@@ -9,7 +9,7 @@ backslash are joined, which is what the preprocessor does first anyway).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -18,6 +18,7 @@ import tree_sitter as ts
 import tree_sitter_cpp
 
 from kernelcrew.errors import InputError
+from kernelcrew.csource.masking import Masked, mask
 
 Node = ts.Node
 
@@ -104,21 +105,29 @@ class SourceFile:
     data: bytes = field(repr=False)
     tree: ts.Tree = field(repr=False)
     items: list[Item] = field(default_factory=list)
+    # what the parser read: qualifier macros and declaration fragments under #if blanked
+    masked: Masked | None = field(default=None, repr=False)
 
     def line_of(self, offset: int) -> int:
         return self.data.count(b"\n", 0, offset) + 1
 
 
-def load_source(path: Path) -> SourceFile:
+def load_source(path: Path, macros: Iterable[str] = (),
+                active: Callable[[int], bool] | None = None) -> SourceFile:
     if not path.is_file():
         raise InputError("no such source file; give the C, C++ or CUDA file that holds the "
                          "function", path=path)
-    return source_of_text(path.read_text(errors="replace"), path)
+    return source_of_text(path.read_text(errors="replace"), path, macros, active)
 
 
-def source_of_text(text: str, path: Path) -> SourceFile:
-    tree = parse(text)
-    sf = SourceFile(path=path, text=text, data=text.encode(), tree=tree)
+def source_of_text(text: str, path: Path, macros: Iterable[str] = (),
+                   active: Callable[[int], bool] | None = None) -> SourceFile:
+    """The file's items, parsed from its text with the macros that stand for qualifiers
+    (its own `#define`s and `macros`) and `#if` fragments of declarations blanked
+    (parse_mask.py; `active(line)`: the lines the build compiles)."""
+    masked = mask(text, macros, active)
+    tree = parse(masked.text)
+    sf = SourceFile(path=path, text=text, data=text.encode(), tree=tree, masked=masked)
     _collect(sf, tree.root_node, conditional=False)
     return sf
 
@@ -196,8 +205,13 @@ def _collect(sf: SourceFile, node: Node, conditional: bool,
         if t in ("preproc_def", "preproc_function_def"):
             end = _logical_line_end(data, child.start_byte, end)
         uses = _idents(child, data) - defines
-        start = _with_cuda_words(data, child.start_byte)
-        sf.items.append(Item(t, start, end, sf.line_of(start), defines, uses,
+        if sf.masked is not None:
+            uses |= sf.masked.uses(data, child.start_byte, end) - defines
+        first = _with_cuda_words(data, child.start_byte)
+        # a declaration that begins inside an #if group of fragments is copied from the
+        # group's #if (its line stays the declaration's own)
+        start = sf.masked.fragment_start(first) if sf.masked is not None else first
+        sf.items.append(Item(t, start, end, sf.line_of(first), defines, uses,
                              conditional, proto, child.start_byte, block))
 
 

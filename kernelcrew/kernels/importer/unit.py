@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelcrew.errors import InputError
+from kernelcrew.csource.masking import qualifier_macros
 from kernelcrew.kernels.importer.preprocess import BuildFlags, MacroDef, Preprocessed, preprocess
 from kernelcrew.kernels.importer.source import (
     Function,
@@ -80,7 +81,13 @@ def load_unit(path: Path, build: BuildFlags) -> Unit:
     pp = preprocess(path, sf.text, build)
     if pp is None:
         return Unit(sf, build=build)
-    headers = [load_source(h) for h in pp.headers if h.is_file()]
+    # parsed again knowing what the preprocessor knows: the macros that stand for
+    # qualifiers wherever they are defined, and which branch of an #if the build compiles
+    quals = {name for _p, m in pp.events if not m.undef
+             for name in qualifier_macros(m.text)}
+    sf = source_of_text(sf.text, path, quals, lambda ln: pp.is_active(path, ln))
+    headers = [load_source(h, quals, lambda ln, h=h: pp.is_active(h, ln))
+               for h in pp.headers if h.is_file()]
     return Unit(sf, headers, pp, build)
 
 

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 
 from kernelcrew.agents.transforms.analysis.reductions import call_name, reduction
+from kernelcrew.agents.transforms.analysis.types import type_cast
 from kernelcrew.csource.affine import (
     VAR_MARK,
     FunctionModel,
@@ -356,7 +357,7 @@ def _call_reason(model: FunctionModel, lp: Loop) -> str | None:
     defined = defined_functions(model.src)
     macros = pure_macros(model.src)
     for n in walk(lp.body):
-        if n.type != "call_expression":
+        if n.type != "call_expression" or type_cast(src, n):
             continue
         name = call_name(model, n)
         if not pure_call(name) and name not in defined and name not in macros:

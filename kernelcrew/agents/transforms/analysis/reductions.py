@@ -49,6 +49,7 @@ def reduction(model: FunctionModel, assign: Node, d: Decl, lp: Loop
         holder = holder.parent  # `if (e > m) { m = e; }`, as most code writes it
     if holder is not None and holder.type == "if_statement":
         return _if_minmax(model, holder, assign, name)
+    right = _own_cast_removed(model, right, d)
     if right.type == "binary_expression":
         bop = right.child_by_field_name("operator").type
         if bop in ("+", "-"):
@@ -70,6 +71,37 @@ def reduction(model: FunctionModel, assign: Node, d: Decl, lp: Loop
         got = _cond_minmax(model, right, name)
         return (got, None) if got else None
     return None
+
+
+def _own_cast_removed(model: FunctionModel, node: Node, d: Decl) -> Node:
+    """`node` without parentheses and without a cast to the type `d` is declared with:
+    `s = (acc_t)(s + a * b)` for `acc_t s` (a helper returning the accumulator's type,
+    once inlined) adds to s as `s = s + a * b` does."""
+    while node.type == "parenthesized_expression" and len(node.named_children) == 1:
+        node = node.named_children[0]
+    if d.node.type != "declaration":
+        return node
+    own = d.node.child_by_field_name("type")
+    if node.type == "call_expression":
+        # `(acc_t)(e)` of a typedef name the grammar does not know reads as a call
+        fn, args = node.child_by_field_name("function"), node.child_by_field_name("arguments")
+        if fn is None or args is None or fn.type != "parenthesized_expression" or \
+                len(args.named_children) != 1 or own is None or \
+                model.src.text_of(fn)[1:-1].split() != model.src.text_of(own).split():
+            return node
+        return _own_cast_removed(model, args.named_children[0], d) \
+            if not d.pointer and not d.array else node
+    if node.type != "cast_expression":
+        return node
+    ty = node.child_by_field_name("type")
+    if ty is None or own is None or d.pointer or d.array or \
+            model.src.text_of(ty).split() != model.src.text_of(own).split():
+        return node
+    inner = node.child_by_field_name("value")
+    while inner is not None and inner.type == "parenthesized_expression" and \
+            len(inner.named_children) == 1:
+        inner = inner.named_children[0]
+    return inner if inner is not None else node
 
 
 def _terms(node: Node, ops: tuple[str, ...], sign: int = 1) -> list[tuple[Node, int]]:

@@ -72,6 +72,16 @@ def resolve(s: Source, type_text: str) -> str | None:
     return None
 
 
+def type_cast(s: Source, call: Node) -> bool:
+    """`call` is a cast the grammar reads as a call: `(sample_t)(g * x[i])`, where the
+    parenthesized name is a typedef or macro of an arithmetic type."""
+    fn = call.child_by_field_name("function")
+    args = call.child_by_field_name("arguments")
+    return fn is not None and fn.type == "parenthesized_expression" and \
+        args is not None and len(args.named_children) == 1 and \
+        resolve(s, s.text_of(fn)[1:-1]) is not None
+
+
 def decl_type(s: Source, decl: Node) -> str | None:
     """The resolved arithmetic type of a declaration or parameter declaration."""
     ty = decl.child_by_field_name("type")
