@@ -32,6 +32,7 @@ group that straddles the start of an item is copied whole (`fragment_start`).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -90,6 +91,18 @@ def _blank(s: str) -> str:
 
 def mask(text: str, extra: Iterable[str] = (),
          active: Callable[[int], bool] | None = None) -> Masked:
+    """`text` as the parser reads it (module docstring)."""
+    if active is None:
+        return _mask_cached(text, frozenset(extra))
+    return _mask(text, extra, active)
+
+
+@functools.lru_cache(maxsize=256)
+def _mask_cached(text: str, extra: frozenset[str]) -> Masked:
+    return _mask(text, extra, None)
+
+
+def _mask(text: str, extra: Iterable[str], active: Callable[[int], bool] | None) -> Masked:
     macros = qualifier_macros(text) | set(extra)
     lines = text.split("\n")
     out = list(lines)
@@ -193,29 +206,24 @@ def _blanked_groups(lines: list[str], directive: list[bool]) -> list[_Group]:
     return chosen
 
 
+_STRIP = re.compile(r'/\*.*?\*/|"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'')
+
+
 def _code_of(line: str, comment: bool) -> tuple[str, bool]:
     """The line without comments and string literals; whether a block comment is open
     after it."""
-    out, k = [], 0
-    while k < len(line):
-        if comment:
-            e = line.find("*/", k)
-            if e < 0:
-                return "".join(out), True
-            k, comment = e + 2, False
-            continue
-        if line.startswith("/*", k):
-            comment, k = True, k + 2
-            continue
-        if line.startswith("//", k):
-            break
-        c = line[k]
-        if c in "\"'":
-            e = k + 1
-            while e < len(line) and line[e] != c:
-                e += 2 if line[e] == "\\" else 1
-            k = e + 1
-            continue
-        out.append(c)
-        k += 1
-    return "".join(out), comment
+    if comment:
+        e = line.find("*/")
+        if e < 0:
+            return "", True
+        line = line[e + 2:]
+    if "/" not in line and '"' not in line and "'" not in line:
+        return line, False
+    line = _STRIP.sub(" ", line)
+    k = line.find("//")
+    if k >= 0:
+        line = line[:k]
+    k = line.find("/*")
+    if k >= 0:
+        return line[:k], True
+    return line, False
