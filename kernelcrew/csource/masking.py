@@ -43,7 +43,7 @@ _QUALIFIERS = {
     "__inline__", "__forceinline", "static", "extern", "register", "__extension__",
     "_Noreturn", "noexcept", "constexpr",
 }
-_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)(?![\w(])(.*)$", re.M)
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)(?![\w(])(.*)$", re.MULTILINE)
 _ATTRIBUTE = re.compile(r"__(?:attribute|declspec)__?\s*\(\((?:[^()]|\([^()]*\))*\)\)"
                         r"|__declspec\s*\((?:[^()]|\([^()]*\))*\)")
 _DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(\w*)")
@@ -61,6 +61,14 @@ def qualifier_macros(text: str) -> set[str]:
     """The object-like macros `text` defines as nothing or as qualifiers only."""
     joined = text.replace("\\\n", " ")
     return {m.group(1) for m in _DEFINE.finditer(joined) if qualifier_body(m.group(2))}
+
+
+def restrict_macros(text: str) -> set[str]:
+    """The object-like macros `text` defines as a restrict qualifier (`# define
+    OPUS_RESTRICT restrict`): a pointer declared with one is restrict already."""
+    joined = text.replace("\\\n", " ")
+    return {m.group(1) for m in _DEFINE.finditer(joined) if qualifier_body(m.group(2))
+            and {"restrict", "__restrict", "__restrict__"} & set(m.group(2).split())}
 
 
 @dataclass

@@ -261,3 +261,8 @@ def test_qualifier_macros_and_declarations_split_by_ifdef_import_with_case_alone
     assert apply_transform("simd", base) is not None
     gain = (tmp_path / "aud_gain" / "baseline.cpp").read_text()
     assert apply_transform("omp_parallel", gain) is not None
+    # a pointer declared with the macro is restrict already: no second qualifier (g++:
+    # "duplicate cv-qualifier"); the entry's pointers get theirs
+    with_restrict = apply_transform("restrict", gain)
+    assert with_restrict is not None and "__restrict__ AUD_RESTRICT" not in with_restrict
+    assert "float* __restrict__ out" in with_restrict

@@ -20,9 +20,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernelcrew.csource.masking import qualifier_macros
 from kernelcrew.errors import InputError
 from kernelcrew.kernels.importer import vla
-from kernelcrew.csource.masking import qualifier_macros
 from kernelcrew.kernels.importer.source import Item, SourceFile, load_source, source_of_text
 from kernelcrew.kernels.kernelfile import parse_kernel_text
 from kernelcrew.kernels.spec import OpSpec

@@ -17,8 +17,8 @@ from pathlib import Path
 import tree_sitter as ts
 import tree_sitter_cpp
 
-from kernelcrew.errors import InputError
 from kernelcrew.csource.masking import Masked, mask
+from kernelcrew.errors import InputError
 
 Node = ts.Node
 

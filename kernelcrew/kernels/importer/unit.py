@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernelcrew.errors import InputError
 from kernelcrew.csource.masking import qualifier_macros
+from kernelcrew.errors import InputError
 from kernelcrew.kernels.importer.preprocess import BuildFlags, MacroDef, Preprocessed, preprocess
 from kernelcrew.kernels.importer.source import (
     Function,

@@ -3,7 +3,10 @@ first step of the CUDA ldg move."""
 
 from __future__ import annotations
 
+import re
+
 from kernelcrew.agents.transforms.analysis.common import finish, written_names
+from kernelcrew.csource.masking import restrict_macros
 from kernelcrew.csource.syntax import Edit, Node, Source, find_function, params
 
 
@@ -23,11 +26,16 @@ def add_restrict(src: str, entry: str) -> str | None:
         return None
     edits = []
     moved = reassigned(fn)
+    # `float * MY_RESTRICT x`: the macro (blanked for the parser) is the qualifier already
+    already = restrict_macros(src)
     for p in params(fn):
         if p.pointer is None or p.restrict or p.name in moved:
             continue
         star = next((c for c in p.pointer.children if c.type == "*"), None)
         if star is None:
+            continue
+        if already and set(re.findall(r"\w+", s.data[star.end_byte:p.pointer.end_byte]
+                                      .decode())) & already:
             continue
         edits.append(Edit(star.end_byte, star.end_byte, " __restrict__"))
         # `float *x` style: keep one space between the qualifier and the name
