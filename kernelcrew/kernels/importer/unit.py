@@ -75,17 +75,20 @@ class Unit:
 
 
 def load_unit(path: Path, build: BuildFlags) -> Unit:
-    sf = load_source(path)
     if path.suffix.lower() in (".cu", ".cuh"):
-        return Unit(sf, build=build)  # CUDA: read as written (the host preprocessor differs)
-    pp = preprocess(path, sf.text, build)
+        # CUDA: read as written (the host preprocessor differs)
+        return Unit(load_source(path), build=build)
+    if not path.is_file():
+        return Unit(load_source(path), build=build)  # the error names the file
+    text = path.read_text(errors="replace")
+    pp = preprocess(path, text, build)
     if pp is None:
-        return Unit(sf, build=build)
-    # parsed again knowing what the preprocessor knows: the macros that stand for
+        return Unit(source_of_text(text, path), build=build)
+    # parsed once, knowing what the preprocessor knows: the macros that stand for
     # qualifiers wherever they are defined, and which branch of an #if the build compiles
     quals = {name for _p, m in pp.events if not m.undef
              for name in qualifier_macros(m.text)}
-    sf = source_of_text(sf.text, path, quals, lambda ln: pp.is_active(path, ln))
+    sf = source_of_text(text, path, quals, lambda ln: pp.is_active(path, ln))
     headers = [load_source(h, quals, lambda ln, h=h: pp.is_active(h, ln))
                for h in pp.headers if h.is_file()]
     return Unit(sf, headers, pp, build)
