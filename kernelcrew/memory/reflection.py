@@ -11,8 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validat
 Bottleneck = Literal["memory-bound", "compute-bound", "latency-bound", "launch-bound", "unknown"]
 
 # Bumped when the metadata layout written to the store changes (2: `outcome` added; records
-# of schema 1 read back with outcome "" and count only by `accepted`).
-METADATA_SCHEMA = 2
+# of schema 1 read back with outcome "" and count only by `accepted`. 3: `candidate` added;
+# older records read back with candidate "" and keep their ids).
+METADATA_SCHEMA = 3
 
 # What an evaluation's outcome says about the change, for track records. "faster-not-best"
 # beat the incumbent but lost to a better candidate of the same iteration: it helped.
@@ -52,6 +53,9 @@ class Reflection(BaseModel):
     )
     run_id: str = Field(min_length=1, description="Run that produced it.")
     iteration: int = Field(ge=0, description="Loop iteration within the run.")
+    candidate: str = Field(
+        default="", description="The candidate file it is about, within the run "
+        "(one author can write several candidates of one kind in one iteration).")
     created: datetime = Field(default_factory=_now, description="When it was written (UTC).")
 
     @model_validator(mode="before")
@@ -65,8 +69,11 @@ class Reflection(BaseModel):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def id(self) -> str:
-        """Deterministic id, so writing the same reflection twice is an upsert."""
-        key = "\x1f".join([self.run_id, str(self.iteration), self.author, self.change_kind])
+        """Deterministic id, so writing the same reflection twice is an upsert. Two
+        candidates of one author and kind in one iteration are two reflections: the
+        candidate is part of the key (records written before it was keep their ids)."""
+        parts = [self.run_id, str(self.iteration), self.author, self.change_kind]
+        key = "\x1f".join(parts + ([self.candidate] if self.candidate else []))
         return "r-" + hashlib.blake2b(key.encode(), digest_size=12).hexdigest()
 
     @property
@@ -91,6 +98,7 @@ class Reflection(BaseModel):
             "speedup": float(self.speedup),
             "run_id": self.run_id,
             "iteration": self.iteration,
+            "candidate": self.candidate,
             "created": self.created.isoformat(),
         }
 

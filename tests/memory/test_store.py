@@ -82,6 +82,14 @@ def test_re_adding_the_same_reflection_upserts(store: MemoryStore, make_reflecti
     assert only.text == "fourth take"
 
 
+def test_two_candidates_of_one_author_and_kind_are_two_records(store: MemoryStore,
+                                                               make_reflection) -> None:
+    store.add(make_reflection(text="flags, first candidate", candidate="a.cpp"))
+    store.add(make_reflection(text="flags, second candidate", candidate="b.cpp"))
+    assert sorted(r.text for r in store.list()) == ["flags, first candidate",
+                                                    "flags, second candidate"]
+
+
 def test_search_prefers_family_backend_then_backend_then_anything(
     store: MemoryStore, mixed: dict[str, str]
 ) -> None:

@@ -91,7 +91,8 @@ def _reflect_one(state: CrewState, e: dict, critique: str, situation: dict,
         backend=state["backend"], device=situation["device"] or state["backend"], node=node,
         bottleneck=bn, change_kind=e["kind"], author=e["author"],
         accepted=e["outcome"] == "accepted", outcome=e["outcome"],
-        speedup=float(e.get("speedup") or 0.0), run_id=state["run_id"], iteration=it))
+        speedup=float(e.get("speedup") or 0.0), run_id=state["run_id"], iteration=it,
+        candidate=Path(e["path"]).name))
     emit(state["run_dir"], "reflect", text, t0=t0, iteration=it, agent="reflector",
          about=e["path"], outcome=e["outcome"], text=text, speedup=e.get("speedup"),
          vs_best=e.get("vs_best"), kind=e["kind"], author=e["author"], ran_on=ran_on, by=by,
