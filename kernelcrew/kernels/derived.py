@@ -44,6 +44,15 @@ def _cache_root() -> Path:
     return Path(root) / "derived"
 
 
+class ReferenceDied(InputError):
+    """The float64 build of the function died, hung or exited on a case."""
+
+    def __init__(self, message: str, *, path: str | Path | None = None,
+                 what: str = "") -> None:
+        super().__init__(message, path=path)
+        self.what = what  # "died of SIGSEGV", "ran past 600 s", "exited with code 1"
+
+
 class DerivedReference:
     """`reference(**kw)` for an op whose reference64.cpp holds the float64 entry."""
 
@@ -101,7 +110,7 @@ class DerivedReference:
         return reply
 
     def _died(self, w: subprocess.Popen, exc: BaseException, sizes: dict[str, int]
-              ) -> InputError:
+              ) -> ReferenceDied:
         hung = isinstance(exc, TimeoutError)
         if hung:
             w.kill()
@@ -122,12 +131,17 @@ class DerivedReference:
             what = f"died of {signal.Signals(-code).name}"
         else:
             what = f"exited with code {code}"
-        return InputError(
+        ints = [n for n, k, d, _s in self.args if k == "input" and not d.startswith("float")]
+        values = (f"; where {', '.join(ints)} {'holds' if len(ints) == 1 else 'hold'} "
+                  "indices or counts, the values drawn may be "
+                  f"what it rejects: give their range at import (--values {ints[0]}=LO:HI)"
+                  if ints else "")
+        return ReferenceDied(
             f"the float64 reference (the function's own code) {what} on {case}"
             + (f" ({last.strip()[:160]})" if last and not hung else "")
             + ": the case is outside what the function handles; drop it from op.yaml's "
-            "shapes (or give --case values the code accepts), or write reference.py by hand",
-            path=self.source)
+            "shapes (or give --case values the code accepts), or write reference.py by hand"
+            + values, path=self.source, what=what)
 
 
 # ---------------------------------------------------------------- the child process

@@ -17,7 +17,7 @@ from kernelcrew.kernels.formats import format_for
 CPU_INCLUDES = frozenset({
     "cmath", "cstdint", "cstddef", "cstring", "cstdlib", "algorithm", "limits", "cfloat",
     "climits", "omp.h", "immintrin.h", "math.h", "stdint.h", "stddef.h", "array", "utility",
-    "type_traits", "numeric",
+    "type_traits", "numeric", "assert.h", "cassert", "stdbool.h",
 })
 CUDA_INCLUDES = frozenset({"cuda_fp16.h", "cuda_bf16.h", "cstdint", "stdint.h", "math.h",
                            "cmath", "cfloat", "climits", "mma.h", "cuda_pipeline.h"})

@@ -208,6 +208,39 @@ void f(float *a, const float *b, int n, int steps, int m) {
     assert got.expr() == "1" and "cannot count" in got.notes[0]
 
 
+def test_blocks_of_fixed_length_and_alternatives_are_counted_as_they_run():
+    from kernelcrew.kernels.importer.cost import estimate_flops
+
+    # whole tiles from a start computed per tile: `r < r0 + T` is T trips whatever r0 is;
+    # an edge tile that ends with `continue` is the other path, not extra work; an
+    # if / else-if / else chain does one of its branches
+    code = """
+void f(float *y, const float *x, int n, float a) {
+    int tiles = n / 8;
+    for (int t = 0; t < tiles; t++) {
+        int r0 = t * 8;
+        if (r0 == 0) {
+            for (int r = r0; r < r0 + 8; r++) y[r] = x[r];
+            continue;
+        }
+        for (int r = r0; r < r0 + 8; ++r) {
+            if (x[r] > 0.0f) y[r] = a * x[r] + 1.0f;
+            else if (x[r] < -1.0f) y[r] = a * x[r] * x[r] - 2.0f;
+            else y[r] = 0.0f;
+        }
+    }
+}
+"""
+    got = estimate_flops(code, {}, {"n"})
+    assert got.expr().replace(" ", "") in ("3*((n//8))*8", "3*(n//8)*8"), got.expr()
+    assert not got.notes
+    # a bound in a local that does not cancel stays unknown, and is said to be
+    code = ("void g(float *y, int n) { for (int t = 0; t < n; t++) { int e = t * t; "
+            "for (int r = t; r < e; r++) y[r] += 1.0f; } }")
+    got = estimate_flops(code, {}, {"n"})
+    assert "one trip" in " ".join(got.notes), got.notes
+
+
 def test_a_condition_around_an_access_bounds_its_subscript():
     # a direct convolution with its limits tested in the loop (a DSP library's reference
     # path), through local pointers: each input is as long as its own length

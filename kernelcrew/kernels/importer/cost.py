@@ -59,7 +59,7 @@ def _c_to_expr(text: str, sizes: set[str], consts: dict[str, str] | None = None
 class Trip:
     var: str
     count: str  # an op.yaml expression in the sizes
-    mean: str  # the counter's mean value, for loops inside whose bounds use it
+    mean: str | None  # the counter's mean value, for loops inside whose bounds use it
 
 
 def _trip(for_node: Node, src: bytes, sizes: set[str], consts: dict[str, str],
@@ -102,15 +102,31 @@ def _trip(for_node: Node, src: bytes, sizes: set[str], consts: dict[str, str],
         return None
     known = sizes | set(outer)
     b, a, k = (_c_to_expr(x, known, consts) for x in (right, start, step))
-    if b is None or a is None or k is None:
+    if k is None:
         return None
+    local = b is None or a is None
+    if local:
+        # a block of fixed length from a local start: `r = r0; r < r0 + 16` is 16 trips
+        # whatever r0 is; the counter's mean is then unknown (None)
+        b, a = (_c_to_expr(x, known | _idents(x), consts) for x in (right, start))
+        if b is None or a is None:
+            return None
     b, a = (_at_means(x, outer) for x in (b, a))
     lo, hi = (a, b) if up else (b, a)
     incl = op in ("<=", ">=")
     span = simplify(f"({hi}) - ({lo})" + (" + 1" if incl else ""))
+    if local and _idents(span) - sizes:
+        return None
     count = span if k == "1" else f"ceil_div({span}, {k})"
     last = simplify(f"({hi})" + ("" if incl else " - 1"))
-    return Trip(var, count, simplify(f"(({lo}) + ({last})) // 2"))
+    return Trip(var, count, None if local else simplify(f"(({lo}) + ({last})) // 2"))
+
+
+def _idents(text: str) -> set[str]:
+    try:
+        return set(names_in(text))
+    except ExprError:
+        return set(re.findall(r"[A-Za-z_]\w*", text))
 
 
 def _while_trip(loop: Node, src: bytes, sizes: set[str], consts: dict[str, str]
@@ -249,6 +265,9 @@ class _Counter:
         if t == "compound_statement":
             self.block(n, mult, acc)
             return
+        if t == "if_statement" and n.child_by_field_name("alternative") is not None:
+            self.alternatives(n, mult, acc)
+            return
         self.operation(n, mult, acc)
         for c in n.children:
             self.visit(c, mult, acc)
@@ -261,11 +280,26 @@ class _Counter:
         body = n.child_by_field_name("body")
         if body is None:
             return
-        if trip is not None:
+        if trip is not None and trip.mean is not None:
             self.outer[trip.var] = trip.mean
         self.visit(body, mult + ((_factor(trip.count),) if trip else ()), acc)
         if trip is not None:
             self.outer.pop(trip.var, None)
+
+    def alternatives(self, n: Node, mult: tuple[str, ...], acc: Flops) -> None:
+        """`if (...) A else B` (and `else if` chains) does A or B: each multiplier counts
+        the larger of the two, not their sum."""
+        cond = n.child_by_field_name("condition")
+        if cond is not None:
+            self.visit(cond, mult, acc)
+        branches = []
+        for field_name in ("consequence", "alternative"):
+            b, part = n.child_by_field_name(field_name), Flops()
+            if b is not None:
+                self.visit(b, mult, part)
+            branches.append(part.terms)
+        for k in set(branches[0]) | set(branches[1]):
+            acc.terms[k] = acc.terms.get(k, 0) + max(br.get(k, 0) for br in branches)
 
     def block(self, n: Node, mult: tuple[str, ...], acc: Flops) -> None:
         # `if (...) { fallback(...); return; }` then the main path: the two are
@@ -332,8 +366,25 @@ def _pointer_names(root: Node, data: bytes) -> set[str]:
     return out
 
 
+_LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
+
+
 def _early_return(n: Node) -> bool:
+    """`if (...) { ...; return; }`, or `{ ...; continue; }` of the loop around it: what
+    follows in the block is the other path."""
     if n.type != "if_statement" or n.child_by_field_name("alternative") is not None:
         return False
     cons = n.child_by_field_name("consequence")
-    return cons is not None and any(m.type == "return_statement" for m in walk(cons))
+    return cons is not None and any(
+        m.type == "return_statement" or (m.type == "continue_statement"
+                                         and not _inside_loop(m, cons))
+        for m in walk(cons))
+
+
+def _inside_loop(n: Node, top: Node) -> bool:
+    p = n.parent
+    while p is not None and p != top:
+        if p.type in _LOOPS:
+            return True
+        p = p.parent
+    return False

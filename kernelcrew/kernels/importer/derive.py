@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernelcrew.errors import ExprError, InputError
+from kernelcrew.kernels.derived import DerivedReference
 from kernelcrew.kernels.expr import evaluate, names_in
 from kernelcrew.kernels.importer import shapes as S
 from kernelcrew.kernels.importer.access import Accesses, analyze
@@ -42,6 +43,7 @@ from kernelcrew.kernels.importer.opfiles import (
     OpYaml,
     inputs_py,
     op_yaml,
+    reference_args,
     reference_py,
     value_ranges,
 )
@@ -64,6 +66,7 @@ from kernelcrew.kernels.importer.roles import (
     assign_roles,
     err,
 )
+from kernelcrew.kernels.importer.screen import screen_generated
 from kernelcrew.kernels.importer.source import find_function, join_continuations, source_of_text
 from kernelcrew.kernels.spec import INT_INPUTS
 
@@ -309,6 +312,11 @@ def import_function(req: ImportRequest) -> ImportResult:
             "on the syntax tree).\n" + ref_body)
         (folder / "reference.py").write_text(reference_py(ctx.src, ctx.fn, b.entry.entry, sig,
                                                           shapes, roles, sizes, b.calls_omp))
+        ref = DerivedReference(folder / "reference64.cpp", entry=b.entry.entry,
+                               args=reference_args(sig, shapes, roles, sizes),
+                               openmp=b.calls_omp)
+        ctx.notes += screen_generated(ref, groups, {r.param.name: float(r.value) for r in roles
+                                                    if r.kind == "scalar"}, ranges)
     fn_text = join_continuations(ctx.fn.item.text(ctx.sf.data))
     (folder / "op.yaml").write_text(op_yaml(OpYaml(
         op_name=op_name, fn=ctx.fn, src=ctx.src, sig=sig, shapes=shapes, roles=roles,

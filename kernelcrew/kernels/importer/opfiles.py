@@ -197,18 +197,19 @@ def make_inputs(rng, **sizes):
 ''')
 
 
-def reference_py(src: Path, fn: Function, entry: str, sig, shapes, roles, sizes,
-                  uses_omp: bool) -> str:
-    args = []
-    for r in roles:
-        if r.kind == "inout":
-            args.append((f"{r.param.name}_in", "input"))
+def reference_args(sig, shapes, roles, sizes) -> list[tuple[str, str, str, list[str]]]:
+    """(name, kind, dtype, shape) of the float64 entry's arguments, in its order."""
     order = ([(n, "input") for n, k, _ in sig if k == "input"]
              + [(n, "output") for n, k, _ in sig if k == "output"]
              + [(r.param.name, "scalar") for r in roles if r.kind == "scalar"]
              + [(s, "size") for s in sizes])
     dtypes = {n: d for n, _, d in sig}
-    spec = [(n, k, dtypes.get(n, "float64"), shapes.get(n, [])) for n, k in order]
+    return [(n, k, dtypes.get(n, "float64"), shapes.get(n, [])) for n, k in order]
+
+
+def reference_py(src: Path, fn: Function, entry: str, sig, shapes, roles, sizes,
+                  uses_omp: bool) -> str:
+    spec = reference_args(sig, shapes, roles, sizes)
     return f'''"""Float64 reference for {fn.name} ({src.name}, line {fn.line}), derived by `kernelcrew import`.
 
 reference64.cpp is the baseline's code with float promoted to double on its syntax tree;
