@@ -334,9 +334,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     if res.baseline.endswith(".cpp"):  # the baseline's own rounding sets the atol it needs
         from kernelcrew.tools.judge.calibrate import calibrate
 
-        note = calibrate(res.folder)
-        if note:
-            res.notes.append(note)
+        said = calibrate(res.folder)
+        if said:
+            (res.warnings if said[0] == "warning" else res.notes).append(said[1])
     if args.json:
         print_json({"folder": str(res.folder), "op": res.op_name, "entry": res.entry,
                     "reference": res.reference, "warnings": res.warnings, "notes": res.notes})

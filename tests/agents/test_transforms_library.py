@@ -103,6 +103,7 @@ BLOCKING_CASES = {"boundary": [{"batch": 2, "m": 3, "k": 4, "n": 9}],
                                 {"batch": 3, "m": 4, "k": 1, "n": 8}]}
 
 
+@pytest.mark.slow  # every group of a matmul, checked twice: about 13 s
 def test_register_block_on_the_interchanged_matmul_is_correct_on_every_group(small_ops,
                                                                               tmp_path):
     folder = tmp_path / "small_matmul"

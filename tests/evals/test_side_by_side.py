@@ -62,6 +62,7 @@ def test_probe_folder_is_an_operator_with_the_cases_sizes(tmp_path):
     assert sweep.cost_bytes({"n": 1000}) == 12000 and sweep.written_share({"n": 1000}) <= 0.001
 
 
+@pytest.mark.slow  # bandwidth measured over several rounds: about 25 s
 def test_the_read_only_probe_is_correct_and_reads_at_the_triads_rate(tmp_path):
     """Both probes at one size, cold in the harness: the sweep runs correctly, and counted
     per byte it moves data at the triad's order of rate. It moves no write-allocate

@@ -72,6 +72,7 @@ def test_compile_error_reaches_author_normalized_and_retry_compiles(tmp_path, re
     assert any(e["node"] == "verify" and "flaky" in (e.get("agent") or "") for e in trace)
 
 
+@pytest.mark.slow  # a crew run through two re-plans: about 14 s
 def test_repeated_compile_failures_re_plan_the_candidate_then_the_crew(tmp_path, registered):
     cls = sp.LearnsFromPlanSpecialist
     cls.plans.clear()

@@ -99,6 +99,7 @@ def run(run_dir: Path, names: list[str], **ctx) -> dict:
                  "run_dir": str(run_dir), "timeout_s": 20, **ctx})
 
 
+@pytest.mark.slow  # a crew run with a re-profile that fails: about 14 s
 def test_best_that_fails_its_re_profile_is_demoted_and_the_run_goes_on(
         tmp_path, specialist, monkeypatch):
     monkeypatch.setenv("KERNELCREW_REPS", str(PROFILE_REPS))  # observe's profile

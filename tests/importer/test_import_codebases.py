@@ -21,6 +21,8 @@ CODEBASES = Path(__file__).resolve().parent / "codebases"
 POLY = CODEBASES / "polyhedral"
 CNN = CODEBASES / "cnn"
 LLM = CODEBASES / "llm" / "infer.c"
+GRID = CODEBASES / "grid" / "thermal.c"
+SOLVE = CODEBASES / "grid" / "solve.c"
 
 
 def imp(src: Path, function: str, case: str, out: Path, *extra: str):
@@ -266,3 +268,58 @@ def test_qualifier_macros_and_declarations_split_by_ifdef_import_with_case_alone
     with_restrict = apply_transform("restrict", gain)
     assert with_restrict is not None and "__restrict__ AUD_RESTRICT" not in with_restrict
     assert "float* __restrict__ out" in with_restrict
+
+
+def test_generated_cases_the_function_does_not_handle_are_left_out_with_a_note(tmp_path):
+    """A solver that works in whole 16x16 tiles asserts its grid is a whole number of tiles
+    (tests/importer/codebases/grid, `#include <assert.h>`). The boundary and unaligned
+    cases the importer makes up are sizes it never had: its own float64 build aborts on
+    them, so they are left out, each with a note, and the op keeps the user's typical case
+    (the import stopped on the first of them before). The cost model counts the tiles'
+    `r < r0 + TILE` loops as TILE trips and the border tile's path as the alternative it is.
+    Where the user's typical case itself dies, the inputs are at fault: nothing is left
+    out, and the one-line error says which integer input needs --values."""
+    shapes = [a for n in ("next", "cur", "heat") for a in ("--shape", f"{n}=rows*cols")]
+    spec, out = imported(GRID, "thermal_step", "rows=256,cols=384", tmp_path / "step",
+                         *shapes)
+    assert {g: [c for c in grp.cases] for g, grp in spec.shapes.items()} == \
+        {"typical": [{"rows": 256, "cols": 384}]}
+    left = [ln for ln in out.splitlines() if "left out" in ln]
+    assert len(left) == 3 and all("died of SIGABRT" in ln for ln in left), out
+    assert any("unaligned case rows=255,cols=383" in ln for ln in left)
+    assert spec.cost.flops.replace(" ", "") == "8*((rows//16)*(cols//16))*16*16"
+    check_ok(tmp_path / "step")
+    # the probes' indices drawn at random fail the function's assert on the typical case
+    msg = one_line_error(imp(GRID, "thermal_probe", "probes=100,cells=1000", tmp_path / "p",
+                             "--shape", "grid=cells"))
+    assert "died of SIGABRT on probes=100,cells=1000" in msg
+    assert "give their range at import (--values probe=LO:HI)" in msg
+    spec, out = imported(GRID, "thermal_probe", "probes=100,cells=1000", tmp_path / "p2",
+                         "--shape", "grid=cells", "--values", "probe=0:cells")
+    assert "left out" not in out and set(spec.shapes) == {"typical", "boundary", "unaligned"}
+    check_ok(tmp_path / "p2")
+
+
+def test_an_unstable_baseline_does_not_buy_a_tolerance_that_passes_anything(tmp_path):
+    """An LU factorization without pivoting (tests/importer/codebases/grid/solve.c) on the
+    random matrices `check` draws differs from its float64 build by a percent of its
+    largest value: not rounding. The import's calibration used to raise atol to cover it
+    (on another such function, to 2e6: any output passed); now atol stays as generated,
+    the import warns and says what to do, op.yaml says why, and `check` fails the
+    baseline. With inputs the function is meant for (diagonally dominant), it passes."""
+    p = imp(SOLVE, "lu_inplace", "n=200", tmp_path / "lu")
+    assert p.returncode == 0, p.stderr
+    assert "warning: tolerance: atol left at" in p.stdout and "inputs.py" in p.stdout, p.stdout
+    text = (tmp_path / "lu" / "op.yaml").read_text()
+    assert "# atol NOT raised at import" in text
+    assert load_op(tmp_path / "lu").tolerance.atol <= 1e-3
+    c = kernelcrew("check", str(tmp_path / "lu"), str(tmp_path / "lu" / "baseline.cpp"),
+                   "--json", "--reps", "2", timeout=600)
+    assert json.loads(c.stdout)["correct"] is False
+    (tmp_path / "lu" / "inputs.py").write_text(
+        "import numpy as np\n\n\n"
+        "def make_inputs(rng, n):\n"
+        "    m = rng.standard_normal((n, n))\n"
+        "    m[np.diag_indices(n)] += 2.0 * n\n"
+        "    return {'m_in': m.reshape(-1).astype(np.float32)}\n")
+    check_ok(tmp_path / "lu")

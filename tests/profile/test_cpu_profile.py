@@ -200,6 +200,7 @@ def test_cli_a_kernel_that_fails_exits_1_with_one_line(tmp_path) -> None:
     assert len(err) == 1 and "not correct" in err[0], err
 
 
+@pytest.mark.slow  # the peak bandwidth measured per cache state: about 30 s for both
 @pytest.mark.parametrize("state", ["cold", "warm"])
 def test_profile_names_the_cache_state_and_uses_the_peak_measured_in_it(state: str) -> None:
     """`--cache` decides how the runs are timed; the profile says which state its numbers
