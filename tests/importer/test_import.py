@@ -408,6 +408,11 @@ def test_values_gives_an_index_array_its_range(tmp_path):
                      ("ids=7", "write LO:HI")):
         p = kernelcrew(*args, "--values", bad, "--out", str(tmp_path / "x"), timeout=120)
         assert p.returncode == 2 and why in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    # without --values, the code says it: `table + ids[i] * d` with table of V*d elements
+    p = kernelcrew(*args, "--out", str(tmp_path / "inferred"), timeout=120)
+    assert p.returncode == 0 and "ids: its values index table: drawn from [0, V)" in p.stdout
+    ids = load_op(tmp_path / "inferred").inputs_fn()(rng, n=9, V=4, d=2)["ids"]
+    assert ids.min() >= 0 and ids.max() < 4
 
 
 def test_fixed_size_2d_array_parameters_import_as_rows(tmp_path):

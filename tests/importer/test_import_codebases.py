@@ -277,8 +277,9 @@ def test_generated_cases_the_function_does_not_handle_are_left_out_with_a_note(t
     them, so they are left out, each with a note, and the op keeps the user's typical case
     (the import stopped on the first of them before). The cost model counts the tiles'
     `r < r0 + TILE` loops as TILE trips and the border tile's path as the alternative it is.
-    Where the user's typical case itself dies, the inputs are at fault: nothing is left
-    out, and the one-line error says which integer input needs --values."""
+    Integer inputs the code uses as indices get valid indices; where the user's typical
+    case itself dies, the inputs are at fault: nothing is left out, and the one-line error
+    says which integer input needs --values."""
     shapes = [a for n in ("next", "cur", "heat") for a in ("--shape", f"{n}=rows*cols")]
     spec, out = imported(GRID, "thermal_step", "rows=256,cols=384", tmp_path / "step",
                          *shapes)
@@ -289,16 +290,25 @@ def test_generated_cases_the_function_does_not_handle_are_left_out_with_a_note(t
     assert any("unaligned case rows=255,cols=383" in ln for ln in left)
     assert spec.cost.flops.replace(" ", "") == "8*((rows//16)*(cols//16))*16*16"
     check_ok(tmp_path / "step")
-    # the probes' indices drawn at random fail the function's assert on the typical case
-    msg = one_line_error(imp(GRID, "thermal_probe", "probes=100,cells=1000", tmp_path / "p",
-                             "--shape", "grid=cells"))
-    assert "died of SIGABRT on probes=100,cells=1000" in msg
-    assert "give their range at import (--values probe=LO:HI)" in msg
-    spec, out = imported(GRID, "thermal_probe", "probes=100,cells=1000", tmp_path / "p2",
-                         "--shape", "grid=cells", "--values", "probe=0:cells")
+    # an integer input the code reads as a subscript draws valid indices by itself: as a
+    # whole subscript (probe: [0, cells)) and through a local scaled by a size (pick:
+    # `r = pick[p]; grid[r * cols + c]`: [0, rows))
+    spec, out = imported(GRID, "thermal_probe", "probes=100,cells=1000", tmp_path / "probe",
+                         "--shape", "grid=cells")
+    assert "probe: its values index grid: drawn from [0, cells)" in out
     assert "left out" not in out and set(spec.shapes) == {"typical", "boundary", "unaligned"}
-    check_ok(tmp_path / "p2")
-
+    check_ok(tmp_path / "probe")
+    _, out = imported(GRID, "thermal_pick_rows", "picks=50,rows=300,cols=64", tmp_path / "pick",
+                      "--shape", "grid=rows*cols")
+    assert "pick: its values index grid: drawn from [0, rows)" in out
+    check_ok(tmp_path / "pick")
+    # counts the code only asserts about: the values drawn by default fail the assert on
+    # the typical case, so nothing is left out and the error names --values
+    msg = one_line_error(imp(GRID, "thermal_blur", "cols=1000", tmp_path / "blur"))
+    assert "died of SIGABRT on cols=1000" in msg
+    assert "give their range at import (--values reach=LO:HI)" in msg
+    imported(GRID, "thermal_blur", "cols=1000", tmp_path / "blur2", "--values", "reach=1:5")
+    check_ok(tmp_path / "blur2")
 
 def test_an_unstable_baseline_does_not_buy_a_tolerance_that_passes_anything(tmp_path):
     """An LU factorization without pivoting (tests/importer/codebases/grid/solve.c) on the

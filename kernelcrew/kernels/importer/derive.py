@@ -39,6 +39,7 @@ from kernelcrew.kernels.importer.baseline import (
 )
 from kernelcrew.kernels.importer.entry import launch_exprs, signature_order
 from kernelcrew.kernels.importer.groups import groups_of, modes
+from kernelcrew.kernels.importer.indices import index_ranges
 from kernelcrew.kernels.importer.opfiles import (
     OpYaml,
     inputs_py,
@@ -227,9 +228,10 @@ def _size_checks(ctx: Context, roles: list[Role], shapes: dict[str, list[str]]) 
                                         "code may overflow there")
 
 
-def _int_notes(ctx: Context, roles: list[Role]) -> None:
+def _int_notes(ctx: Context, roles: list[Role], indices: set[str]) -> None:
     for r in roles:
-        if r.param.name in ctx.req.values or r.kind not in ("input", "inout"):
+        if r.param.name in ctx.req.values or r.param.name in indices or \
+                r.kind not in ("input", "inout"):
             continue
         if r.dtype in INT_INPUTS:
             lo, hi = INT_INPUTS[r.dtype]
@@ -289,7 +291,11 @@ def import_function(req: ImportRequest) -> ImportResult:
     shapes.update({f"{r.param.name}_in": r.shape for r in roles if r.kind == "inout"})
     if ret is not None:
         shapes["result"] = ["1"]
-    _int_notes(ctx, roles)
+    indices, said = index_ranges(ctx.xfn.node, ctx.xsf.data, roles, set(req.values)) \
+        if ctx.xfn.node is not None else ({}, [])  # integer inputs the code indexes with
+    _int_notes(ctx, roles, {r.param.name for r in roles if r.param.name in indices
+                            or f"{r.param.name}_in" in indices})
+    ctx.notes += said
     _size_checks(ctx, roles, shapes)
     b = build_baseline(ctx, roles, launch)
     cost_bytes, flops, terms = cost_model(ctx, b, roles, shapes, sig)
@@ -297,6 +303,7 @@ def import_function(req: ImportRequest) -> ImportResult:
     reference_kind = "given" if req.reference else "derived"
     ref_body = None if req.reference else reference_body(ctx, b, launch)
     ranges = value_ranges(req.values, roles, sizes)
+    ranges.update(indices)
 
     ctx.notes[:] = list(dict.fromkeys(ctx.notes))  # a helper's loops are read per call site
     folder.mkdir(parents=True, exist_ok=True)

@@ -175,8 +175,9 @@ def value_ranges(values: dict[str, str], roles: list[Role], sizes: set[str] | li
 def inputs_py(function: str, ranges: dict[str, tuple[str, list[str], str, str]]) -> str:
     rows = "\n".join(f"    {n!r}: ({d!r}, {s!r}, {lo!r}, {hi!r}),"
                      for n, (d, s, lo, hi) in ranges.items())
-    return (f'''"""Inputs of {function}, from `kernelcrew import --values`: the arrays named here
-hold integers drawn from [LO, HI) (expressions in the sizes); the others get the defaults."""
+    return (f'''"""Inputs of {function}, from `kernelcrew import` (--values, or the code's use of an
+integer input as indices): the arrays named here hold integers drawn from [LO, HI)
+(expressions in the sizes); the others get the defaults."""
 
 import numpy as np
 

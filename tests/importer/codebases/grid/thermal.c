@@ -45,3 +45,32 @@ void thermal_probe(temp_t *out, const temp_t *grid, const int *probe, int probes
         out[p] = grid[probe[p]];
     }
 }
+
+/* Copies of whole grid rows, in the order `pick` gives. */
+void thermal_pick_rows(temp_t *out, const temp_t *grid, const int *pick, int picks, int rows,
+                       int cols)
+{
+    for (int p = 0; p < picks; p++) {
+        int r = pick[p];
+        for (int c = 0; c < cols; c++)
+            out[p * cols + c] = grid[r * cols + c];
+    }
+}
+
+/* Each cell averaged with `reach[c]` cells to each side (at least one) within the row. */
+void thermal_blur(temp_t *out, const temp_t *row, const int *reach, int cols)
+{
+    for (int c = 0; c < cols; c++) {
+        assert(reach[c] >= 1);
+        temp_t s = 0;
+        int n = 0;
+        for (int d = -reach[c]; d <= reach[c]; d++) {
+            int k = c + d;
+            if (k >= 0 && k < cols) {
+                s += row[k];
+                n++;
+            }
+        }
+        out[c] = s / n;
+    }
+}
