@@ -100,6 +100,17 @@ def walk(node: Node) -> Iterator[Node]:
         stack.extend(reversed(n.named_children))
 
 
+def enclosed_by(n: Node, top: Node, types: tuple[str, ...] | frozenset[str]) -> bool:
+    """Whether a node of one of `types` encloses `n` below `top` (`top` excluded): is
+    this `continue` inside a loop of the branch, this call inside a loop of the function."""
+    p = n.parent
+    while p is not None and p != top:
+        if p.type in types:
+            return True
+        p = p.parent
+    return False
+
+
 def unparen(n: Node) -> Node:
     """The expression inside any number of parentheses: `((x))` -> `x`."""
     while n.type == "parenthesized_expression" and len(n.named_children) == 1:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from kernelcrew.csource.syntax import enclosed_by
 from kernelcrew.errors import ExprError
 from kernelcrew.kernels.expr import names_in, without_int_suffixes
 from kernelcrew.kernels.importer.access import locals_defined_once
@@ -377,14 +378,6 @@ def _early_return(n: Node) -> bool:
     cons = n.child_by_field_name("consequence")
     return cons is not None and any(
         m.type == "return_statement" or (m.type == "continue_statement"
-                                         and not _inside_loop(m, cons))
+                                         and not enclosed_by(m, cons, _LOOPS))
         for m in walk(cons))
 
-
-def _inside_loop(n: Node, top: Node) -> bool:
-    p = n.parent
-    while p is not None and p != top:
-        if p.type in _LOOPS:
-            return True
-        p = p.parent
-    return False

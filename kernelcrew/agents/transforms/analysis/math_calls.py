@@ -4,7 +4,15 @@ can vectorize (the engine of the vector-math moves)."""
 from __future__ import annotations
 
 from kernelcrew.agents.transforms.analysis.common import helpers_at
-from kernelcrew.csource.syntax import Edit, Node, Source, apply_edits, find_function, walk
+from kernelcrew.csource.syntax import (
+    Edit,
+    Node,
+    Source,
+    apply_edits,
+    enclosed_by,
+    find_function,
+    walk,
+)
 
 _LOOPS = ("for_statement", "while_statement", "do_statement")
 
@@ -19,15 +27,6 @@ def _float_only(s: Source, node: Node) -> bool:
             if ("." in t or "e" in t) and not t.startswith("0x") and not t.endswith("f"):
                 return False
     return True
-
-
-def _in_loop(n: Node, fn: Node, loops: tuple[str, ...]) -> bool:
-    p = n.parent
-    while p is not None and p != fn:
-        if p.type in loops:
-            return True
-        p = p.parent
-    return False
 
 
 def _one_plus_or_minus(s: Source, call: Node) -> str | None:
@@ -75,7 +74,7 @@ def replace_math_calls(src: str, entry: str, replace: dict[str, str],
         name = s.text_of(fnode).strip()
         args = n.child_by_field_name("arguments").named_children
         if name not in replace or len(args) != 1 or not _float_only(s, args[0]) or \
-                not _in_loop(n, fn, loops):
+                not enclosed_by(n, fn, loops):
             continue
         sign = _one_plus_or_minus(s, n) if one_plus and name in one_plus else None
         nested = any(c.type == "call_expression" and s.text_of(
