@@ -1,5 +1,5 @@
-"""The text the importer's parser reads in place of the file: the same bytes at the same
-offsets, with two things that stop a C grammar blanked out.
+"""The text the parsers (the importer's and the moves') read in place of the file: the same
+bytes at the same offsets, with two things that stop a C grammar blanked out.
 
 Code bases write declarations through macros the preprocessor removes or turns into a
 qualifier, and through `#if` groups inside a declaration:

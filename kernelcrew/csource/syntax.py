@@ -501,6 +501,15 @@ def remove_lines(src: Source, nodes: list[Node]) -> list[Edit]:
     return edits
 
 
+def uncast(n: Node | None) -> Node | None:
+    """The expression inside parentheses and casts: `((int)(x))` -> `x`; None where a
+    parenthesis holds more than one expression."""
+    while n is not None and n.type in ("parenthesized_expression", "cast_expression"):
+        n = n.child_by_field_name("value") if n.type == "cast_expression" else \
+            (n.named_children[0] if len(n.named_children) == 1 else None)
+    return n
+
+
 def subscript_index(sub: Node) -> Node | None:
     """The index expression of `a[i]` (tree-sitter-cpp wraps it in an argument list),
     None for `a[i, j]` or no index."""

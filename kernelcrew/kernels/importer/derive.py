@@ -228,10 +228,12 @@ def _size_checks(ctx: Context, roles: list[Role], shapes: dict[str, list[str]]) 
                                         "code may overflow there")
 
 
-def _int_notes(ctx: Context, roles: list[Role], indices: set[str]) -> None:
+def _int_notes(ctx: Context, roles: list[Role], indices: dict) -> None:
+    """What the default integer inputs are, for those neither --values nor the code's
+    indexing (`indices`, keyed by op.yaml name) gives a range."""
     for r in roles:
-        if r.param.name in ctx.req.values or r.param.name in indices or \
-                r.kind not in ("input", "inout"):
+        if r.param.name in ctx.req.values or r.kind not in ("input", "inout") or \
+                {r.param.name, f"{r.param.name}_in"} & indices.keys():
             continue
         if r.dtype in INT_INPUTS:
             lo, hi = INT_INPUTS[r.dtype]
@@ -293,8 +295,7 @@ def import_function(req: ImportRequest) -> ImportResult:
         shapes["result"] = ["1"]
     indices, said = index_ranges(ctx.xfn.node, ctx.xsf.data, roles, set(req.values)) \
         if ctx.xfn.node is not None else ({}, [])  # integer inputs the code indexes with
-    _int_notes(ctx, roles, {r.param.name for r in roles if r.param.name in indices
-                            or f"{r.param.name}_in" in indices})
+    _int_notes(ctx, roles, indices)
     ctx.notes += said
     _size_checks(ctx, roles, shapes)
     b = build_baseline(ctx, roles, launch)

@@ -20,27 +20,18 @@ from __future__ import annotations
 
 import re
 
+from kernelcrew.csource.syntax import subscript_index, uncast
 from kernelcrew.kernels.importer.access import locals_defined_once
 from kernelcrew.kernels.importer.roles import Role
 from kernelcrew.kernels.importer.source import Node, walk
 
 
-def _bare(n: Node | None) -> Node | None:
-    while n is not None and n.type in ("parenthesized_expression", "cast_expression"):
-        n = n.child_by_field_name("value") if n.type == "cast_expression" else \
-            (n.named_children[0] if n.named_children else None)
-    return n
-
-
 def _subscripts(n: Node) -> tuple[Node, list[Node]] | None:
+    """(the array, its subscripts outermost first) of `A[i][j]`."""
     subs: list[Node] = []
     cur = n
     while cur.type == "subscript_expression":
-        idx = cur.child_by_field_name("index")
-        if idx is None:  # tree-sitter-cpp: subscript_argument_list
-            lst = next((c for c in cur.named_children if c.type == "subscript_argument_list"),
-                       None)
-            idx = lst.named_children[0] if lst is not None and lst.named_children else None
+        idx = subscript_index(cur)
         if idx is None:
             return None
         subs.insert(0, idx)
@@ -75,7 +66,7 @@ def index_ranges(fn: Node, data: bytes, roles: list[Role], given: set[str]
 
     def index_of(n: Node | None, seen: frozenset[str] = frozenset()) -> str | None:
         """The integer input whose element `n` is, directly or through a local."""
-        n = _bare(n)
+        n = uncast(n)
         if n is None:
             return None
         if n.type == "identifier" and s(n) in defs and s(n) not in modified \
@@ -88,13 +79,13 @@ def index_ranges(fn: Node, data: bytes, roles: list[Role], given: set[str]
 
     def scaled(n: Node | None) -> tuple[str, str] | None:
         """(input, S) of `X[i]*S` or `S*X[i]`, S a size or a literal."""
-        n = _bare(n)
+        n = uncast(n)
         if n is None or n.type != "binary_expression" or \
                 s(n.child_by_field_name("operator")) != "*":
             return None
         a, b = n.child_by_field_name("left"), n.child_by_field_name("right")
         for x, k in ((a, b), (b, a)):
-            name, kb = index_of(x), _bare(k)
+            name, kb = index_of(x), uncast(k)
             if name and kb is not None and (s(kb) in sizes or re.fullmatch(r"\d+", s(kb))):
                 return name, s(kb)
         return None
@@ -107,7 +98,7 @@ def index_ranges(fn: Node, data: bytes, roles: list[Role], given: set[str]
         if direct:
             found.setdefault(direct, []).append((arr.shape[0], arr.param.name))
             return
-        b = _bare(sub)
+        b = uncast(sub)
         terms = [b]
         if b is not None and b.type == "binary_expression" and \
                 s(b.child_by_field_name("operator")) == "+":

@@ -124,7 +124,7 @@ def source_of_text(text: str, path: Path, macros: Iterable[str] = (),
                    active: Callable[[int], bool] | None = None) -> SourceFile:
     """The file's items, parsed from its text with the macros that stand for qualifiers
     (its own `#define`s and `macros`) and `#if` fragments of declarations blanked
-    (parse_mask.py; `active(line)`: the lines the build compiles)."""
+    (csource/masking.py; `active(line)`: the lines the build compiles)."""
     masked = mask(text, macros, active)
     tree = parse(masked.text)
     sf = SourceFile(path=path, text=text, data=text.encode(), tree=tree, masked=masked)

@@ -4,7 +4,7 @@ of the if-max form into one that vectorizes."""
 from __future__ import annotations
 
 from kernelcrew.csource.affine import FunctionModel
-from kernelcrew.csource.syntax import Decl, Loop, Node, walk
+from kernelcrew.csource.syntax import Decl, Loop, Node, unparen, walk
 
 
 def call_name(model: FunctionModel, call: Node) -> str:
@@ -77,31 +77,23 @@ def _own_cast_removed(model: FunctionModel, node: Node, d: Decl) -> Node:
     """`node` without parentheses and without a cast to the type `d` is declared with:
     `s = (acc_t)(s + a * b)` for `acc_t s` (a helper returning the accumulator's type,
     once inlined) adds to s as `s = s + a * b` does."""
-    while node.type == "parenthesized_expression" and len(node.named_children) == 1:
-        node = node.named_children[0]
-    if d.node.type != "declaration":
+    node = unparen(node)
+    own = d.node.child_by_field_name("type") if d.node.type == "declaration" else None
+    if own is None or d.pointer or d.array:
         return node
-    own = d.node.child_by_field_name("type")
+    text = model.src.text_of
     if node.type == "call_expression":
         # `(acc_t)(e)` of a typedef name the grammar does not know reads as a call
         fn, args = node.child_by_field_name("function"), node.child_by_field_name("arguments")
-        if fn is None or args is None or fn.type != "parenthesized_expression" or \
-                len(args.named_children) != 1 or own is None or \
-                model.src.text_of(fn)[1:-1].split() != model.src.text_of(own).split():
-            return node
-        return _own_cast_removed(model, args.named_children[0], d) \
-            if not d.pointer and not d.array else node
-    if node.type != "cast_expression":
-        return node
-    ty = node.child_by_field_name("type")
-    if ty is None or own is None or d.pointer or d.array or \
-            model.src.text_of(ty).split() != model.src.text_of(own).split():
-        return node
-    inner = node.child_by_field_name("value")
-    while inner is not None and inner.type == "parenthesized_expression" and \
-            len(inner.named_children) == 1:
-        inner = inner.named_children[0]
-    return inner if inner is not None else node
+        if fn is not None and args is not None and fn.type == "parenthesized_expression" \
+                and len(args.named_children) == 1 \
+                and text(fn)[1:-1].split() == text(own).split():
+            return _own_cast_removed(model, args.named_children[0], d)
+    elif node.type == "cast_expression":
+        ty, inner = node.child_by_field_name("type"), node.child_by_field_name("value")
+        if ty is not None and inner is not None and text(ty).split() == text(own).split():
+            return unparen(inner)
+    return node
 
 
 def _terms(node: Node, ops: tuple[str, ...], sign: int = 1) -> list[tuple[Node, int]]:

@@ -66,6 +66,7 @@ from kernelcrew.csource.syntax import (
     pragma_text,
     pragmas_before,
     subscript_index,
+    uncast,
     walk,
 )
 from kernelcrew.kernels.kernelfile import KernelFile
@@ -105,13 +106,6 @@ _WORKSHARE = re.compile(r"\bomp\b.*\b(for|parallel|distribute|taskloop|loop)\b")
 _MATH = re.compile(r"(std::)?(exp|exp2|expm1|log|log2|log10|log1p|sqrt|cbrt|rsqrt|erf|erfc|"
                    r"tanh|sinh|cosh|sin|cos|tan|fabs|fmin|fmax|fma|pow|floor|ceil|round|"
                    r"trunc|copysign|abs)f?|kc_\w+")
-
-
-def _bare(n: Node | None) -> Node | None:
-    while n is not None and n.type in ("parenthesized_expression", "cast_expression"):
-        n = n.child_by_field_name("value") if n.type == "cast_expression" else \
-            (n.named_children[0] if len(n.named_children) == 1 else None)
-    return n
 
 
 def _declares(x: Node) -> bool:
@@ -263,18 +257,18 @@ def _site(s: Source, m: FunctionModel, lp: Loop) -> str | tuple[Node, str, Node,
 def _base_of(init: Node) -> Node | None:
     """The pointer a row pointer's initializer starts from: `x` in `x + e`, `e + x`,
     `&x[e]`, through parentheses and casts."""
-    n = _bare(init)
+    n = uncast(init)
     if n is None:
         return None
     if n.type == "identifier":
         return n
     if n.type == "pointer_expression" and n.child_by_field_name("operator").type == "&":
-        sub = _bare(n.child_by_field_name("argument"))
-        return _bare(sub.child_by_field_name("argument")) \
+        sub = uncast(n.child_by_field_name("argument"))
+        return uncast(sub.child_by_field_name("argument")) \
             if sub is not None and sub.type == "subscript_expression" else None
     if n.type == "binary_expression" and n.child_by_field_name("operator").type in ("+", "-"):
         for side in ("left", "right"):
-            x = _bare(n.child_by_field_name(side))
+            x = uncast(n.child_by_field_name(side))
             if x is not None and x.type == "identifier":
                 d = lookup(x.text.decode(), x)
                 if d is not None and (d.pointer or d.array):
