@@ -415,6 +415,34 @@ def test_values_gives_an_index_array_its_range(tmp_path):
     assert ids.min() >= 0 and ids.max() < 4
 
 
+def test_indices_into_a_fixed_size_table_and_a_scatter_get_their_range(tmp_path):
+    """Other styles of index use: a row of a `float table[V][D]` picked by an int64 id
+    under unsigned counters, and a scatter `bins[idx[i]] += w[i]` into an array read and
+    written. Each index input draws from the indexed dimension, and the baseline passes
+    its own check without --values."""
+    src = tmp_path / "emb.c"
+    src.write_text(
+        "#define D 64\n#define V 1000\n"
+        "void emb_rows(float out[][D], const float table[V][D], const long *tok, int n)\n{\n"
+        "    unsigned i, j;\n"
+        "    for (i = 0; i < (unsigned)n; ++i)\n"
+        "        for (j = 0; j < D; ++j)\n"
+        "            out[i][j] = table[tok[i]][j];\n}\n\n"
+        "void hist_add(float *bins, const int *idx, const float *w, int n, int nb)\n{\n"
+        "    for (int i = 0; i < n; i++) bins[idx[i]] += w[i];\n}\n")
+    for fn, extra, note in (
+            ("emb_rows", ["--case", "n=100"],
+             "tok: its values index table: drawn from [0, 1000)"),
+            ("hist_add", ["--case", "n=5000,nb=64", "--shape", "bins=nb", "--inputs", "bins",
+                          "--outputs", "bins"], "idx: its values index bins: drawn from [0, nb)")):
+        p = kernelcrew("import", str(src), "--function", fn, *extra, "--out",
+                       str(tmp_path / fn), timeout=120)
+        assert p.returncode == 0 and note in p.stdout, p.stdout + p.stderr
+        c = kernelcrew("check", str(tmp_path / fn), str(tmp_path / fn / "baseline.cpp"),
+                       "--json", "--reps", "2", timeout=600)
+        assert json.loads(c.stdout)["correct"] is True, c.stdout[-500:]
+
+
 def test_fixed_size_2d_array_parameters_import_as_rows(tmp_path):
     """`float c[N][M]` takes rows of M: the entry hands it the flat buffer as rows, and the
     baseline passes check; a C99 variable-length array parameter, which C++ lacks, is a
